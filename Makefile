@@ -1,0 +1,17 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both set up .venv first.
+.PHONY: setup run test lint
+
+setup: .venv/.installed
+
+.venv/.installed: pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+	touch $@
+
+run: setup
+	.venv/bin/dra-extender serve
+
+lint: setup
+	.venv/bin/ruff check .
+
+test: setup lint
+	.venv/bin/python -m pytest -q

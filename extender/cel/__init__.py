@@ -1,0 +1,48 @@
+"""Kubernetes' CEL environment for DRA device selectors.
+
+The contract the allocator relies on (engines live behind it):
+
+- ``compile_selector(expression)`` returns a compiled selector or raises
+  :class:`CelCompileError` with a cel-go style message.
+- ``selector.matches(device)`` returns True/False or raises :class:`CelRuntimeError`.
+  Results are memoized per (expression, device version) in ``device.cel_memo``;
+  a device object is immutable, a new slice version brings new device objects,
+  so the memo is invalidated exactly when the device changes.
+
+``device`` is any object with the attributes of :class:`DeviceInput`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class CelError(Exception):
+    """Base of all CEL failures; ``expression`` is the offending selector."""
+
+    def __init__(self, message: str, expression: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.expression = expression
+
+
+class CelCompileError(CelError):
+    """The expression is rejected before any device is seen."""
+
+
+class CelRuntimeError(CelError):
+    """Evaluation on one device failed (no such key, overflow, cost limit, ...)."""
+
+
+class DeviceInput(Protocol):
+    """What the CEL layer reads of a device (API-shaped values, parsed lazily)."""
+
+    driver: str
+    # qualified or bare attribute name -> API value dict, e.g. {"int": 1}, {"strings": ["a"]}
+    attributes: Mapping[str, Mapping[str, Any]]
+    # qualified or bare capacity name -> {"value": "80Gi", "requestPolicy": {...}}
+    capacity: Mapping[str, Mapping[str, Any]]
+    allow_multiple_allocations: bool
+    # Owned by the CEL layer: the activation and memoized results for this device version.
+    cel_memo: dict[Any, Any]
