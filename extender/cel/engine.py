@@ -1,0 +1,70 @@
+"""The engine protocol: what every CEL backend (C++ or pure Python) offers the environment.
+
+Engines compile an expression once into a :class:`Program`; the program is then run on many
+devices, each presented as an already parsed :class:`~extender.cel.device.DeviceView`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from extender.cel.device import DeviceView
+
+ENGINE_CHOICES = ("auto", "cpp", "python")
+
+# Engine name -> module that defines ``make() -> Engine``; imported lazily so one missing
+# backend never breaks the other.
+_ENGINE_MODULES = {"cpp": "extender.cel.engine_cpp", "python": "extender.cel.engine_py"}
+
+
+class Program(Protocol):
+    """A compiled, type-checked selector."""
+
+    def evaluate(self, view: DeviceView) -> bool:
+        """Return the selector's verdict; raise ``CelRuntimeError(message, expression)``."""
+        ...
+
+
+class Engine(Protocol):
+    """A CEL backend configured with Kubernetes' DRA environment."""
+
+    name: str  # "cpp" | "python"
+
+    def compile(self, expression: str) -> Program:
+        """Parse and check ``expression``; raise ``CelCompileError(message, expression)``."""
+        ...
+
+
+def _load(name: str) -> Engine:
+    module = importlib.import_module(_ENGINE_MODULES[name])
+    return module.make()
+
+
+def available_engines() -> list[str]:
+    """Names of the engines whose backend library and module import in this process."""
+    found = []
+    for name in _ENGINE_MODULES:
+        try:
+            _load(name)
+        except ImportError:
+            continue
+        found.append(name)
+    return found
+
+
+def make_engine(name: str = "auto") -> Engine:
+    """Build an engine; ``auto`` prefers the C++ runtime and falls back to pure Python.
+
+    Raises ValueError for an unknown name and ImportError when the engine asked for
+    cannot be loaded.
+    """
+    if name not in ENGINE_CHOICES:
+        raise ValueError(f"unknown CEL engine {name!r}; choose one of {', '.join(ENGINE_CHOICES)}")
+    if name != "auto":
+        return _load(name)
+    try:
+        return _load("cpp")
+    except ImportError:
+        return _load("python")
