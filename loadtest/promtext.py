@@ -1,0 +1,24 @@
+"""Reading counters from the server's Prometheus exposition."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def cel_evaluations(exposition: str) -> float | None:
+    """Sum of every CEL evaluation counter the server exports, or None when it has none.
+
+    The name is matched loosely (prefix `dra_extender_`, containing `cel` and `eval`) because
+    the server's metric names are its own choice; labels (engine, result) are summed over.
+    """
+    total = None
+    for family in text_string_to_metric_families(exposition):
+        name = family.name
+        if family.type != "counter" or not name.startswith("dra_extender_"):
+            continue
+        if "cel" not in name or "eval" not in name:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                total = (total or 0.0) + sample.value
+    return total
