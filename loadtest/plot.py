@@ -1,0 +1,35 @@
+"""Latency over time and latency histograms, one colour per verb (needs matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loadtest.report import VERB_ORDER
+from loadtest.stats import LatencyLog
+
+
+def plot(log: LatencyLog, title: str, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display on servers and CI
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise RuntimeError("plotting needs matplotlib: pip install matplotlib") from e
+
+    verbs = sorted(log.samples, key=lambda v: (VERB_ORDER.index(v) if v in VERB_ORDER else 99, v))
+    fig, (over_time, histogram) = plt.subplots(2, 1, figsize=(11, 8))
+    for verb in verbs:
+        samples = log.samples[verb]
+        at = [s.at for s in samples]
+        ms = [s.seconds * 1000 for s in samples]
+        over_time.scatter(at, ms, s=3, alpha=0.5, label=verb)
+        histogram.hist(ms, bins=80, alpha=0.5, label=verb, log=True)
+    over_time.set(title=title, xlabel="time since start (s)", ylabel="latency (ms)", yscale="log")
+    histogram.set(xlabel="latency (ms)", ylabel="calls")
+    over_time.legend(markerscale=4)
+    histogram.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

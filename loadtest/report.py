@@ -1,0 +1,70 @@
+"""Human-readable and machine-readable forms of a run's result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from loadtest.stats import PERCENTILES
+
+VERB_ORDER = ("filter", "prioritize", "bind", "apply", "delete")
+PROBLEM_KEYS = (
+    "double_allocations",
+    "misplaced_pods",
+    "unreserved_pods",
+    "churn_errors",
+    "unschedulable_sample",
+)
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def latency_table(latency: dict[str, dict[str, float]]) -> list[str]:
+    header = ["verb", "calls", "errors", *(f"p{p} ms" for p in PERCENTILES), "max ms"]
+    rows = [header]
+    for verb in sorted(latency, key=lambda v: (VERB_ORDER.index(v) if v in VERB_ORDER else 99, v)):
+        row = latency[verb]
+        rows.append(
+            [verb, str(row["calls"]), str(row["errors"])]
+            + [f"{row[f'p{p}_ms']:.2f}" for p in PERCENTILES]
+            + [f"{row['max_ms']:.2f}"]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        f"workload {result['workload']}: {result['nodes']} nodes x {result['devices_per_node']} devices, "
+        f"{result['candidates_per_filter']} candidates per filter, {result['bind_concurrency']} binders",
+        f"pods bound        {result['pods_bound']} / {result['pods_expected']} expected "
+        f"({result['pods_unschedulable']} given up)",
+        f"throughput        {result['pods_per_second']} pods/s end to end",
+    ]
+    lines += [
+        f"  phase {p['name']:<9} {p['bound']}/{p['pods']} pods in {p['seconds']} s"
+        f" = {p['pods_per_second']} pods/s"
+        for p in result["phases"]
+    ]
+    lines += [
+        f"server peak RSS   {_fmt(result.get('server_peak_rss_mb'))} MiB",
+        f"CEL evals / pod   {_fmt(result['cel_evaluations_per_pod'])}",
+        f"double allocs     {len(result['double_allocations'])}",
+        f"misplaced pods    {len(result['misplaced_pods'])}",
+        f"unreserved pods   {len(result['unreserved_pods'])}",
+        "",
+        *latency_table(result["latency_ms"]),
+        "",
+        "RESULT: " + ("OK" if result["ok"] else "FAILED"),
+    ]
+    for key in PROBLEM_KEYS:
+        lines += [f"  {key}: {item}" for item in (result.get(key) or [])[:5]]
+    return "\n".join(lines)
+
+
+def write_json(result: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")

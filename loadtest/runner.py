@@ -1,0 +1,157 @@
+"""One load-test run: generate, (start the server,) schedule, check, measure."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loadtest import checks, promtext
+from loadtest.churn import Churn
+from loadtest.driver import DriverConfig, SchedulerDriver
+from loadtest.server import ExtenderServer
+from loadtest.stats import LatencyLog
+from loadtest.workloads import Workload, WorkloadParams, generate, write_state
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    workload: str
+    params: WorkloadParams
+    driver: DriverConfig = field(default_factory=DriverConfig)
+    out_dir: Path = Path("loadtest/results")
+    url: str | None = None  # None: start `dra-extender serve` on the generated state
+    http_timeout: float = 5.0  # kube-scheduler's default httpTimeout
+    ready_timeout: float = 300.0
+    churn_window: int = 32
+
+
+@dataclass
+class RunOutcome:
+    """Everything measured; `log` keeps every sample for the plot."""
+
+    result: dict[str, Any]
+    log: LatencyLog
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    pods: int
+    bound: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        rate = self.bound / self.seconds if self.seconds > 0 else 0.0
+        return {**asdict(self), "seconds": round(self.seconds, 3), "pods_per_second": round(rate, 1)}
+
+
+async def _cel_evaluations(client: httpx.AsyncClient) -> float | None:
+    try:
+        response = await client.get("/metrics")
+    except httpx.HTTPError:
+        return None
+    return promtext.cel_evaluations(response.text) if response.status_code == 200 else None
+
+
+async def _claims(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    response = await client.get("/debug/claims")
+    response.raise_for_status()
+    items = response.json().get("items")
+    if not isinstance(items, list):
+        raise ValueError("/debug/claims did not return {'items': [...]}")
+    return items
+
+
+def _phase(name: str, pods: int, driver: SchedulerDriver, started: float, bound_before: int) -> Phase:
+    ends = driver.bound_at[bound_before:]
+    seconds = (ends[-1] if ends else driver.now()) - started
+    return Phase(name, pods, len(driver.bound) - bound_before, seconds)
+
+
+async def drive(
+    workload: Workload, url: str, spec: RunSpec, transport: httpx.AsyncBaseTransport | None = None
+) -> tuple[dict[str, Any], LatencyLog]:
+    """Schedule the workload against a ready extender at `url` and check what it allocated.
+
+    `transport` replaces the network, for exercising the driver against an in-process extender.
+    """
+    limits = httpx.Limits(max_connections=spec.driver.bind_concurrency + 8)
+    async with httpx.AsyncClient(
+        base_url=url, timeout=spec.http_timeout, limits=limits, transport=transport
+    ) as client:
+        cel_before = await _cel_evaluations(client)
+        driver = SchedulerDriver(client, workload.node_names, spec.driver)
+        for pod in workload.pods:
+            driver.submit(pod)
+        started = driver.now()
+        await driver.run()
+        phases = [_phase("warm-up" if workload.churn_pods else "all", len(workload.pods), driver, started, 0)]
+        deleted: set[tuple[str, str]] = set()
+        errors: list[str] = []
+        if workload.churn_pods:
+            churn = Churn(driver, window=spec.churn_window)
+            before, started = len(driver.bound), driver.now()
+            await churn.run(workload.churn_pods)
+            phases.append(_phase("churn", len(workload.churn_pods), driver, started, before))
+            deleted, errors = churn.deleted, churn.errors
+        cel_after = await _cel_evaluations(client)
+        claims = await _claims(client)
+
+    live = {key: node for key, node in driver.bound.items() if key not in deleted}
+    bound = len(driver.bound)
+    cel_per_pod = None
+    if cel_before is not None and cel_after is not None and bound:
+        cel_per_pod = round((cel_after - cel_before) / bound, 1)
+    total_seconds = sum(p.seconds for p in phases)
+    result = {
+        "workload": workload.name,
+        "nodes": workload.params.nodes,
+        "devices_per_node": workload.params.devices_per_node,
+        "seed": workload.params.seed,
+        "candidates_per_filter": driver.sampler.count,
+        "bind_concurrency": spec.driver.bind_concurrency,
+        "capacity": workload.capacity,
+        "pods_expected": workload.expected_bound,
+        "pods_bound": bound,
+        "pods_unschedulable": len(driver.unschedulable),
+        "unschedulable_sample": sorted(f"{ns}/{n}: {r}" for (ns, n), r in driver.unschedulable.items())[:5],
+        "pods_per_second": round(bound / total_seconds, 1) if total_seconds > 0 else 0.0,
+        "phases": [p.as_dict() for p in phases],
+        "latency_ms": driver.log.summary(),
+        "cel_evaluations_per_pod": cel_per_pod,
+        "claims_allocated": sum(1 for c in claims if (c.get("status") or {}).get("allocation")),
+        "double_allocations": [str(d) for d in checks.find_double_allocations(claims)],
+        "misplaced_pods": checks.find_misplaced_pods(claims, live)[:20],
+        "unreserved_pods": checks.find_unreserved_pods(claims, live)[:20],
+        "churn_errors": errors[:20],
+    }
+    result["ok"] = (
+        bound == workload.expected_bound
+        and not result["double_allocations"]
+        and not result["misplaced_pods"]
+        and not result["unreserved_pods"]
+        and not errors
+    )
+    return result, driver.log
+
+
+def run(spec: RunSpec) -> RunOutcome:
+    workload = generate(spec.workload, spec.params)
+    if spec.url is not None:
+        result, log = asyncio.run(drive(workload, spec.url, spec))
+        result["server_peak_rss_mb"] = None
+        return RunOutcome(result, log)
+    state = spec.out_dir / "state"
+    write_state(workload, state)
+    with ExtenderServer(state, spec.out_dir / "server.log", spec.ready_timeout) as server:
+        result, log = asyncio.run(drive(workload, server.url, spec))
+        rss = server.peak_rss_bytes()
+        result["server_startup_seconds"] = round(server.startup_seconds or 0.0, 2)
+        result["server_peak_rss_mb"] = round(rss / MIB, 1) if rss is not None else None
+    return RunOutcome(result, log)
