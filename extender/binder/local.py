@@ -1,0 +1,86 @@
+"""The Binder for local mode: writes go into the in-memory store like API calls would.
+
+It keeps the API server's rules that matter for correctness: a claim that was deleted or
+re-created (different UID) is not written, an allocation is never replaced by a different
+one ("allocated elsewhere"), reservedFor holds each pod once and at most 256 entries, and a
+pod already bound elsewhere is not re-bound.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from extender.binder import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, BindError, PodRef
+from extender.model import ResourceClaim
+from extender.sources.local import LocalCluster, now_rfc3339
+
+
+class LocalBinder:
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+
+    def _current(self, claim: ResourceClaim) -> dict[str, Any]:
+        held = self.cluster.state.claim(claim.namespace, claim.name)
+        if held is None or held.uid != claim.uid:
+            raise BindError(f"claim {claim.namespace}/{claim.name} got deleted in the meantime")
+        return copy.deepcopy(dict(held.raw))
+
+    async def write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
+        obj = self._current(claim)
+        meta, status = obj["metadata"], obj.setdefault("status", {})
+        if meta.get("deletionTimestamp"):
+            raise BindError(f"claim {claim.namespace}/{claim.name} got deleted in the meantime")
+        if allocation is not None:
+            held = status.get("allocation")
+            if held is not None and held != allocation:
+                raise BindError(
+                    f"claim {claim.namespace}/{claim.name} got allocated elsewhere in the meantime"
+                )
+            finalizers = meta.setdefault("finalizers", [])
+            if DELETE_PROTECTION_FINALIZER not in finalizers:
+                finalizers.append(DELETE_PROTECTION_FINALIZER)
+            status["allocation"] = copy.deepcopy(allocation)
+        elif not status.get("allocation"):
+            raise BindError(f"claim {claim.namespace}/{claim.name} is not allocated")
+        reserved = status.setdefault("reservedFor", [])
+        if not any(entry.get("uid") == pod.uid for entry in reserved):
+            if len(reserved) >= RESERVED_FOR_MAX:
+                raise BindError(
+                    f"claim {claim.namespace}/{claim.name}: reservedFor is full ({RESERVED_FOR_MAX} entries)"
+                )
+            reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+        return self.cluster.write("ResourceClaim", obj)
+
+    async def bind_pod(self, pod: PodRef, node: str) -> None:
+        held = self.cluster.state.pod(pod.namespace, pod.name)
+        if held is None or held.uid != pod.uid:
+            raise BindError(f"pod {pod.namespace}/{pod.name} with UID {pod.uid} does not exist")
+        if held.node_name:
+            if held.node_name == node:
+                return  # a retried bind: already done
+            raise BindError(f"pod {pod.namespace}/{pod.name} is already bound to node {held.node_name}")
+        obj = copy.deepcopy(dict(held.raw))
+        obj.setdefault("spec", {})["nodeName"] = node
+        conditions = obj.setdefault("status", {}).setdefault("conditions", [])
+        conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
+        self.cluster.write("Pod", obj)
+
+    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> None:
+        try:
+            obj = self._current(claim)
+        except BindError:
+            return  # gone: nothing left to release
+        meta, status = obj["metadata"], obj.setdefault("status", {})
+        status["reservedFor"] = [e for e in status.get("reservedFor") or () if e.get("uid") != pod.uid]
+        if not status["reservedFor"]:
+            del status["reservedFor"]
+            if deallocate:
+                status.pop("allocation", None)
+                finalizers = [f for f in meta.get("finalizers") or () if f != DELETE_PROTECTION_FINALIZER]
+                if finalizers:
+                    meta["finalizers"] = finalizers
+                else:
+                    meta.pop("finalizers", None)
+        self.cluster.write("ResourceClaim", obj)

@@ -1,0 +1,119 @@
+"""Runtime configuration of the service: flags turned into one immutable value.
+
+Feature gates use kube-scheduler's ``--feature-gates`` syntax and defaults of the newest
+release described in dra-api.md §1 (the dev/1.37 column), so a local run behaves like a
+current cluster unless told otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Gate name -> default in the dev (1.37) column of dra-api.md §1, restricted to the gates the
+# allocator reads. Only these may be set: a typo must not silently mean "off".
+DEFAULT_GATES: Mapping[str, bool] = {
+    "DRAAdminAccess": True,
+    "DRAPrioritizedList": True,
+    "DRAPartitionableDevices": True,
+    "DRADeviceTaints": True,
+    "DRAConsumableCapacity": True,
+    "DRADeviceBindingConditions": True,
+    "DRAResourceClaimDeviceStatus": True,
+    "DRAExtendedResource": True,
+    "DRAListTypeAttributes": False,
+}
+
+SCORE_POLICIES = ("binpack", "spread", "none")
+CEL_ENGINES = ("auto", "cpp", "python")
+DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler",)
+
+
+class ConfigError(ValueError):
+    """A flag value the service cannot run with."""
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """Parse ``A=true,B=false`` over the defaults; unknown gates and bad values are errors."""
+    gates = dict(DEFAULT_GATES)
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip().lower()
+        if not sep or value not in ("true", "false"):
+            raise ConfigError(f"feature gate {item!r}: expected NAME=true or NAME=false")
+        if name not in DEFAULT_GATES:
+            known = ", ".join(sorted(DEFAULT_GATES))
+            raise ConfigError(f"unknown feature gate {name!r}; known DRA gates: {known}")
+        gates[name] = value == "true"
+    return gates
+
+
+@dataclass(frozen=True)
+class Config:
+    state_dir: Path | None = None  # None: the shipped demo cluster (local mode)
+    kube: bool = False  # watch a real cluster instead of a local store
+    kubeconfig: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8888
+    feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DEFAULT_GATES))
+    cel_engine: str = "auto"
+    score_policy: str = "binpack"
+    # Pods whose spec.schedulerName names another scheduler pass through untouched; a pod
+    # without the field (as written in local manifests) counts as ours.
+    scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
+    max_body_bytes: int = 10 * 1024 * 1024
+    # Allocation budget for one filter call, below kube-scheduler's 5 s extender timeout.
+    filter_timeout_s: float = 4.0
+    # How long a filter result is remembered for bind (the pod is usually bound within ms).
+    result_ttl_s: float = 30.0
+    # Bounds an in-flight commit: a bind that crashes or hangs frees its devices after this.
+    inflight_ttl_s: float = 60.0
+    # Upper bound for the claim writes and the pod binding of one bind call.
+    bind_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.score_policy not in SCORE_POLICIES:
+            choices = ", ".join(SCORE_POLICIES)
+            raise ConfigError(f"score policy {self.score_policy!r}: choose one of {choices}")
+        if self.cel_engine not in CEL_ENGINES:
+            raise ConfigError(f"CEL engine {self.cel_engine!r}: choose one of {', '.join(CEL_ENGINES)}")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port {self.port} out of range")
+        if self.max_body_bytes <= 0:
+            raise ConfigError("max body size must be positive")
+        if self.state_dir is not None and self.kube:
+            raise ConfigError("--state and --kube exclude each other")
+        if self.inflight_ttl_s <= self.bind_timeout_s:
+            raise ConfigError(
+                "the in-flight TTL must exceed the bind timeout, or a slow bind loses its devices"
+            )
+
+    @property
+    def local(self) -> bool:
+        return not self.kube
+
+    @property
+    def enabled_gates(self) -> list[str]:
+        return sorted(name for name, on in self.feature_gates.items() if on)
+
+    def describe(self) -> dict[str, object]:
+        """What /debug/config shows: everything in force, nothing secret."""
+        return {
+            "mode": "kube" if self.kube else "local",
+            "stateDir": str(self.state_dir) if self.state_dir else None,
+            "kubeconfig": self.kubeconfig,
+            "host": self.host,
+            "port": self.port,
+            "featureGates": dict(sorted(self.feature_gates.items())),
+            "celEngine": self.cel_engine,
+            "scorePolicy": self.score_policy,
+            "schedulerNames": list(self.scheduler_names),
+            "maxBodyBytes": self.max_body_bytes,
+            "filterTimeoutSeconds": self.filter_timeout_s,
+            "resultTTLSeconds": self.result_ttl_s,
+            "inflightTTLSeconds": self.inflight_ttl_s,
+            "bindTimeoutSeconds": self.bind_timeout_s,
+        }

@@ -1,0 +1,166 @@
+"""Devices in use: committed allocations plus in-flight commits, kept incrementally.
+
+Every allocation that holds devices is registered under an *owner* key: ``("claim", uid)`` for
+an allocation the cache has seen in a claim's status, ``("inflight", uid)`` for one a bind has
+committed in memory but not written yet. A device stays in use while any owner holds it
+(reference counts), so the hand-over from in-flight to committed never frees it for a moment,
+and two claims that (wrongly) share a device do not free it for each other.
+
+The sets are live: the allocator reads them directly instead of a copy. That is safe because
+all mutation happens on the event loop and a filter call never awaits while allocating.
+Invalidation: an owner's contribution is replaced whenever its allocation changes (claim
+update/delete, in-flight add/remove/expiry); nothing else caches derived data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from extender.cel.quantity import Quantity
+from extender.model import AllocationResult, DeviceID
+
+Owner = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    devices: tuple[DeviceID, ...]
+    shares: tuple[tuple[DeviceID, str], ...]
+    capacity: tuple[tuple[DeviceID, Mapping[str, Quantity]], ...]
+
+
+def contribution(allocation: AllocationResult, consumable_capacity: bool) -> Contribution:
+    """What one allocation holds, per dra-scheduling.md §4.1.
+
+    Admin access never consumes a device; with ConsumableCapacity a result with a shareID is
+    a share whose consumed capacity adds up per device, otherwise the device is exclusive.
+    """
+    devices: list[DeviceID] = []
+    shares: list[tuple[DeviceID, str]] = []
+    capacity: list[tuple[DeviceID, Mapping[str, Quantity]]] = []
+    for result in allocation.devices:
+        if result.admin_access:
+            continue
+        if consumable_capacity and result.share_id:
+            shares.append((result.id, result.share_id))
+            if result.consumed_capacity:
+                capacity.append((result.id, result.consumed_capacity))
+        else:
+            devices.append(result.id)
+    return Contribution(tuple(devices), tuple(shares), tuple(capacity))
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A claim a bind has committed in memory and is writing."""
+
+    claim_uid: str
+    pod_uid: str
+    allocation: AllocationResult
+    expires_at: float
+
+
+class InUse:
+    """Reference-counted device, share and capacity usage by owner."""
+
+    def __init__(self, consumable_capacity: bool) -> None:
+        self.consumable_capacity = consumable_capacity
+        self.devices: set[DeviceID] = set()
+        self.shared: set[tuple[DeviceID, str]] = set()
+        self.capacity: dict[DeviceID, dict[str, Quantity]] = {}
+        # Distinct devices in use per (driver, pool): a cheap "could eviction free anything here".
+        self.per_pool: Counter[tuple[str, str]] = Counter()
+        self.inflight: dict[str, InFlight] = {}
+        self._owners: dict[Owner, Contribution] = {}
+        self._device_refs: Counter[DeviceID] = Counter()
+        self._share_refs: Counter[tuple[DeviceID, str]] = Counter()
+        self._capacity_parts: dict[DeviceID, dict[Owner, Mapping[str, Quantity]]] = {}
+
+    def set_owner(self, owner: Owner, allocation: AllocationResult | None) -> bool:
+        """Replace what ``owner`` holds; returns whether anything changed."""
+        new = contribution(allocation, self.consumable_capacity) if allocation else None
+        old = self._owners.pop(owner, None)
+        if old == new:
+            if new is not None:
+                self._owners[owner] = new
+            return False
+        if old is not None:
+            self._remove(owner, old)
+        if new is not None:
+            self._owners[owner] = new
+            self._add(owner, new)
+        return True
+
+    def _add(self, owner: Owner, c: Contribution) -> None:
+        for device in c.devices:
+            if self._device_refs[device] == 0:
+                self.devices.add(device)
+                self.per_pool[device[:2]] += 1
+            self._device_refs[device] += 1
+        for share in c.shares:
+            if self._share_refs[share] == 0:
+                self.shared.add(share)
+            self._share_refs[share] += 1
+        for device, consumed in c.capacity:
+            self._capacity_parts.setdefault(device, {})[owner] = consumed
+            self._recompute_capacity(device)
+
+    def _remove(self, owner: Owner, c: Contribution) -> None:
+        for device in c.devices:
+            self._device_refs[device] -= 1
+            if self._device_refs[device] == 0:
+                del self._device_refs[device]
+                self.devices.discard(device)
+                self.per_pool[device[:2]] -= 1
+                if self.per_pool[device[:2]] == 0:
+                    del self.per_pool[device[:2]]
+        for share in c.shares:
+            self._share_refs[share] -= 1
+            if self._share_refs[share] == 0:
+                del self._share_refs[share]
+                self.shared.discard(share)
+        for device, _ in c.capacity:
+            parts = self._capacity_parts.get(device, {})
+            parts.pop(owner, None)
+            if not parts:
+                self._capacity_parts.pop(device, None)
+            self._recompute_capacity(device)
+
+    def _recompute_capacity(self, device: DeviceID) -> None:
+        # Summed afresh from the parts: exact, and no subtraction drift.
+        parts = self._capacity_parts.get(device)
+        if not parts:
+            self.capacity.pop(device, None)
+            return
+        total: dict[str, Quantity] = {}
+        for consumed in parts.values():
+            for name, q in consumed.items():
+                total[name] = total[name].add(q) if name in total else q
+        self.capacity[device] = total
+
+    def add_inflight(self, entry: InFlight) -> None:
+        self.inflight[entry.claim_uid] = entry
+        self.set_owner(("inflight", entry.claim_uid), entry.allocation)
+
+    def remove_inflight(self, claim_uid: str) -> bool:
+        if self.inflight.pop(claim_uid, None) is None:
+            return False
+        self.set_owner(("inflight", claim_uid), None)
+        return True
+
+    def expire(self, now: float | None = None) -> list[str]:
+        """Drop in-flight entries past their deadline (an abandoned bind); returns their claim UIDs."""
+        now = time.monotonic() if now is None else now
+        gone = [uid for uid, entry in self.inflight.items() if entry.expires_at <= now]
+        for uid in gone:
+            self.remove_inflight(uid)
+        return gone
+
+    def holders(self) -> Iterable[Owner]:
+        return self._owners.keys()
+
+    def held_by(self, owner: Owner) -> Contribution | None:
+        return self._owners.get(owner)

@@ -1,0 +1,117 @@
+"""The parts of a v1 Pod that DRA scheduling reads, parsed once when the pod enters the cache."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One ``spec.resourceClaims`` entry. Both names empty is kept: resolution reports it."""
+
+    name: str
+    claim_name: str
+    template_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str | None  # None when the field is absent
+    node_name: str
+    phase: str
+    deleting: bool
+    claims: tuple[PodClaim, ...]
+    # status.resourceClaimStatuses: pod claim name -> generated claim name ("" = none needed).
+    # A pod claim missing from this mapping has not been handled by the claim controller yet.
+    claim_statuses: Mapping[str, str]
+    raw: Mapping[str, Any]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _str(value: Any, what: str, pod: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"Pod {pod}: {what}: must be a string, got {type(value).__name__}")
+    return value
+
+
+def _map(value: Any, what: str, pod: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"Pod {pod}: {what}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str, pod: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"Pod {pod}: {what}: must be a list, got {type(value).__name__}")
+    return value
+
+
+def parse_pod(obj: Any) -> PodInfo:
+    """Parse a pod; raises ValueError naming the pod and field for malformed input."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"Pod: must be an object, got {type(obj).__name__}")
+    meta = _map(obj.get("metadata"), "metadata", "<unnamed>")
+    name = _str(meta.get("name"), "metadata.name", "<unnamed>")
+    if not name:
+        raise ValueError("Pod <unnamed>: metadata.name: required")
+    namespace = _str(meta.get("namespace"), "metadata.namespace", name) or "default"
+    ref = f"{namespace}/{name}"
+    spec = _map(obj.get("spec"), "spec", ref)
+    status = _map(obj.get("status"), "status", ref)
+    scheduler = spec.get("schedulerName")
+    claims = []
+    for i, item in enumerate(_list(spec.get("resourceClaims"), "spec.resourceClaims", ref)):
+        item = _map(item, f"spec.resourceClaims[{i}]", ref)
+        claim_name = _str(item.get("name"), f"spec.resourceClaims[{i}].name", ref)
+        if not claim_name:
+            raise ValueError(f"Pod {ref}: spec.resourceClaims[{i}].name: required")
+        claims.append(
+            PodClaim(
+                name=claim_name,
+                claim_name=_str(
+                    item.get("resourceClaimName"), f"spec.resourceClaims[{i}].resourceClaimName", ref
+                ),
+                template_name=_str(
+                    item.get("resourceClaimTemplateName"),
+                    f"spec.resourceClaims[{i}].resourceClaimTemplateName",
+                    ref,
+                ),
+            )
+        )
+    statuses: dict[str, str] = {}
+    for i, item in enumerate(_list(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses", ref)):
+        item = _map(item, f"status.resourceClaimStatuses[{i}]", ref)
+        entry = _str(item.get("name"), f"status.resourceClaimStatuses[{i}].name", ref)
+        statuses[entry] = _str(
+            item.get("resourceClaimName"), f"status.resourceClaimStatuses[{i}].resourceClaimName", ref
+        )
+    return PodInfo(
+        namespace=namespace,
+        name=name,
+        uid=_str(meta.get("uid"), "metadata.uid", ref),
+        scheduler_name=_str(scheduler, "spec.schedulerName", ref) if scheduler is not None else None,
+        node_name=_str(spec.get("nodeName"), "spec.nodeName", ref),
+        phase=_str(status.get("phase"), "status.phase", ref),
+        deleting=meta.get("deletionTimestamp") is not None,
+        claims=tuple(claims),
+        claim_statuses=statuses,
+        raw=obj,
+    )

@@ -1,0 +1,94 @@
+"""ResourceSlices indexed the way the allocator asks for them (the ``SliceSource`` protocol).
+
+Order is the cache's insertion order, which stands for the informer's list order; an update
+keeps a slice's place (dict assignment does). Invalidation: ``_for_node`` memoizes the
+per-node lists and is cleared on every slice change, as is ``devices_per_pool``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from extender.model import ResourceSlice
+
+
+def _node_of(rs: ResourceSlice) -> str:
+    return rs.node_name
+
+
+def _pool_of(rs: ResourceSlice) -> tuple[str, str]:
+    return (rs.driver, rs.pool.name)
+
+
+def _device_count(rs: ResourceSlice) -> int:
+    return len(rs.devices)
+
+
+class SliceIndex:
+    def __init__(self) -> None:
+        self.by_name: dict[str, ResourceSlice] = {}
+        self._by_node: dict[str, dict[str, ResourceSlice]] = {}
+        self._no_node: dict[str, ResourceSlice] = {}
+        self._by_pool: dict[tuple[str, str], dict[str, ResourceSlice]] = {}
+        self._for_node: dict[str | None, list[ResourceSlice]] = {}
+        self._devices_per_pool: Counter[tuple[str, str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.by_name)
+
+    def put(self, rs: ResourceSlice) -> None:
+        old = self.by_name.get(rs.name)
+        if old is not None and (_node_of(old), _pool_of(old)) != (_node_of(rs), _pool_of(rs)):
+            # Node or pool changed (not allowed by the API, but a relist may bring a re-created
+            # slice): drop it from the old buckets first.
+            self.remove(rs.name)
+        self.by_name[rs.name] = rs
+        node = _node_of(rs)
+        bucket = self._by_node.setdefault(node, {}) if node else self._no_node
+        bucket[rs.name] = rs
+        self._by_pool.setdefault(_pool_of(rs), {})[rs.name] = rs
+        self._invalidate()
+
+    def remove(self, name: str) -> bool:
+        rs = self.by_name.pop(name, None)
+        if rs is None:
+            return False
+        node = _node_of(rs)
+        bucket = self._by_node.get(node, {}) if node else self._no_node
+        bucket.pop(name, None)
+        if node and not bucket:
+            self._by_node.pop(node, None)
+        pool = self._by_pool.get(_pool_of(rs), {})
+        pool.pop(name, None)
+        if not pool:
+            self._by_pool.pop(_pool_of(rs), None)
+        self._invalidate()
+        return True
+
+    def _invalidate(self) -> None:
+        self._for_node.clear()
+        self._devices_per_pool = None
+
+    def for_node(self, node_name: str | None) -> Sequence[ResourceSlice]:
+        """The node's own slices, then every slice without ``nodeName`` (both in cache order)."""
+        cached = self._for_node.get(node_name)
+        if cached is None:
+            own = self._by_node.get(node_name, {}) if node_name else {}
+            cached = [*own.values(), *self._no_node.values()]
+            self._for_node[node_name] = cached
+        return cached
+
+    def pool_slices(self, driver: str, pool: str) -> Sequence[ResourceSlice]:
+        return list(self._by_pool.get((driver, pool), {}).values())
+
+    def pools_for_node(self, node_name: str) -> set[tuple[str, str]]:
+        return {_pool_of(rs) for rs in self.for_node(node_name)}
+
+    def devices_per_pool(self) -> Counter[tuple[str, str]]:
+        if self._devices_per_pool is None:
+            counts: Counter[tuple[str, str]] = Counter()
+            for key, slices in self._by_pool.items():
+                counts[key] = sum(_device_count(rs) for rs in slices.values())
+            self._devices_per_pool = counts
+        return self._devices_per_pool
