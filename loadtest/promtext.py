@@ -10,11 +10,13 @@ def cel_evaluations(exposition: str) -> float | None:
 
     The name is matched loosely (prefix `dra_extender_`, containing `cel` and `eval`) because
     the server's metric names are its own choice; labels (engine, result) are summed over.
+    Untyped `_total` samples count too: hand-written expositions often declare the type under
+    the name without the suffix, which leaves the sample untyped for the parser.
     """
     total = None
     for family in text_string_to_metric_families(exposition):
         name = family.name
-        if family.type != "counter" or not name.startswith("dra_extender_"):
+        if family.type not in ("counter", "unknown") or not name.startswith("dra_extender_"):
             continue
         if "cel" not in name or "eval" not in name:
             continue

@@ -116,7 +116,7 @@ class FakeExtender:
         path = request.url.path
         self.calls[path] = self.calls.get(path, 0) + 1
         if request.method == "GET" and path == "/metrics":
-            text = "# TYPE dra_extender_cel_evaluations counter\n"
+            text = "# TYPE dra_extender_cel_evaluations_total counter\n"
             text += f"dra_extender_cel_evaluations_total {self.cel_evaluations}\n"
             return httpx.Response(200, text=text)
         if request.method == "GET" and path == "/debug/claims":
