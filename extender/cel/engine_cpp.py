@@ -1,0 +1,688 @@
+"""Google's C++ CEL runtime (``cel_expr_python``) set up as Kubernetes' DRA selector environment.
+
+The C++ checker gives cel-go's static typing; what it lacks is patched here:
+
+- ``device`` is declared as four qualified variables (``device.driver``, ...), because a
+  protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are.
+  The checker then rejects unknown fields exactly like an object type would.
+- The missing-domain default is obtained by rewriting ``device.attributes[X]`` into
+  ``device.attributes[?X].orValue({})``.
+- Quantity and semver are protobuf messages holding a value-canonical key, so that CEL's
+  message equality is Kubernetes' equality by value.
+- Conversions of a literal (``int("9223372036854775808")``) are evaluated at compile time,
+  as cel-go's planner does, so their failure is a compile error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from cachetools import LRUCache
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from extender.cel import CelCompileError, CelRuntimeError, k8s_functions
+from extender.cel.quantity import Quantity
+from extender.cel.semver import Semver
+
+if TYPE_CHECKING:
+    from extender.cel.device import DeviceView
+
+T = cel.Type
+QUANTITY_TYPE_NAME = "kubernetes.Quantity"
+SEMVER_TYPE_NAME = "kubernetes.Semver"
+# Field holding the canonical key; the name is not reachable from expressions (see _lint).
+_KEY_FIELD = "k8s_dra_internal_key"
+# Upstream's limit on the list an `includes` call inspects.
+MAX_INCLUDES_LIST = 48
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
+_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
+# Extensions of Kubernetes' base environment that the C++ library ships (env config names).
+_CONFIG_YAML = """\
+extensions:
+  - name: strings
+    version: 2
+  - name: sets
+  - name: two-var-comprehensions
+"""
+
+
+def _build_messages() -> tuple[descriptor_pool.DescriptorPool, type, type]:
+    """Define kubernetes.Quantity and kubernetes.Semver as one-field proto3 messages."""
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="extender/kubernetes_cel_types.proto", package="kubernetes", syntax="proto3"
+    )
+    for name in ("Quantity", "Semver"):
+        msg = fdp.message_type.add(name=name)
+        msg.field.add(
+            name=_KEY_FIELD,
+            number=1,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    quantity_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(QUANTITY_TYPE_NAME))
+    semver_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(SEMVER_TYPE_NAME))
+    return pool, quantity_cls, semver_cls
+
+
+_POOL, _QuantityMsg, _SemverMsg = _build_messages()
+QT = T(QUANTITY_TYPE_NAME)
+ST = T(SEMVER_TYPE_NAME)
+
+
+# --- value conversion between the Python objects and the messages -------------------------
+
+
+def _quantity_key(q: Quantity) -> str:
+    """``<integer>e<exponent>`` with no trailing zeros: equal for equal values (80Gi, 81920Mi)
+    and itself a valid quantity string."""
+    value = q.value
+    if value == 0:
+        return "0"
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    exponent = -max(twos, fives)
+    mantissa = int(value * 10**-exponent)
+    while mantissa % 10 == 0:
+        mantissa //= 10
+        exponent += 1
+    return f"{mantissa}e{exponent}" if exponent else str(mantissa)
+
+
+# Message -> the Quantity it was made from. A message can only carry the value (so that
+# CEL's message equality is equality by value), while upstream's isInteger/asInteger also
+# depend on the representation (e.g. `1.5 + 0.5` is not an integer there). The most recent
+# object of each value is remembered; a forgotten one is re-parsed from the value.
+_QUANTITIES: LRUCache[str, Quantity] = LRUCache(maxsize=65536)
+
+
+def quantity_message(q: Quantity) -> Any:
+    key = _quantity_key(q)
+    _QUANTITIES[key] = q
+    return _QuantityMsg(**{_KEY_FIELD: key})
+
+
+def semver_message(v: Semver) -> Any:
+    # Build metadata is dropped so message equality ignores it, like Semver.__eq__.
+    return _SemverMsg(**{_KEY_FIELD: str(v).split("+", 1)[0]})
+
+
+@lru_cache(maxsize=4096)
+def _semver_from_key(key: str) -> Semver:
+    return Semver.parse(key)
+
+
+def _as_quantity(msg: Any) -> Quantity:
+    key = getattr(msg, _KEY_FIELD)
+    q = _QUANTITIES.get(key)
+    if q is None:
+        q = Quantity.parse(key)
+        _QUANTITIES[key] = q
+    return q
+
+
+def _as_semver(msg: Any) -> Semver:
+    return _semver_from_key(getattr(msg, _KEY_FIELD))
+
+
+def _to_cel(value: Any) -> Any:
+    """An attribute value as the runtime wants it (semver objects become messages)."""
+    if isinstance(value, Semver):
+        return semver_message(value)
+    if isinstance(value, list):
+        return [_to_cel(item) for item in value]
+    return value
+
+
+# --- Kubernetes library functions ---------------------------------------------------------
+
+
+def _is_quantity(v: Any) -> bool:
+    return isinstance(v, _QuantityMsg)
+
+
+def _is_semver(v: Any) -> bool:
+    return isinstance(v, _SemverMsg)
+
+
+def _quantity(s: str) -> Any:
+    return quantity_message(Quantity.parse(s))
+
+
+def _is_quantity_string(s: str) -> bool:
+    try:
+        Quantity.parse(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _semver(s: str, normalize: bool = False) -> Any:
+    return semver_message(Semver.parse(s, normalize=normalize))
+
+
+def _is_semver_string(s: str, normalize: bool = False) -> bool:
+    try:
+        Semver.parse(s, normalize=normalize)
+    except ValueError:
+        return False
+    return True
+
+
+def _int_quantity(n: int) -> Quantity:
+    return Quantity.parse(str(n))
+
+
+def _arith(op: str) -> Callable[[Any, Any], Any]:
+    def impl(target: Any, other: Any) -> Any:
+        q = _as_quantity(target)
+        rhs = _as_quantity(other) if _is_quantity(other) else _int_quantity(other)
+        return quantity_message(q.add(rhs) if op == "add" else q.sub(rhs))
+
+    return impl
+
+
+def _compare(target: Any, other: Any) -> int:
+    """compareTo for both library types: the C++ registry keys overloads by argument kind,
+    and both types are messages, so one implementation must serve both."""
+    if _is_quantity(target) and _is_quantity(other):
+        return _as_quantity(target).compare(_as_quantity(other))
+    if _is_semver(target) and _is_semver(other):
+        return _as_semver(target).compare(_as_semver(other))
+    raise ValueError("no such overload")
+
+
+def _as_integer(target: Any) -> int:
+    q = _as_quantity(target)
+    if not q.is_integer():
+        raise ValueError("cannot convert value to integer")
+    value = q.as_int()
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ValueError("cannot convert value to integer")
+    return value
+
+
+def _semver_part(part: str) -> Callable[[Any], int]:
+    def impl(target: Any) -> int:
+        return int(getattr(_as_semver(target), part))
+
+    return impl
+
+
+def _cel_equal(a: Any, b: Any) -> bool:
+    """CEL heterogeneous equality for attribute values (bool is never a number)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_cel_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _includes(target: Any, arg: Any) -> bool:
+    if isinstance(target, list):
+        if len(target) > MAX_INCLUDES_LIST:
+            raise ValueError(f"includes: list has {len(target)} elements, more than {MAX_INCLUDES_LIST}")
+        return any(_cel_equal(item, arg) for item in target)
+    return _cel_equal(target, arg)
+
+
+@dataclass(frozen=True)
+class _Decl:
+    name: str
+    overload_id: str
+    result: Any
+    params: tuple[Any, ...]
+    member: bool
+    impl: Callable[..., Any]
+
+
+_INCLUDES_TARGETS = (
+    ("list", T.List(T.DYN)),
+    ("int", T.INT),
+    ("uint", T.UINT),
+    ("double", T.DOUBLE),
+    ("string", T.STRING),
+    ("bool", T.BOOL),
+    ("semver", ST),
+)
+_INCLUDES_ARGS = (
+    ("int", T.INT),
+    ("uint", T.UINT),
+    ("double", T.DOUBLE),
+    ("string", T.STRING),
+    ("bool", T.BOOL),
+    ("semver", ST),
+)
+
+
+def _declarations() -> Iterator[_Decl]:
+    yield _Decl("quantity", "quantity_string", QT, (T.STRING,), False, _quantity)
+    yield _Decl("isQuantity", "isQuantity_string", T.BOOL, (T.STRING,), False, _is_quantity_string)
+    yield _Decl("sign", "quantity_sign", T.INT, (QT,), True, lambda q: _as_quantity(q).sign())
+    yield _Decl(
+        "isInteger", "quantity_isInteger", T.BOOL, (QT,), True, lambda q: _as_quantity(q).is_integer()
+    )
+    yield _Decl("asInteger", "quantity_asInteger", T.INT, (QT,), True, _as_integer)
+    yield _Decl(
+        "asApproximateFloat",
+        "quantity_asApproximateFloat",
+        T.DOUBLE,
+        (QT,),
+        True,
+        lambda q: _as_quantity(q).as_approximate_float(),
+    )
+    for op in ("add", "sub"):
+        yield _Decl(op, f"quantity_{op}", QT, (QT, QT), True, _arith(op))
+        yield _Decl(op, f"quantity_{op}_int", QT, (QT, T.INT), True, _arith(op))
+    yield _Decl("semver", "semver_string", ST, (T.STRING,), False, _semver)
+    yield _Decl("semver", "semver_string_bool", ST, (T.STRING, T.BOOL), False, _semver)
+    yield _Decl("isSemver", "isSemver_string", T.BOOL, (T.STRING,), False, _is_semver_string)
+    yield _Decl("isSemver", "isSemver_string_bool", T.BOOL, (T.STRING, T.BOOL), False, _is_semver_string)
+    for part in ("major", "minor", "patch"):
+        yield _Decl(part, f"semver_{part}", T.INT, (ST,), True, _semver_part(part))
+    for kind, typ in (("quantity", QT), ("semver", ST)):
+        yield _Decl("compareTo", f"{kind}_compareTo", T.INT, (typ, typ), True, _compare)
+        yield _Decl(
+            "isGreaterThan",
+            f"{kind}_isGreaterThan",
+            T.BOOL,
+            (typ, typ),
+            True,
+            lambda a, b: _compare(a, b) > 0,
+        )
+        yield _Decl(
+            "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True, lambda a, b: _compare(a, b) < 0
+        )
+    for target_name, target in _INCLUDES_TARGETS:
+        for arg_name, arg in _INCLUDES_ARGS:
+            yield _Decl(
+                "includes", f"{target_name}_includes_{arg_name}", T.BOOL, (target, arg), True, _includes
+            )
+
+
+def _kind(t: Any) -> str:
+    """The runtime registry's key for a parameter type: all messages share one kind, all lists
+    another; overloads whose kinds coincide must share one implementation."""
+    if t in (QT, ST):
+        return "message"
+    name = t.name()
+    return name.split("(", 1)[0].split("<", 1)[0].lower()
+
+
+def _function_decls() -> list[Any]:
+    by_name: dict[str, list[Any]] = {}
+    registered: set[tuple[str, bool, tuple[str, ...]]] = set()
+    for decl in _declarations():
+        signature = (decl.name, decl.member, tuple(_kind(p) for p in decl.params))
+        kwargs: dict[str, Any] = {}
+        if signature not in registered:
+            registered.add(signature)
+            kwargs["impl"] = decl.impl
+        by_name.setdefault(decl.name, []).append(
+            cel.Overload(decl.overload_id, decl.result, list(decl.params), is_member=decl.member, **kwargs)
+        )
+    return [cel.FunctionDecl(name, overloads) for name, overloads in by_name.items()]
+
+
+# --- source scanning and rewriting ---------------------------------------------------------
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>\s+|//[^\n]*)
+  | (?P<str>(?:[rR][bB]?|[bB][rR])(?:'''.*?'''|\"\"\".*?\"\"\"|'[^'\n]*'|"[^"\n]*")
+          | [bB]?
+            (?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?|\d*\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+[uU]?)
+  | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>\|\||&&|==|!=|<=|>=|\.\?|[-+*/%!<>?:.,()\[\]{}])
+    """,
+    re.X | re.S,
+)
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+def _tokens(source: str) -> list[_Token] | None:
+    """Lex ``source``; None when it holds something the lexer does not know (the C++ parser
+    has already accepted it, so it is then compiled without rewriting)."""
+    out: list[_Token] = []
+    pos = 0
+    while pos < len(source):
+        m = _TOKEN_RE.match(source, pos)
+        if m is None:
+            return None
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            out.append(_Token(kind, m.group(), m.start(), m.end()))
+        pos = m.end()
+    return out
+
+
+def _texts(toks: list[_Token], i: int, n: int) -> tuple[str, ...]:
+    return tuple(t.text for t in toks[i : i + n])
+
+
+def _is_root(toks: list[_Token], i: int) -> bool:
+    return i == 0 or toks[i - 1].text not in (".", ".?")
+
+
+def _closing(toks: list[_Token], i: int) -> int | None:
+    """Index of the bracket closing the one at ``i``."""
+    depth = 0
+    for j in range(i, len(toks)):
+        if toks[j].text in ("(", "[", "{"):
+            depth += 1
+        elif toks[j].text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def rewrite(source: str, toks: list[_Token]) -> str:
+    """Give ``device.attributes``/``device.capacity`` their missing-domain default and make
+    ``has(device.<field>)`` true (the fields of the device object always exist)."""
+    edits: list[tuple[int, int, str]] = []
+    for i, tok in enumerate(toks):
+        if tok.text == "has" and _is_root(toks, i) and _texts(toks, i + 1, 5)[:3] == ("(", "device", "."):
+            tail = _texts(toks, i + 4, 2)
+            if len(tail) == 2 and tail[0] in DEVICE_FIELDS and tail[1] == ")":
+                edits.append((tok.start, toks[i + 5].end, "true"))
+            continue
+        if tok.text != "device" or not _is_root(toks, i):
+            continue
+        head = _texts(toks, i + 1, 4)
+        if len(head) < 3 or head[0] != "." or head[1] not in ("attributes", "capacity"):
+            continue
+        if head[2] == "[" and (len(head) < 4 or head[3] != "?"):
+            close = _closing(toks, i + 3)
+            if close is not None:
+                edits.append((toks[i + 3].end, toks[i + 3].end, "?"))
+                edits.append((toks[close].end, toks[close].end, ".orValue({})"))
+        elif (
+            head[2] == "."
+            and len(head) == 4
+            and toks[i + 4].kind == "id"
+            and _texts(toks, i + 5, 1) != ("(",)
+        ):
+            edits.append((toks[i + 3].start, toks[i + 4].end, f'[?"{toks[i + 4].text}"].orValue({{}})'))
+    for start, end, text in sorted(edits, reverse=True):
+        source = source[:start] + text + source[end:]
+    return source
+
+
+def _literal_conversions(toks: list[_Token]) -> Iterator[tuple[_Token, str]]:
+    """Calls of a conversion function on one literal, e.g. ``uint(-1)``, with their source."""
+    for i, tok in enumerate(toks):
+        if tok.kind != "id" or tok.text not in _CONVERSIONS or not _is_root(toks, i):
+            continue
+        rest = _texts(toks, i + 1, 4)
+        if len(rest) >= 3 and rest[0] == "(" and rest[2] == ")" and toks[i + 2].kind in ("str", "num"):
+            yield tok, f"{tok.text}({rest[1]})"
+        elif len(rest) == 4 and rest[:2] == ("(", "-") and toks[i + 3].kind == "num" and rest[3] == ")":
+            yield tok, f"{tok.text}(-{rest[2]})"
+
+
+_RELATIONS = frozenset({"<", "<=", ">", ">=", "==", "!=", "in"})
+# Where a relation's left operand ends when scanning leftwards at bracket depth 0.
+_OPERAND_STOPS = _RELATIONS | {"&&", "||", "?", ":", ","}
+_ERROR_LINE = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$", re.M)
+_MIXED_NUMERIC = re.compile(
+    r"found no matching overload for '_(?:<|<=|>|>=)_' applied to '\((int|uint|double), (int|uint|double)\)'"
+)
+
+
+def _left_operand_start(toks: list[_Token], op: int) -> int:
+    depth = 0
+    for j in range(op - 1, -1, -1):
+        text = toks[j].text
+        if text in (")", "]", "}"):
+            depth += 1
+        elif text in ("(", "[", "{"):
+            if depth == 0:
+                return j + 1
+            depth -= 1
+        elif depth == 0 and text in _OPERAND_STOPS:
+            return j + 1
+    return 0
+
+
+def _widen_numeric_comparisons(source: str, toks: list[_Token], message: str) -> str | None:
+    """Wrap the left operand of each mixed-type numeric comparison the checker rejected in
+    ``dyn()``; None unless those are the only errors.
+
+    cel-go declares ``_<_(int, double)`` and friends (CrossTypeNumericComparisons); the C++
+    checker does not, and its declarations cannot be extended, while its runtime compares
+    such dyn values correctly.
+    """
+    errors = _ERROR_LINE.findall(message)
+    if not errors:
+        return None
+    inserts: list[tuple[int, int, str]] = []
+    for line, col, text in errors:
+        m = _MIXED_NUMERIC.fullmatch(text.strip())
+        if m is None or m.group(1) == m.group(2):
+            return None
+        offset = _offset(source, int(line), int(col))
+        op = next((i for i, t in enumerate(toks) if t.start == offset and t.text in _RELATIONS), None)
+        if op is None:
+            return None
+        inserts += [(toks[_left_operand_start(toks, op)].start, 1, "dyn("), (toks[op].start, 0, ")")]
+    for pos, _, text in sorted(inserts, reverse=True):
+        source = source[:pos] + text + source[pos:]
+    return source
+
+
+def _offset(source: str, line: int, col: int) -> int:
+    start = 0
+    for _ in range(line - 1):
+        start = source.index("\n", start) + 1
+    return start + col - 1
+
+
+def _position(source: str, offset: int) -> tuple[int, int]:
+    line = source.count("\n", 0, offset) + 1
+    return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
+
+
+# --- error messages ----------------------------------------------------------------------
+
+_STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
+_STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]\s*$")
+_UNDECLARED = re.compile(r"ERROR: <input>:(\d+):(\d+): undeclared reference to '([^']+)'")
+
+
+def _status_text(raw: str) -> str:
+    return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", raw.strip()))
+
+
+def _runtime_text(raw: str) -> str:
+    text = _status_text(raw)
+    if text.startswith("Key not found in map : "):
+        key = text.removeprefix("Key not found in map : ")
+        if len(key) >= 2 and key[0] == key[-1] == '"':
+            key = key[1:-1]
+        return f"no such key: {key}"
+    if text.startswith("No matching overloads found : "):
+        return "no such overload: " + text.removeprefix("No matching overloads found : ")
+    if "Iteration budget exceeded" in text:
+        return "operation cancelled: actual cost limit exceeded"
+    return text
+
+
+def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
+    text = _status_text(raw)
+    for m in _UNDECLARED.finditer(text):
+        name = m.group(3)
+        if name.startswith("device."):
+            return f"ERROR: <input>:{m.group(1)}:{m.group(2)}: undefined field '{name.split('.', 1)[1]}'"
+        if name in k8s_functions.ALL and toks is not None and _called(toks, name):
+            return k8s_functions.unsupported_message(name)
+    return text
+
+
+def _called(toks: list[_Token], name: str) -> bool:
+    return any(t.text == name and _texts(toks, i + 1, 1) == ("(",) for i, t in enumerate(toks))
+
+
+def _lint(source: str, toks: list[_Token]) -> None:
+    """Reject what the message encoding would otherwise expose to expressions."""
+    for i, tok in enumerate(toks):
+        if tok.text == _KEY_FIELD:
+            line, col = _position(source, tok.start)
+            raise CelCompileError(f"ERROR: <input>:{line}:{col}: undefined field '{tok.text}'", source)
+        if tok.text == "kubernetes" and _is_root(toks, i) and _texts(toks, i + 1, 1) == (".",):
+            line, col = _position(source, tok.start)
+            raise CelCompileError(
+                f"ERROR: <input>:{line}:{col}: undeclared reference to 'kubernetes'", source
+            )
+
+
+# --- engine ------------------------------------------------------------------------------
+
+
+def _type_name(t: Any) -> str:
+    return str(t.name()).lower()
+
+
+class CppProgram:
+    """One compiled selector; evaluation reuses the device's cached activation."""
+
+    __slots__ = ("_compiled", "_engine", "expression")
+
+    def __init__(self, engine: CppEngine, expression: str, compiled: Any) -> None:
+        self._engine = engine
+        self._compiled = compiled
+        self.expression = expression
+
+    def evaluate(self, view: DeviceView) -> bool:
+        if view.error is not None:
+            raise CelRuntimeError(view.error, self.expression)
+        activation = view.engine_cache.get(self._engine)
+        if activation is None:
+            activation = self._engine.activation(view)
+            view.engine_cache[self._engine] = activation
+        try:
+            result = self._compiled.eval(activation)
+        except RuntimeError as exc:  # the iteration budget aborts instead of yielding an error
+            raise CelRuntimeError(_runtime_text(str(exc)), self.expression) from None
+        kind = result.type()
+        if kind == T.BOOL:
+            return bool(result.value())
+        if kind == T.ERROR:
+            raise CelRuntimeError(_runtime_text(str(result.value())), self.expression)
+        raise CelRuntimeError(
+            f"CEL result of type {_type_name(kind)} could not be converted to bool", self.expression
+        )
+
+
+class CppEngine:
+    """Engine protocol implementation on cel-expr-python."""
+
+    name = "cpp"
+
+    def __init__(self) -> None:
+        self._env = cel.NewEnv(
+            _POOL,
+            config=cel.NewEnvConfigFromYaml(_CONFIG_YAML),
+            variables={
+                "device.driver": T.STRING,
+                "device.attributes": T.Map(T.STRING, T.Map(T.STRING, T.DYN)),
+                "device.capacity": T.Map(T.STRING, T.Map(T.STRING, QT)),
+                "device.allowMultipleAllocations": T.BOOL,
+            },
+            extensions=[ext_bindings.ExtBindings(), ext_optional.ExtOptional()],
+            functions=_function_decls(),
+        )
+
+    def compile(self, expression: str) -> CppProgram:
+        toks = _tokens(expression)
+        checked, source = self._check(expression, toks)
+        result = checked.return_type()
+        if result not in (T.BOOL, T.DYN):
+            raise CelCompileError(
+                f"must evaluate to bool or the unknown type, not {_type_name(result)}", expression
+            )
+        if toks is None:
+            return CppProgram(self, expression, checked)
+        _lint(expression, toks)
+        self._fold_conversions(expression, toks)
+        source_toks = toks if source == expression else _tokens(source)
+        rewritten = source if source_toks is None else rewrite(source, source_toks)
+        if rewritten == source:
+            return CppProgram(self, expression, checked)
+        try:
+            program = self._env.compile(rewritten)
+        except RuntimeError as exc:
+            raise CelCompileError(
+                f"internal rewrite of the expression failed: {_status_text(str(exc))}", expression
+            ) from None
+        return CppProgram(self, expression, program)
+
+    def _check(self, expression: str, toks: list[_Token] | None) -> tuple[Any, str]:
+        """Type-check; returns the checked program and the source it was compiled from."""
+        try:
+            return self._env.compile(expression), expression
+        except RuntimeError as exc:
+            raw = str(exc)
+        widened = None if toks is None else _widen_numeric_comparisons(expression, toks, _status_text(raw))
+        if widened is not None:
+            try:
+                return self._env.compile(widened), widened
+            except RuntimeError:
+                pass
+        raise CelCompileError(_compile_text(raw, expression, toks), expression)
+
+    def _fold_conversions(self, expression: str, toks: list[_Token]) -> None:
+        for tok, call in _literal_conversions(toks):
+            try:
+                result = self._env.compile(call).eval()
+            except RuntimeError as exc:
+                detail = _status_text(str(exc))
+            else:
+                if result.type() != T.ERROR:
+                    continue
+                detail = _status_text(str(result.value()))
+            line, col = _position(expression, tok.start)
+            raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+
+    def activation(self, view: DeviceView) -> Any:
+        return self._env.Activation(
+            {
+                "device.driver": view.driver,
+                "device.attributes": {
+                    domain: {name: _to_cel(value) for name, value in values.items()}
+                    for domain, values in view.attributes.items()
+                },
+                "device.capacity": {
+                    domain: {name: quantity_message(q) for name, q in values.items()}
+                    for domain, values in view.capacity.items()
+                },
+                "device.allowMultipleAllocations": bool(view.allow_multiple_allocations),
+            }
+        )
+
+
+def make() -> CppEngine:
+    return CppEngine()
