@@ -1,0 +1,322 @@
+"""An in-process HTTP API server that behaves like kube-apiserver for the resources the extender uses.
+
+Real HTTP on 127.0.0.1 (a ThreadingHTTPServer in a daemon thread), so the real ``kubernetes``
+client talks to it unchanged. Semantics live in :mod:`tests.apiserver.store`; this module maps
+URLs and verbs onto them, streams watches (chunked JSON lines, bookmarks, 410 ERROR events)
+and applies the fault knobs of :mod:`tests.apiserver.faults`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import kubernetes
+import yaml
+
+from tests.apiserver.faults import Faults
+from tests.apiserver.resources import BY_PATH, ResourceType
+from tests.apiserver.store import ApiError, Store, WatchEvent
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as the server saw it, for tests that check which API calls were made."""
+
+    method: str
+    verb: str
+    resource: str
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+    query: dict[str, str]
+    body: Any
+
+
+@dataclass(frozen=True)
+class _Route:
+    rtype: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class ApiServer:
+    def __init__(self, history_size: int = 1000, bookmark_interval: float = 1.0) -> None:
+        self.store = Store(history_size)
+        self.faults = Faults()
+        self.bookmark_interval = bookmark_interval
+        self.calls: list[Call] = []
+        self._calls_lock = threading.Lock()
+        self._stopping = False
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.api = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="test-apiserver", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def start(self) -> ApiServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping = True
+        with self.store.cond:
+            self.store.cond.notify_all()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> ApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        configuration = kubernetes.client.Configuration(host=self.url)
+        return kubernetes.client.ApiClient(configuration)
+
+    def write_kubeconfig(self, path: str) -> None:
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+            "users": [{"name": "test", "user": {"token": "test-token"}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+        }
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+
+    def record(self, call: Call) -> None:
+        with self._calls_lock:
+            self.calls.append(call)
+
+    def writes(self) -> list[Call]:
+        """The mutating calls so far, in order."""
+        with self._calls_lock:
+            return [c for c in self.calls if c.verb in ("create", "update", "patch", "delete")]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ThreadingHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output quiet; the call log is the record."""
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    @property
+    def api(self) -> ApiServer:
+        return self.server.api  # type: ignore[attr-defined,no-any-return]
+
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        try:
+            body = self._read_body()
+            route = _route(url.path)
+            verb = _verb(method, route, query)
+            self.api.record(Call(method, verb, route.rtype.plural, route.subresource, route.namespace,
+                                 route.name, query, body))
+            delay = self.api.faults.take_delay(verb, route.rtype.plural, route.subresource)
+            if delay:
+                time.sleep(delay)
+            code = self.api.faults.take_failure(verb, route.rtype.plural, route.subresource)
+            if code:
+                raise ApiError(code, f"injected fault: {verb} {route.rtype.plural} -> {code}")
+            if verb == "watch":
+                self._watch(route, query)
+                return
+            status, result = self._execute(method, verb, route, query, body)
+        except ApiError as exc:
+            self._send_json(exc.code, exc.status())
+            return
+        self._send_json(status, result)
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return None
+        try:
+            return json.loads(self.rfile.read(length))
+        except ValueError as exc:
+            raise ApiError(400, f"invalid JSON body: {exc}") from exc
+
+    def _execute(self, method: str, verb: str, route: _Route, query: dict[str, str],
+                 body: Any) -> tuple[int, Any]:
+        store, rtype, ns = self.api.store, route.rtype, route.namespace or ""
+        if verb in ("create", "update", "patch") and not isinstance(body, dict):
+            raise ApiError(400, f"{verb} needs a JSON object body")
+        if verb == "get":
+            return 200, store.get(rtype, ns, route.name or "")
+        if verb == "list":
+            return 200, self._list(route, query)
+        if verb == "create" and route.subresource == "binding":
+            if rtype.kind != "Pod":
+                raise ApiError(404, f"{rtype.plural} has no binding subresource")
+            store.bind(rtype, ns, route.name or "", body)
+            return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                         "code": 201}
+        if verb == "create":
+            return 201, store.create(rtype, ns, body)
+        if verb == "update":
+            return 200, store.update(rtype, ns, route.name or "", body, route.subresource)
+        if verb == "patch":
+            content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            return 200, store.patch(rtype, ns, route.name or "", body, content_type, route.subresource)
+        if verb == "delete":
+            return 200, store.delete(rtype, ns, route.name or "")
+        raise ApiError(405, f"{method} is not supported here", "MethodNotAllowed")
+
+    def _list(self, route: _Route, query: dict[str, str]) -> dict[str, Any]:
+        rtype = route.rtype
+        token = query.get("continue")
+        items, rv = self.api.store.list(rtype, route.namespace)
+        offset = 0
+        if token:
+            offset_text, _, rv_text = token.partition(":")
+            offset, rv = int(offset_text), int(rv_text)
+        limit = int(query.get("limit") or 0)
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if limit and offset + limit < len(items):
+            meta["continue"] = f"{offset + limit}:{rv}"
+            meta["remainingItemCount"] = len(items) - offset - limit
+            items = items[offset:offset + limit]
+        else:
+            items = items[offset:]
+        for item in items:
+            item.pop("kind", None)
+            item.pop("apiVersion", None)
+        return {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta,
+                "items": items}
+
+    def _watch(self, route: _Route, query: dict[str, str]) -> None:
+        rtype, store, api = route.rtype, self.api.store, self.api
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        deadline = time.monotonic() + int(query.get("timeoutSeconds") or 1800)
+        epoch = api.faults.cut_epoch(rtype.plural)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        requested = query.get("resourceVersion") or "0"
+        try:
+            if api.faults.take_gone(rtype.plural):
+                raise ApiError(410, f"too old resource version: {requested} (injected)", "Expired")
+            with store.cond:
+                if requested == "0":
+                    items, last_rv = store.list(rtype, route.namespace)
+                    pending = [WatchEvent(last_rv, rtype, "ADDED", o) for o in items]
+                else:
+                    last_rv = int(requested)
+                    pending = store.events_after(rtype, last_rv, route.namespace)
+            next_bookmark = time.monotonic() + api.bookmark_interval
+            while True:
+                for event in pending:
+                    self._chunk({"type": event.type, "object": event.obj})
+                    last_rv = max(last_rv, event.rv)
+                now = time.monotonic()
+                if api.stopping or now >= deadline:
+                    break
+                if api.faults.cut_epoch(rtype.plural) != epoch:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if bookmarks and now >= next_bookmark:
+                    with store.cond:
+                        pending = store.events_after(rtype, last_rv, route.namespace)
+                        if not pending:
+                            last_rv = store.resource_version
+                            self._chunk({"type": "BOOKMARK", "object": {
+                                "kind": rtype.kind, "apiVersion": rtype.api_version,
+                                "metadata": {"resourceVersion": str(last_rv)}}})
+                    next_bookmark = now + api.bookmark_interval
+                    continue
+                with store.cond:
+                    pending = store.events_after(rtype, last_rv, route.namespace)
+                    if not pending:
+                        store.cond.wait(0.1)
+                        pending = store.events_after(rtype, last_rv, route.namespace)
+        except ApiError as exc:
+            self._chunk({"type": "ERROR", "object": exc.status()})
+        except OSError:
+            return  # the client went away
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _chunk(self, event: dict[str, Any]) -> None:
+        data = json.dumps(event).encode() + b"\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _send_json(self, code: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            self.close_connection = True
+
+
+def _route(path: str) -> _Route:
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise ApiError(404, f"the server could not find the requested resource {path}")
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    rtype = BY_PATH.get((group, version, rest[0])) if rest else None
+    if rtype is None or len(rest) > 3 or (namespace is not None and not rtype.namespaced):
+        raise ApiError(404, f"the server could not find the requested resource {path}")
+    name = rest[1] if len(rest) > 1 else None
+    subresource = rest[2] if len(rest) > 2 else None
+    if rtype.namespaced and name is not None and namespace is None:
+        raise ApiError(404, f"namespaced resource {rtype.plural} needs a namespace in {path}")
+    return _Route(rtype, namespace, name, subresource)
+
+
+def _verb(method: str, route: _Route, query: dict[str, str]) -> str:
+    if method == "GET":
+        if route.name is not None:
+            return "get"
+        return "watch" if query.get("watch") in ("true", "1") else "list"
+    verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+    if method not in verbs:
+        raise ApiError(405, f"{method} is not supported", "MethodNotAllowed")
+    if method == "POST" and route.name is not None and route.subresource != "binding":
+        raise ApiError(405, f"POST {route.rtype.plural}/{route.name} is not allowed", "MethodNotAllowed")
+    return verbs[method]
