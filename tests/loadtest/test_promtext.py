@@ -9,22 +9,20 @@ dra_extender_cel_evaluations_total{engine="cpp",result="true"} 120.0
 dra_extender_cel_evaluations_total{engine="cpp",result="false"} 30.0
 # TYPE dra_extender_cel_evaluations_created gauge
 dra_extender_cel_evaluations_created 1.7e9
+# TYPE dra_extender_cel_evaluation_errors_total counter
+dra_extender_cel_evaluation_errors_total 4.0
 # TYPE dra_extender_filter_requests_total counter
 dra_extender_filter_requests_total 99.0
 """
 
 
-def test_sums_cel_evaluation_counters_over_labels() -> None:
+def test_sums_cel_evaluation_counters_over_labels_without_errors() -> None:
     assert cel_evaluations(EXPOSITION) == 150.0
 
 
 def test_no_cel_counter_means_unknown_not_zero() -> None:
-    assert (
-        cel_evaluations(
-            "# TYPE dra_extender_filter_requests_total counter\ndra_extender_filter_requests_total 1\n"
-        )
-        is None
-    )
+    text = "# TYPE dra_extender_filter_requests_total counter\ndra_extender_filter_requests_total 1\n"
+    assert cel_evaluations(text) is None
     assert cel_evaluations("") is None
 
 

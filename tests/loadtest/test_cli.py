@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from loadtest.cli import main
+from loadtest.driver import DriverConfig, PendingPod, SchedulerDriver
+from loadtest.matrix import markdown
+from loadtest.report import render
+from loadtest.stats import LatencyLog
+
+
+def test_generate_writes_a_loadable_state_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["generate", "--workload", "constraint", "--nodes", "2", "--pods", "3", "--out", str(tmp_path)]
+    )
+    assert code == 0
+    kinds = {doc["kind"] for f in tmp_path.glob("*.yaml") for doc in yaml.safe_load_all(f.read_text())}
+    assert kinds == {"DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "Pod"}
+    assert "expected bound 3" in capsys.readouterr().out
+
+
+def test_bad_arguments_exit_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--workload", "nonsense"])
+    with pytest.raises(SystemExit):
+        main(["run", "--nodes", "0"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_matrix_refuses_unknown_workloads(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "--workloads", "template,bogus", "--nodes", "1"]) == 2
+    assert "unknown workloads" in capsys.readouterr().err
+
+
+def _result(ok: bool = True) -> dict:
+    log = LatencyLog()
+    log.record("filter", 0.0, 0.002, True)
+    log.record("bind", 0.0, 0.004, True)
+    return {
+        "workload": "template",
+        "nodes": 4,
+        "devices_per_node": 2,
+        "candidates_per_filter": 4,
+        "bind_concurrency": 16,
+        "pods_bound": 6,
+        "pods_expected": 6,
+        "pods_unschedulable": 0,
+        "pods_per_second": 123.4,
+        "phases": [{"name": "all", "pods": 6, "bound": 6, "seconds": 0.05, "pods_per_second": 120.0}],
+        "latency_ms": log.summary(),
+        "server_peak_rss_mb": 80.5,
+        "cel_evaluations_per_pod": None,
+        "double_allocations": [] if ok else ["d/p/gpu-0 allocated to ns/a, ns/b"],
+        "misplaced_pods": [],
+        "unreserved_pods": [],
+        "ok": ok,
+    }
+
+
+def test_report_and_matrix_show_the_figures() -> None:
+    text = render(_result())
+    assert "6 / 6 expected" in text and "123.4 pods/s" in text and "RESULT: OK" in text
+    assert "80.5 MiB" in text and "CEL evals / pod   n/a" in text
+    failed = render(_result(ok=False))
+    assert "RESULT: FAILED" in failed and "d/p/gpu-0 allocated to ns/a, ns/b" in failed
+    table = markdown([_result(), {"workload": "shared", "nodes": 9, "error": "server died"}])
+    lines = table.splitlines()
+    assert lines[0].startswith("| workload | nodes |")
+    assert "| template | 4 | 4 | 6/6 | 123.4 | 2.0 | 2.0 | n/a | 4.0 | 80.5 | n/a | 0 | True |" in lines
+    assert "run failed: server died" in lines[-1]
+
+
+def test_plot_writes_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib")
+    from loadtest.plot import plot
+
+    log = LatencyLog()
+    for i in range(50):
+        log.record("filter", i * 0.01, 0.001 * (1 + i % 7), True)
+        log.record("bind", i * 0.01, 0.003, True)
+    plot(log, "test", tmp_path / "latency.png")
+    assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_highest_score_wins_and_ties_follow_the_seed() -> None:
+    scores = {"n1": 3, "n2": 9, "n3": 9, "n4": 1}
+
+    def prioritize(request: httpx.Request) -> httpx.Response:
+        asked = orjson.loads(request.content)["NodeNames"]
+        return httpx.Response(200, json=[{"Host": n, "Score": scores[n]} for n in asked])
+
+    async def picks(seed: int) -> list[str]:
+        transport = httpx.MockTransport(prioritize)
+        async with httpx.AsyncClient(base_url="http://x", transport=transport) as client:
+            driver = SchedulerDriver(client, list(scores), DriverConfig(seed=seed))
+            pod = PendingPod({"metadata": {"name": "p", "namespace": "ns"}}, b"{}")
+            return [await driver._pick(pod, list(scores)) for _ in range(20)]
+
+    first = asyncio.run(picks(1))
+    assert set(first) == {"n2", "n3"}  # both tied nodes get picked, nothing else does
+    assert asyncio.run(picks(1)) == first
