@@ -1,0 +1,78 @@
+"""The Allocator: upstream's structured allocator for one pod's claims, node by node."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from extender.allocator.counters import CounterValues
+from extender.allocator.diagnose import explain_failure
+from extender.allocator.errors import NodeAllocationFailure
+from extender.allocator.features import Features
+from extender.allocator.pools import Pool, gather_pools
+from extender.allocator.requests import validate_claims
+from extender.allocator.result import build_result
+from extender.allocator.search import DONE, Search
+from extender.allocator.selection import SelectorCache
+from extender.allocator.sources import SliceSource
+from extender.allocator.state import AllocatedState
+from extender.model import AllocationResult, DeviceClass, Node, ResourceClaim
+
+
+class Allocator:
+    """Reusable across the nodes of one scheduling cycle; each ``allocate`` is independent.
+
+    Caches live as long as the object and assume its inputs (features, allocated state,
+    classes, slices) do not change: the node's gathered pools, compiled selectors, and the
+    per-pool available counters (upstream keeps that one for the allocator's lifetime too).
+    """
+
+    def __init__(
+        self,
+        features: Features,
+        allocated: AllocatedState,
+        classes: Mapping[str, DeviceClass],
+        slices: SliceSource,
+        deadline: float | None = None,
+    ) -> None:
+        self.features = features
+        self.allocated = allocated
+        self.classes = classes
+        self.slices = slices
+        self.deadline = deadline
+        self.last_failure = ""
+        self._pools: dict[str | None, list[Pool]] = {}
+        self._selectors = SelectorCache()
+        self._counters: dict[str, CounterValues] = {}
+
+    def pools_for(self, node: Node | None) -> list[Pool]:
+        key = node.name if node is not None else None
+        pools = self._pools.get(key)
+        if pools is None:
+            pools = gather_pools(self.slices, node, self.features)
+            self._pools[key] = pools
+        return pools
+
+    def allocate(self, node: Node | None, claims: Sequence[ResourceClaim]) -> list[AllocationResult] | None:
+        """One result per claim, or None when the claims cannot be satisfied on this node.
+
+        Raises AllocationError (fatal for the pod), NodeAllocationFailure (this node has
+        invalid pools and nothing fitted) or AllocationTimeout.
+        """
+        self.last_failure = ""
+        pools = self.pools_for(node)
+        search = Search(
+            self.features, self.allocated, node, pools, claims, self._selectors, self._counters, self.deadline
+        )
+        search.prepare(validate_claims(claims, self.features, self.classes, search.fill_all))
+        if search.visit(0, 0, 0, 0, False, 0) != DONE:
+            invalid = [p for p in pools if p.invalid is not None]
+            if invalid:
+                details = "; ".join(f"{p.driver}/{p.name}: {p.invalid}" for p in invalid)
+                raise NodeAllocationFailure(f"invalid resource pools were encountered: {details}")
+            self.last_failure = explain_failure(search)
+            return None
+        binding = self.features.binding
+        return [
+            build_result(claim, search.results[c], search.chosen(c), node, binding)
+            for c, claim in enumerate(claims)
+        ]

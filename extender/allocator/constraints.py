@@ -1,0 +1,123 @@
+"""matchAttribute / distinctAttribute with upstream's exact (sometimes lossy) bookkeeping (§7)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from extender.model import AttributeValue, Constraint, Device
+
+
+class ConstraintState(Protocol):
+    def add(self, request: str, device: Device) -> bool: ...
+
+    def remove(self, request: str, device: Device) -> None: ...
+
+
+def applies(constraint: Constraint, parent: str, sub: str | None) -> bool:
+    """Whether picks for request ``parent`` (subrequest ``sub``) are bound by the constraint."""
+    names = constraint.requests
+    return not names or parent in names or (sub is not None and f"{parent}/{sub}" in names)
+
+
+def _scalar(value: AttributeValue) -> tuple[str, Any] | None:
+    if value.kind is None or value.is_list:
+        return None
+    return (value.kind, value.values[0])
+
+
+class MatchAttribute:
+    """Scalar semantics: the first accepted device sets the reference value."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._reference: AttributeValue | None = None
+        self._count = 0
+
+    def add(self, request: str, device: Device) -> bool:
+        value = device.attribute(self._name)
+        if value is None:
+            return False
+        if self._count == 0:
+            self._reference = value
+        else:
+            new = _scalar(value)
+            ref = self._reference
+            if new is None or ref is None or _scalar(ref) != new:
+                return False
+        self._count += 1
+        return True
+
+    def remove(self, request: str, device: Device) -> None:
+        self._count -= 1
+
+
+class MatchAttributeSets:
+    """DRAListTypeAttributes: values are sets; the running intersection only ever narrows
+    while devices are held (an undo does not widen it until the count drops to zero)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._kind: str | None = None
+        self._common: frozenset[Any] = frozenset()
+        self._count = 0
+
+    def add(self, request: str, device: Device) -> bool:
+        value = device.attribute(self._name)
+        if value is None or value.kind is None:
+            return False
+        values = frozenset(value.values)
+        if self._count == 0:
+            self._kind, self._common = value.kind, values
+        else:
+            if value.kind != self._kind:
+                return False
+            common = self._common & values
+            if not common:
+                return False
+            self._common = common
+        self._count += 1
+        return True
+
+    def remove(self, request: str, device: Device) -> None:
+        self._count -= 1
+
+
+class DistinctAttribute:
+    """Remembers only the last accepted value per request name, exactly like upstream."""
+
+    def __init__(self, name: str, sets: bool) -> None:
+        self._name = name
+        self._sets = sets
+        self._by_request: dict[str, AttributeValue] = {}
+        self._count = 0
+
+    def _conflicts(self, new: AttributeValue, old: AttributeValue) -> bool:
+        if self._sets:
+            return (
+                new.kind is not None and new.kind == old.kind and not set(new.values).isdisjoint(old.values)
+            )
+        scalar = _scalar(new)
+        return scalar is not None and scalar == _scalar(old)
+
+    def add(self, request: str, device: Device) -> bool:
+        value = device.attribute(self._name)
+        if value is None:
+            return False
+        if self._count and any(self._conflicts(value, old) for old in self._by_request.values()):
+            return False
+        self._by_request[request] = value
+        self._count += 1
+        return True
+
+    def remove(self, request: str, device: Device) -> None:
+        self._by_request.pop(request, None)
+        self._count -= 1
+
+
+def new_state(constraint: Constraint, list_attributes: bool) -> ConstraintState:
+    if constraint.match_attribute is not None:
+        if list_attributes:
+            return MatchAttributeSets(constraint.match_attribute)
+        return MatchAttribute(constraint.match_attribute)
+    assert constraint.distinct_attribute is not None  # validated before the search starts
+    return DistinctAttribute(constraint.distinct_attribute, list_attributes)

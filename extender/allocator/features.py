@@ -1,0 +1,54 @@
+"""Which DRA feature gates the allocator honours; everything else is decided by the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+
+# Kubernetes gate name -> Features field
+GATE_FIELDS: dict[str, str] = {
+    "DRAAdminAccess": "admin_access",
+    "DRAPrioritizedList": "prioritized_list",
+    "DRAPartitionableDevices": "partitionable_devices",
+    "DRADeviceTaints": "device_taints",
+    "DRAConsumableCapacity": "consumable_capacity",
+    "DRADeviceBindingConditions": "device_binding_conditions",
+    "DRAResourceClaimDeviceStatus": "resource_claim_device_status",
+    "DRAExtendedResource": "extended_resource",
+    "DRAListTypeAttributes": "list_type_attributes",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    admin_access: bool = False
+    prioritized_list: bool = False
+    partitionable_devices: bool = False
+    device_taints: bool = False
+    consumable_capacity: bool = False
+    device_binding_conditions: bool = False
+    resource_claim_device_status: bool = False
+    extended_resource: bool = False
+    list_type_attributes: bool = False
+
+    @classmethod
+    def from_gate_names(cls, names: Iterable[str]) -> Features:
+        """Gates not named are off; an unknown name is an error rather than silently ignored."""
+        values = {}
+        for name in names:
+            try:
+                values[GATE_FIELDS[name]] = True
+            except KeyError:
+                raise ValueError(
+                    f"unknown DRA feature gate {name!r}; known: {', '.join(GATE_FIELDS)}"
+                ) from None
+        return cls(**values)
+
+    @property
+    def binding(self) -> bool:
+        """Upstream folds the two gates into one "binding and status" switch."""
+        return self.device_binding_conditions and self.resource_claim_device_status
+
+    def gate_names(self) -> list[str]:
+        on = {f.name for f in fields(self) if getattr(self, f.name)}
+        return [gate for gate, name in GATE_FIELDS.items() if name in on]

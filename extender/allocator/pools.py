@@ -1,0 +1,165 @@
+"""Gathering the resource pools one node can use, in upstream's search order (§3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from extender.allocator.errors import AllocationError
+from extender.allocator.features import Features
+from extender.allocator.sources import SliceSource
+from extender.model import CounterSet, Device, Node, NodeSelector, ResourceSlice
+
+
+@dataclass(slots=True, eq=False)
+class Candidate:
+    """A device at its position in the node's search order."""
+
+    index: int
+    device: Device
+    slice: ResourceSlice
+    pool: Pool
+
+
+@dataclass(slots=True, eq=False)
+class Pool:
+    driver: str
+    name: str
+    incomplete: bool = False
+    invalid: str | None = None  # why the pool cannot be used
+    # Targeting device slices, sorted by name: the only source of candidates.
+    slices: list[ResourceSlice] = field(default_factory=list)
+    # Device slices of the pool not visible on this node; they still consume counters.
+    other_slices: list[ResourceSlice] = field(default_factory=list)
+    counter_sets: dict[str, CounterSet] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return not self.incomplete and self.invalid is None
+
+    def all_devices(self) -> list[Device]:
+        return [d for s in (*self.slices, *self.other_slices) for d in s.devices]
+
+
+def node_matches(
+    node: Node | None, name: str, all_nodes: bool, selector: NodeSelector | None, what: str
+) -> bool:
+    if name:
+        return node is not None and node.name == name
+    if all_nodes:
+        return True
+    if selector is not None:
+        try:
+            return node is not None and selector.matches(node)
+        except ValueError as exc:
+            raise AllocationError(f"failed to perform node selection for {what}: {exc}") from None
+    return False
+
+
+def device_matches_node(node: Node | None, device: Device) -> bool:
+    return node_matches(
+        node, device.node_name, device.all_nodes, device.node_selector, f"device {'/'.join(device.id)}"
+    )
+
+
+def _relevant(node: Node | None, s: ResourceSlice, features: Features) -> bool:
+    if not features.partitionable_devices and (s.per_device_node_selection is not None or s.shared_counters):
+        return False
+    if s.node_name or s.all_nodes or s.node_selector is not None:
+        return node_matches(node, s.node_name, s.all_nodes, s.node_selector, f"slice {s.name}")
+    if s.per_device_node_selection:
+        return any(device_matches_node(node, d) for d in s.devices)
+    return False
+
+
+def _build(
+    pool: Pool, relevant: list[ResourceSlice], full: list[ResourceSlice] | None, features: Features
+) -> None:
+    counter_slices: list[ResourceSlice] = []
+    for s in sorted(relevant, key=lambda s: s.name):
+        if features.partitionable_devices and s.shared_counters:
+            counter_slices.append(s)
+        else:
+            pool.slices.append(s)
+    if full is not None and len(full) > len(relevant):
+        names = {s.name for s in relevant}
+        for s in full:
+            if s.name in names:
+                continue
+            if features.partitionable_devices and s.shared_counters:
+                counter_slices.append(s)
+            else:
+                pool.other_slices.append(s)
+    seen: set[str] = set()
+    for s in pool.slices:
+        for d in s.devices:
+            if d.name in seen:
+                pool.invalid = f"duplicate device name {d.name}"
+                return
+            seen.add(d.name)
+    if not features.partitionable_devices:
+        return
+    for s in counter_slices:
+        for cs in s.shared_counters:
+            if cs.name in pool.counter_sets:
+                pool.invalid = f"duplicate counter set name {cs.name}"
+                return
+            pool.counter_sets[cs.name] = cs
+    for s in (*pool.slices, *pool.other_slices):
+        for d in s.devices:
+            for consumption in d.consumes_counters:
+                counter_set = pool.counter_sets.get(consumption.name)
+                if counter_set is None:
+                    pool.invalid = f"counter set {consumption.name} not found"
+                    return
+                for counter in consumption.counters:
+                    if counter not in counter_set.counters:
+                        pool.invalid = f"counter {counter} not found in counter set {consumption.name}"
+                        return
+
+
+def gather_pools(source: SliceSource, node: Node | None, features: Features) -> list[Pool]:
+    """The node's pools in search order; incomplete and invalid pools are included but flagged."""
+    grouped: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for s in source.for_node(node.name if node is not None else None):
+        if not _relevant(node, s, features):
+            continue
+        key = (s.driver, s.pool.name)
+        current = grouped.get(key)
+        if current is None or s.pool.generation > current[0].pool.generation:
+            grouped[key] = [s]
+        elif s.pool.generation == current[0].pool.generation:
+            current.append(s)
+
+    pools: list[Pool] = []
+    for (driver, name), relevant in grouped.items():
+        pool = Pool(driver=driver, name=name)
+        generation = relevant[0].pool.generation
+        count = relevant[0].pool.resource_slice_count
+        if len(relevant) == count:
+            _build(pool, relevant, None, features)
+        else:
+            everything = source.pool_slices(driver, name)
+            if any(s.pool.generation > generation for s in everything):
+                continue  # obsolete: a newer generation exists elsewhere, silently unusable
+            same = [s for s in everything if s.pool.generation == generation]
+            if len(same) != count:
+                pool.incomplete = True
+            else:
+                _build(pool, relevant, same, features)
+        pools.append(pool)
+
+    # Pools with binding conditions are tried last: they delay binding.
+    def order(p: Pool) -> tuple[bool, str, str]:
+        return (any(s.has_binding_conditions for s in p.slices), p.driver, p.name)
+
+    pools.sort(key=order)
+    index = 0
+    for pool in pools:
+        if not pool.usable:
+            continue
+        for s in pool.slices:
+            for d in s.devices:
+                pool.candidates.append(Candidate(index, d, s, pool))
+                index += 1
+    return pools

@@ -1,0 +1,136 @@
+"""Assembling one claim's AllocationResult: device results, config, node selector (§12)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.allocator.errors import AllocationError
+from extender.allocator.pools import Candidate
+from extender.allocator.requests import RequestData
+from extender.cel.quantity import Quantity
+from extender.model import (
+    AllocationResult,
+    ConfigEntry,
+    DeviceResult,
+    Node,
+    NodeSelector,
+    Requirement,
+    ResourceClaim,
+    SelectorTerm,
+)
+
+
+@dataclass(slots=True, eq=False)
+class Pick:
+    """One device chosen during the search."""
+
+    data: RequestData
+    candidate: Candidate
+    share_id: str | None
+    consumed: Mapping[str, Quantity] | None
+
+
+def device_result(pick: Pick, binding: bool) -> DeviceResult:
+    device = pick.candidate.device
+    return DeviceResult(
+        request=pick.data.result_name,
+        driver=device.driver,
+        pool=device.pool,
+        device=device.name,
+        admin_access=pick.data.admin,
+        tolerations=tuple(t.raw for t in pick.data.exact.tolerations),
+        binding_conditions=device.binding_conditions if binding else (),
+        binding_failure_conditions=device.binding_failure_conditions if binding else (),
+        share_id=pick.share_id,
+        consumed_capacity=pick.consumed or None,
+    )
+
+
+def build_config(claim: ResourceClaim, chosen: Sequence[RequestData]) -> tuple[ConfigEntry, ...]:
+    """Class configs (deduplicated per class), then claim configs, then normalisation.
+
+    ``chosen`` holds, per request of the claim in order, the request or the chosen subrequest.
+    """
+    entries: list[tuple[str, list[str], Mapping[str, object] | None]] = []
+    class_entries: dict[str, list[int]] = {}
+    for data in chosen:
+        name = data.result_name
+        indices = class_entries.get(data.device_class.name)
+        if indices is None:
+            indices = class_entries[data.device_class.name] = []
+            for item in data.device_class.config:
+                indices.append(len(entries))
+                entries.append(("FromClass", [name], item.get("opaque")))
+        else:
+            for i in indices:
+                entries[i][1].append(name)
+    for config in claim.config:
+        if not config.requests:
+            entries.append(("FromClaim", [], config.opaque))
+            continue
+        for data in chosen:
+            if data.parent in config.requests or (
+                data.sub is not None and data.result_name in config.requests
+            ):
+                entries.append(("FromClaim", list(config.requests), config.opaque))
+                break
+    out = []
+    for source, requests, opaque in entries:
+        if requests and all(d.parent in requests or d.result_name in requests for d in chosen):
+            requests = []
+        out.append(ConfigEntry(source=source, requests=tuple(requests), opaque=opaque))
+    return tuple(out)
+
+
+def build_node_selector(
+    claim: ResourceClaim, picks: Sequence[Pick], node: Node | None, binding: bool
+) -> NodeSelector | None:
+    expressions: list[Requirement] = []
+    fields: list[Requirement] = []
+    for pick in picks:
+        device, slice_ = pick.candidate.device, pick.candidate.slice
+        if slice_.per_device_node_selection:
+            name, selector = device.node_name, device.node_selector
+        else:
+            name, selector = slice_.node_name, slice_.node_selector
+        if name or (binding and device.binds_to_node):
+            target = node.name if node is not None else name
+            only = Requirement(key="metadata.name", operator="In", values=(target,))
+            return NodeSelector(
+                terms=(SelectorTerm(match_expressions=(), match_fields=(only,)),), problem=None
+            )
+        if selector is None:
+            continue  # allNodes: usable everywhere
+        if len(selector.terms) > 1:
+            raise AllocationError(
+                f"create NodeSelector for claim {claim.key}: unsupported ResourceSlice.NodeSelector with "
+                f"{len(selector.terms)} terms"
+            )
+        for term in selector.terms:
+            for target_list, requirements in (
+                (expressions, term.match_expressions),
+                (fields, term.match_fields),
+            ):
+                for req in requirements:
+                    if not any(req.same_as(have) for have in target_list):
+                        target_list.append(req)
+    if not expressions and not fields:
+        return None
+    return NodeSelector(
+        terms=(SelectorTerm(match_expressions=tuple(expressions), match_fields=tuple(fields)),), problem=None
+    )
+
+
+def build_result(
+    claim: ResourceClaim,
+    picks: Sequence[Pick],
+    chosen: Sequence[RequestData],
+    node: Node | None,
+    binding: bool,
+) -> AllocationResult:
+    return AllocationResult(
+        devices=tuple(device_result(p, binding) for p in picks),
+        config=build_config(claim, chosen),
+        node_selector=build_node_selector(claim, picks, node, binding),
+    )

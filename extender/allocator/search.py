@@ -1,0 +1,263 @@
+"""The depth-first search of one Allocate call, in upstream's exact order (§6)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+from extender.allocator.capacity import capacity_fits, consumed_capacity
+from extender.allocator.constraints import ConstraintState, new_state
+from extender.allocator.counters import CounterLedger, CounterValues
+from extender.allocator.errors import AllocationError, AllocationTimeout
+from extender.allocator.features import Features
+from extender.allocator.pools import Candidate, Pool
+from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
+from extender.allocator.result import Pick
+from extender.allocator.selection import SelectorCache, node_allows, selectors_match
+from extender.allocator.state import AllocatedState
+from extender.allocator.taints import all_taints_tolerated
+from extender.cel.quantity import Quantity
+from extender.model import DeviceID, Node, ResourceClaim
+
+# visit() outcomes. MAX_SIZE is upstream's "would exceed 32 results" signal: it makes a
+# firstAvailable parent try its next subrequest and is turned into FAIL at claim boundaries.
+FAIL, DONE, MAX_SIZE = 0, 1, 2
+
+Undo = Callable[[], None]
+
+
+class Search:
+    """All temporary state of one Allocate call."""
+
+    def __init__(
+        self,
+        features: Features,
+        state: AllocatedState,
+        node: Node | None,
+        pools: Sequence[Pool],
+        claims: Sequence[ResourceClaim],
+        selectors: SelectorCache,
+        counter_cache: dict[str, CounterValues],
+        deadline: float | None,
+    ) -> None:
+        self.features = features
+        self.state = state
+        self.node = node
+        self.pools = pools
+        self.claims = claims
+        self.selectors = selectors
+        self.deadline = deadline
+        self.candidates: list[Candidate] = [c for p in pools for c in p.candidates]
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
+        self.counters = CounterLedger(counter_cache, state)
+        self.results: list[list[Pick]] = [[] for _ in claims]
+        self.selected_sub: list[dict[int, int]] = [{} for _ in claims]
+        self.requests: list[ClaimRequests] = []
+        self.constraints: list[list[ConstraintState]] = []
+        self._selectable: dict[tuple[int, int], bool] = {}
+        self.visits = 0
+
+    # -- candidate filtering (§4) ------------------------------------------------------------
+
+    def selectable(self, candidate: Candidate, data: RequestData) -> bool:
+        key = (candidate.index, id(data))
+        verdict = self._selectable.get(key)
+        if verdict is None:
+            device = candidate.device
+            verdict = (
+                (self.features.binding or not device.binding_conditions)
+                and selectors_match(
+                    self.selectors, f"class {data.device_class.name}", data.class_selectors, device
+                )
+                and selectors_match(self.selectors, f"claim {data.claim_key}", data.selectors, device)
+                and node_allows(self.node, candidate)
+            )
+            self._selectable[key] = verdict
+        return verdict
+
+    def fits(self, data: RequestData, candidate: Candidate) -> bool:
+        dev_id = candidate.device.id
+        return capacity_fits(
+            data.exact.capacity_requests,
+            candidate.device,
+            self.state.aggregated_capacity.get(dev_id),
+            self.allocating_capacity.get(dev_id),
+        )
+
+    def fill_all(self, data: RequestData) -> None:
+        cc = self.features.consumable_capacity
+        all_mode_devices(
+            data, self.pools, lambda c: self.selectable(c, data) and (not cc or self.fits(data, c))
+        )
+
+    # -- the search (§6.3) ---------------------------------------------------------------------
+
+    def prepare(self, requests: list[ClaimRequests]) -> None:
+        self.requests = requests
+        lists = self.features.list_type_attributes
+        self.constraints = [[new_state(con, lists) for con in claim.constraints] for claim in self.claims]
+
+    def visit(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> int:
+        crossed = False  # a claim boundary was passed in this frame: MAX_SIZE becomes FAIL
+        while True:
+            self.visits += 1
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise AllocationTimeout("filter operation aborted: context deadline exceeded")
+            if c == len(self.requests):
+                return DONE
+            claim_requests = self.requests[c]
+            if r == len(claim_requests):
+                c, r, s, d, in_sub, start = c + 1, 0, 0, 0, False, 0
+                crossed = True
+                continue
+            variants = claim_requests[r]
+            data = variants[s]
+            if not in_sub and data.has_parent:
+                outcome = self._try_subrequests(c, r, variants)
+            elif data.all_mode and not data.all_devices:
+                outcome = FAIL
+            elif d >= data.num_devices:
+                c, r, s, d, in_sub, start = c, r + 1, 0, 0, False, 0
+                continue
+            elif len(self.results[c]) + data.num_devices - d > MAX_DEVICES_PER_CLAIM:
+                outcome = MAX_SIZE
+            elif data.all_mode:
+                outcome = self._visit_all(c, r, s, d, in_sub, data)
+            else:
+                outcome = self._visit_exact(c, r, s, d, in_sub, start, data)
+            return FAIL if crossed and outcome == MAX_SIZE else outcome
+
+    def _try_subrequests(self, c: int, r: int, variants: list[RequestData]) -> int:
+        all_exceeded = True
+        for s2 in range(len(variants)):
+            outcome = self.visit(c, r, s2, 0, True, 0)
+            if outcome == MAX_SIZE:
+                continue
+            all_exceeded = False
+            if outcome == DONE:
+                self.selected_sub[c][r] = s2
+                return DONE
+        return MAX_SIZE if all_exceeded else FAIL
+
+    def _visit_all(self, c: int, r: int, s: int, d: int, in_sub: bool, data: RequestData) -> int:
+        undo = self.try_pick(c, data, data.all_devices[d], must=True)
+        if undo is None:
+            return FAIL
+        outcome = self.visit(c, r, s, d + 1, in_sub, 0)
+        if outcome != DONE:
+            undo()
+        return outcome
+
+    def _visit_exact(
+        self, c: int, r: int, s: int, d: int, in_sub: bool, start: int, data: RequestData
+    ) -> int:
+        committed = self.state.allocated_devices
+        allocating = self.allocating
+        admin = data.admin
+        cc = self.features.consumable_capacity
+        candidates = self.candidates
+        for index in range(start, len(candidates)):
+            candidate = candidates[index]
+            dev_id = candidate.device.id
+            if admin:
+                if c in allocating.get(dev_id, ()):
+                    continue
+            elif dev_id in committed or allocating.get(dev_id):
+                continue
+            if not self.selectable(candidate, data):
+                continue
+            if cc and not self.fits(data, candidate):
+                continue
+            undo = self.try_pick(c, data, candidate, must=False)
+            if undo is None:
+                continue
+            outcome = self.visit(c, r, s, d + 1, in_sub, index + 1)
+            if outcome == DONE:
+                return DONE
+            undo()
+            if outcome == MAX_SIZE:
+                return MAX_SIZE
+        return FAIL
+
+    def try_pick(self, c: int, data: RequestData, candidate: Candidate, must: bool) -> Undo | None:
+        """Check and record one pick (§6.5); the order of checks and what stays consumed on a
+        rejection reproduce upstream exactly. Returns the undo action or None when rejected."""
+        features = self.features
+        device = candidate.device
+        dev_id = device.id
+        multi = features.consumable_capacity and device.allow_multiple_allocations
+        holders = self.allocating.get(dev_id)
+        if not multi and data.admin and holders and c in holders:
+            return None
+        if not data.admin and (dev_id in self.state.allocated_devices or holders):
+            return None
+        if not features.partitionable_devices and device.consumes_counters:
+            return None
+        counted = False
+        if device.consumes_counters and not (
+            multi and (dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity)
+        ):
+            if not self.counters.try_consume(candidate.pool, device):
+                return None
+            counted = True
+        if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
+            return None
+        states = self.constraints[c]
+        accepted: list[ConstraintState] = []
+        for i in data.constraints:
+            constraint = states[i]
+            if not constraint.add(data.parent, device):
+                for done in accepted:
+                    done.remove(data.parent, device)
+                if must:
+                    raise AllocationError(
+                        f"claim {data.claim_key}, request {data.exact.name}: cannot add device "
+                        f"{'/'.join(dev_id)} because a claim constraint would not be satisfied"
+                    )
+                return None
+            accepted.append(constraint)
+        if not multi:
+            self.allocating.setdefault(dev_id, set()).add(c)
+        share_id = None
+        consumed: dict[str, Quantity] | None = None
+        if features.consumable_capacity:
+            if not self.fits(data, candidate):
+                return None
+            if multi:
+                consumed = consumed_capacity(data.exact.capacity_requests, device)
+                share_id = str(uuid.uuid4())
+                _add_capacity(self.allocating_capacity.setdefault(dev_id, {}), consumed, +1)
+        results = self.results[c]
+        results.append(Pick(data, candidate, share_id, consumed))
+
+        def undo() -> None:
+            for constraint in accepted:
+                constraint.remove(data.parent, device)
+            if multi:
+                if consumed:
+                    _add_capacity(self.allocating_capacity[dev_id], consumed, -1)
+            else:
+                self.allocating[dev_id].discard(c)
+                if counted:
+                    self.counters.release(candidate.pool, device)
+            results.pop()
+
+        return undo
+
+    def chosen(self, c: int) -> list[RequestData]:
+        """Per request of claim c: the request, or the subrequest the search settled on."""
+        return [
+            variants[self.selected_sub[c].get(r, 0)] if variants[0].has_parent else variants[0]
+            for r, variants in enumerate(self.requests[c])
+        ]
+
+
+def _add_capacity(target: dict[str, Quantity], amounts: Mapping[str, Quantity], sign: int) -> None:
+    for name, amount in amounts.items():
+        have = target.get(name)
+        if have is None:
+            target[name] = amount if sign > 0 else Quantity.from_int(0).sub(amount)
+        else:
+            target[name] = have.add(amount) if sign > 0 else have.sub(amount)

@@ -1,0 +1,63 @@
+"""Typed, immutable views of the Kubernetes objects allocation reads, parsed once on entry.
+
+Parsing validates what the allocator relies on and raises
+``ValueError("<kind> <name>: <field>: <problem>")`` for malformed objects.
+"""
+
+from extender.model.allocation import AllocationResult, ConfigEntry, DeviceResult, parse_allocation
+from extender.model.device_class import DeviceClass, parse_device_class
+from extender.model.nodes import Node, NodeSelector, Requirement, SelectorTerm, parse_node
+from extender.model.resource_claim import (
+    ClaimConfig,
+    Constraint,
+    ConsumerRef,
+    DeviceRequest,
+    ExactRequest,
+    ResourceClaim,
+    Toleration,
+    parse_resource_claim,
+)
+from extender.model.resource_slice import (
+    AttributeValue,
+    Capacity,
+    CounterSet,
+    Device,
+    DeviceID,
+    PoolRef,
+    RequestPolicy,
+    ResourceSlice,
+    Taint,
+    parse_resource_slice,
+)
+
+__all__ = [
+    "AllocationResult",
+    "AttributeValue",
+    "Capacity",
+    "ClaimConfig",
+    "ConfigEntry",
+    "Constraint",
+    "ConsumerRef",
+    "CounterSet",
+    "Device",
+    "DeviceClass",
+    "DeviceID",
+    "DeviceRequest",
+    "DeviceResult",
+    "ExactRequest",
+    "Node",
+    "NodeSelector",
+    "PoolRef",
+    "RequestPolicy",
+    "Requirement",
+    "ResourceClaim",
+    "ResourceSlice",
+    "SelectorTerm",
+    "Taint",
+    "Toleration",
+    "parse_allocation",
+    "parse_device_class",
+    "parse_node",
+    "parse_resource_claim",
+    "parse_resource_slice",
+]

@@ -1,0 +1,89 @@
+"""Typed field access for plain API dicts, so malformed objects fail with a precise message.
+
+Every error reads ``"<kind> <name>: <field>: <problem>"``; callers bind kind and name once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from extender.cel.quantity import Quantity
+
+
+class Fields:
+    """Reads one object's fields and reports problems against that object's identity."""
+
+    __slots__ = ("kind", "name")
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+
+    def error(self, field: str, problem: str) -> ValueError:
+        return ValueError(f"{self.kind} {self.name}: {field}: {problem}")
+
+    def mapping(self, obj: Any, field: str) -> Mapping[str, Any]:
+        """A mapping; absent (None) counts as empty."""
+        if obj is None:
+            return {}
+        if not isinstance(obj, Mapping):
+            raise self.error(field, f"must be an object, got {type(obj).__name__}")
+        return obj
+
+    def sequence(self, obj: Any, field: str) -> list[Any]:
+        if obj is None:
+            return []
+        if not isinstance(obj, list | tuple):
+            raise self.error(field, f"must be a list, got {type(obj).__name__}")
+        return list(obj)
+
+    def string(self, obj: Any, field: str, *, required: bool = False) -> str:
+        if obj is None or obj == "":
+            if required:
+                raise self.error(field, "required")
+            return ""
+        if not isinstance(obj, str):
+            raise self.error(field, f"must be a string, got {type(obj).__name__}")
+        return obj
+
+    def strings(self, obj: Any, field: str) -> tuple[str, ...]:
+        return tuple(
+            self.string(v, f"{field}[{i}]", required=True) for i, v in enumerate(self.sequence(obj, field))
+        )
+
+    def boolean(self, obj: Any, field: str) -> bool | None:
+        if obj is None:
+            return None
+        if not isinstance(obj, bool):
+            raise self.error(field, f"must be a boolean, got {type(obj).__name__}")
+        return obj
+
+    def integer(self, obj: Any, field: str) -> int | None:
+        if obj is None:
+            return None
+        if isinstance(obj, bool) or not isinstance(obj, int):
+            raise self.error(field, f"must be an integer, got {type(obj).__name__}")
+        return obj
+
+    def quantity(self, obj: Any, field: str) -> Quantity:
+        # YAML turns `value: 5` into an int; the API server would have accepted it as "5".
+        if isinstance(obj, bool) or not isinstance(obj, str | int | float):
+            raise self.error(field, f"must be a quantity, got {type(obj).__name__}")
+        try:
+            return Quantity.parse(str(obj))
+        except ValueError as exc:
+            raise self.error(field, f"invalid quantity {obj!r}: {exc}") from None
+
+
+def metadata_name(obj: Any, kind: str) -> tuple[Mapping[str, Any], str]:
+    """The object's metadata and name; a nameless object cannot be referenced, so it is rejected."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{kind}: must be an object, got {type(obj).__name__}")
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise ValueError(f"{kind} <unnamed>: metadata: must be an object")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{kind} <unnamed>: metadata.name: required")
+    return meta, name

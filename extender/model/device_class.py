@@ -1,0 +1,54 @@
+"""DeviceClass: the selectors and config a request inherits by naming the class."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.model._fields import Fields, metadata_name
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    # CEL expressions in order; None marks a selector without `cel` (unsupported type),
+    # which is only an error once a request actually uses the class.
+    selectors: tuple[str | None, ...]
+    # spec.config items as written ({"opaque": {...}}), copied into results verbatim.
+    config: tuple[Mapping[str, Any], ...]
+    extended_resource_name: str
+    raw: Mapping[str, Any]
+
+
+def parse_selectors(f: Fields, raw: Any, field: str) -> tuple[str | None, ...]:
+    out: list[str | None] = []
+    for i, sel in enumerate(f.sequence(raw, field)):
+        sel = f.mapping(sel, f"{field}[{i}]")
+        cel = sel.get("cel")
+        if cel is None:
+            out.append(None)
+            continue
+        cel = f.mapping(cel, f"{field}[{i}].cel")
+        out.append(f.string(cel.get("expression"), f"{field}[{i}].cel.expression"))
+    return tuple(out)
+
+
+def parse_config_items(f: Fields, raw: Any, field: str) -> tuple[Mapping[str, Any], ...]:
+    items = []
+    for i, item in enumerate(f.sequence(raw, field)):
+        items.append(f.mapping(item, f"{field}[{i}]"))
+    return tuple(items)
+
+
+def parse_device_class(obj: dict[str, Any]) -> DeviceClass:
+    _, name = metadata_name(obj, "DeviceClass")
+    f = Fields("DeviceClass", name)
+    spec = f.mapping(obj.get("spec"), "spec")
+    return DeviceClass(
+        name=name,
+        selectors=parse_selectors(f, spec.get("selectors"), "spec.selectors"),
+        config=parse_config_items(f, spec.get("config"), "spec.config"),
+        extended_resource_name=f.string(spec.get("extendedResourceName"), "spec.extendedResourceName"),
+        raw=obj,
+    )

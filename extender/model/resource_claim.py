@@ -1,0 +1,203 @@
+"""ResourceClaim: what is requested (spec.devices) and what is already decided (status)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.cel.quantity import Quantity
+from extender.model._fields import Fields, metadata_name
+from extender.model.allocation import AllocationResult, parse_allocation_with
+from extender.model.device_class import parse_config_items, parse_selectors
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str  # defaulted to "Equal" like the API server does
+    value: str
+    effect: str
+    raw: Mapping[str, Any]  # API shape with the operator default filled in, copied into results
+
+
+@dataclass(frozen=True, slots=True)
+class ExactRequest:
+    """`exactly` of a request, or one `firstAvailable` subrequest (admin_access always None)."""
+
+    name: str
+    device_class_name: str
+    selectors: tuple[str | None, ...]
+    allocation_mode: str
+    count: int
+    admin_access: bool | None  # None when unset: any explicit value needs the feature
+    tolerations: tuple[Toleration, ...]
+    capacity_requests: Mapping[str, Quantity] | None  # None when `capacity` is unset
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    name: str
+    exactly: ExactRequest | None
+    first_available: tuple[ExactRequest, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    requests: tuple[str, ...]
+    match_attribute: str | None
+    distinct_attribute: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimConfig:
+    requests: tuple[str, ...]
+    opaque: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRef:
+    api_group: str
+    resource: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ResourceClaim:
+    namespace: str
+    name: str
+    uid: str
+    requests: tuple[DeviceRequest, ...]
+    constraints: tuple[Constraint, ...]
+    config: tuple[ClaimConfig, ...]
+    allocation: AllocationResult | None
+    reserved_for: tuple[ConsumerRef, ...]
+    raw: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        """ "ns/name", or just the name without a namespace (klog.KObj rendering)."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def _tolerations(f: Fields, raw: Any, path: str) -> tuple[Toleration, ...]:
+    out = []
+    for i, item in enumerate(f.sequence(raw, path)):
+        where = f"{path}[{i}]"
+        item = dict(f.mapping(item, where))
+        if not item.get("operator"):
+            item["operator"] = "Equal"
+        out.append(
+            Toleration(
+                key=f.string(item.get("key"), f"{where}.key"),
+                operator=f.string(item.get("operator"), f"{where}.operator"),
+                value=f.string(item.get("value"), f"{where}.value"),
+                effect=f.string(item.get("effect"), f"{where}.effect"),
+                raw=item,
+            )
+        )
+    return tuple(out)
+
+
+def _exact(f: Fields, raw: Any, path: str, name: str, sub: bool) -> ExactRequest:
+    raw = f.mapping(raw, path)
+    mode = f.string(raw.get("allocationMode"), f"{path}.allocationMode") or "ExactCount"
+    count = f.integer(raw.get("count"), f"{path}.count")
+    if count is None:
+        count = 1 if mode == "ExactCount" else 0
+    elif mode == "ExactCount" and count <= 0:
+        raise f.error(f"{path}.count", f"must be greater than zero, got {count}")
+    capacity = raw.get("capacity")
+    capacity_requests = None
+    if capacity is not None:
+        reqs = f.mapping(f.mapping(capacity, f"{path}.capacity").get("requests"), f"{path}.capacity.requests")
+        capacity_requests = {k: f.quantity(v, f"{path}.capacity.requests[{k}]") for k, v in reqs.items()}
+    if sub and raw.get("adminAccess") is not None:
+        raise f.error(f"{path}.adminAccess", "not allowed in a subrequest")
+    return ExactRequest(
+        name=name,
+        device_class_name=f.string(raw.get("deviceClassName"), f"{path}.deviceClassName"),
+        selectors=parse_selectors(f, raw.get("selectors"), f"{path}.selectors"),
+        allocation_mode=mode,
+        count=count,
+        admin_access=f.boolean(raw.get("adminAccess"), f"{path}.adminAccess"),
+        tolerations=_tolerations(f, raw.get("tolerations"), f"{path}.tolerations"),
+        capacity_requests=capacity_requests,
+    )
+
+
+def _request(f: Fields, raw: Any, path: str) -> DeviceRequest:
+    raw = f.mapping(raw, path)
+    name = f.string(raw.get("name"), f"{path}.name", required=True)
+    exactly = raw.get("exactly")
+    subs = f.sequence(raw.get("firstAvailable"), f"{path}.firstAvailable")
+    if (exactly is None) == (not subs):
+        raise f.error(path, "exactly one of exactly and firstAvailable must be set")
+    first_available = []
+    for i, sub in enumerate(subs):
+        where = f"{path}.firstAvailable[{i}]"
+        sub_name = f.string(f.mapping(sub, where).get("name"), f"{where}.name", required=True)
+        first_available.append(_exact(f, sub, where, sub_name, sub=True))
+    return DeviceRequest(
+        name=name,
+        exactly=None if exactly is None else _exact(f, exactly, f"{path}.exactly", name, sub=False),
+        first_available=tuple(first_available),
+    )
+
+
+def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
+    meta, name = metadata_name(obj, "ResourceClaim")
+    namespace = meta.get("namespace") or ""
+    f = Fields("ResourceClaim", f"{namespace}/{name}" if namespace else name)
+    namespace = f.string(namespace, "metadata.namespace")
+    spec = f.mapping(obj.get("spec"), "spec")
+    devices = f.mapping(spec.get("devices"), "spec.devices")
+    constraints = []
+    for i, item in enumerate(f.sequence(devices.get("constraints"), "spec.devices.constraints")):
+        where = f"spec.devices.constraints[{i}]"
+        item = f.mapping(item, where)
+        constraints.append(
+            Constraint(
+                requests=f.strings(item.get("requests"), f"{where}.requests"),
+                match_attribute=f.string(item.get("matchAttribute"), f"{where}.matchAttribute") or None,
+                distinct_attribute=f.string(item.get("distinctAttribute"), f"{where}.distinctAttribute")
+                or None,
+            )
+        )
+    config = []
+    for i, item in enumerate(parse_config_items(f, devices.get("config"), "spec.devices.config")):
+        config.append(
+            ClaimConfig(
+                requests=f.strings(item.get("requests"), f"spec.devices.config[{i}].requests"),
+                opaque=item.get("opaque"),
+            )
+        )
+    status = f.mapping(obj.get("status"), "status")
+    allocation = status.get("allocation")
+    reserved = []
+    for i, item in enumerate(f.sequence(status.get("reservedFor"), "status.reservedFor")):
+        where = f"status.reservedFor[{i}]"
+        item = f.mapping(item, where)
+        reserved.append(
+            ConsumerRef(
+                api_group=f.string(item.get("apiGroup"), f"{where}.apiGroup"),
+                resource=f.string(item.get("resource"), f"{where}.resource", required=True),
+                name=f.string(item.get("name"), f"{where}.name", required=True),
+                uid=f.string(item.get("uid"), f"{where}.uid", required=True),
+            )
+        )
+    return ResourceClaim(
+        namespace=namespace,
+        name=name,
+        uid=f.string(meta.get("uid"), "metadata.uid"),
+        requests=tuple(
+            _request(f, r, f"spec.devices.requests[{i}]")
+            for i, r in enumerate(f.sequence(devices.get("requests"), "spec.devices.requests"))
+        ),
+        constraints=tuple(constraints),
+        config=tuple(config),
+        allocation=None if allocation is None else parse_allocation_with(f, allocation, "status.allocation"),
+        reserved_for=tuple(reserved),
+        raw=obj,
+    )

@@ -1,0 +1,280 @@
+"""ResourceSlice and Device, parsed once into what the allocator and the CEL layer read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.cel.quantity import Quantity
+from extender.model._fields import Fields, metadata_name
+from extender.model.nodes import NodeSelector, parse_node_selector
+
+DeviceID = tuple[str, str, str]  # (driver, pool, device)
+
+# API member name -> (type tag shared by scalars and lists, is list)
+_ATTRIBUTE_MEMBERS: dict[str, tuple[str, bool]] = {
+    "string": ("string", False),
+    "int": ("int", False),
+    "bool": ("bool", False),
+    "version": ("version", False),
+    "strings": ("string", True),
+    "ints": ("int", True),
+    "bools": ("bool", True),
+    "versions": ("version", True),
+}
+_PY_TYPES: dict[str, type] = {"string": str, "int": int, "bool": bool, "version": str}
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeValue:
+    """One attribute as constraints compare it. ``kind`` None: no known member is set."""
+
+    kind: str | None
+    values: tuple[Any, ...]
+    is_list: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPolicy:
+    default: Quantity | None
+    valid_values: tuple[Quantity, ...]
+    min: Quantity | None  # validRange.min; None when there is no validRange
+    max: Quantity | None
+    step: Quantity | None
+    has_range: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    value: Quantity
+    policy: RequestPolicy | None
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSet:
+    name: str
+    counters: Mapping[str, Quantity]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+    raw: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Device:
+    """A device as published in one slice version; identity-hashed and never mutated.
+
+    ``attributes``/``capacity`` are the raw API maps the CEL layer reads; ``cel_memo`` belongs
+    to the CEL layer and lives exactly as long as this slice version.
+    """
+
+    name: str
+    driver: str
+    pool: str
+    id: DeviceID
+    attributes: Mapping[str, Mapping[str, Any]]
+    capacity: Mapping[str, Mapping[str, Any]]
+    typed_attributes: Mapping[str, AttributeValue]
+    capacities: Mapping[str, Capacity]
+    consumes_counters: tuple[CounterSet, ...]
+    node_name: str
+    node_selector: NodeSelector | None
+    all_nodes: bool
+    taints: tuple[Taint, ...]
+    binds_to_node: bool
+    binding_conditions: tuple[str, ...]
+    binding_failure_conditions: tuple[str, ...]
+    allow_multiple_allocations: bool
+    cel_memo: dict[Any, Any] = field(default_factory=dict)
+
+    def attribute(self, fq_name: str) -> AttributeValue | None:
+        """Look up a fully qualified name; the driver's own domain may be written bare."""
+        value = self.typed_attributes.get(fq_name)
+        if value is not None:
+            return value
+        domain, sep, ident = fq_name.partition("/")
+        if sep and domain == self.driver:
+            return self.typed_attributes.get(ident)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRef:
+    name: str
+    generation: int
+    resource_slice_count: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ResourceSlice:
+    name: str
+    driver: str
+    pool: PoolRef
+    node_name: str
+    node_selector: NodeSelector | None
+    all_nodes: bool
+    # None when unset: with partitionable devices off even an explicit `false` disqualifies a slice.
+    per_device_node_selection: bool | None
+    devices: tuple[Device, ...]
+    shared_counters: tuple[CounterSet, ...]
+    has_binding_conditions: bool
+    raw: Mapping[str, Any]
+
+
+def _attribute(f: Fields, raw: Any, path: str) -> AttributeValue:
+    raw = f.mapping(raw, path)
+    for member, (kind, is_list) in _ATTRIBUTE_MEMBERS.items():
+        if raw.get(member) is None:
+            continue
+        py_type = _PY_TYPES[kind]
+        items = f.sequence(raw[member], f"{path}.{member}") if is_list else [raw[member]]
+        for item in items:
+            if not isinstance(item, py_type) or (py_type is int and isinstance(item, bool)):
+                raise f.error(f"{path}.{member}", f"must hold {kind} values, got {item!r}")
+        return AttributeValue(kind=kind, values=tuple(items), is_list=is_list)
+    # No known member: CEL reports it per evaluation, constraints treat it as untyped.
+    return AttributeValue(kind=None, values=(), is_list=False)
+
+
+def _policy(f: Fields, raw: Any, path: str) -> RequestPolicy | None:
+    if raw is None:
+        return None
+    raw = f.mapping(raw, path)
+    default = raw.get("default")
+    rng = raw.get("validRange")
+    rng_map = f.mapping(rng, f"{path}.validRange")
+
+    def opt(value: Any, where: str) -> Quantity | None:
+        return None if value is None else f.quantity(value, where)
+
+    if rng is not None and rng_map.get("min") is None:
+        raise f.error(f"{path}.validRange.min", "required")
+    return RequestPolicy(
+        default=opt(default, f"{path}.default"),
+        valid_values=tuple(
+            f.quantity(v, f"{path}.validValues[{i}]")
+            for i, v in enumerate(f.sequence(raw.get("validValues"), f"{path}.validValues"))
+        ),
+        min=opt(rng_map.get("min"), f"{path}.validRange.min"),
+        max=opt(rng_map.get("max"), f"{path}.validRange.max"),
+        step=opt(rng_map.get("step"), f"{path}.validRange.step"),
+        has_range=rng is not None,
+    )
+
+
+def _counters(f: Fields, raw: Any, path: str) -> dict[str, Quantity]:
+    out = {}
+    for name, counter in f.mapping(raw, path).items():
+        counter = f.mapping(counter, f"{path}.{name}")
+        out[name] = f.quantity(counter.get("value"), f"{path}.{name}.value")
+    return out
+
+
+def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[CounterSet, ...]:
+    out = []
+    for i, item in enumerate(f.sequence(raw, path)):
+        where = f"{path}[{i}]"
+        item = f.mapping(item, where)
+        out.append(
+            CounterSet(
+                name=f.string(item.get(name_key), f"{where}.{name_key}", required=True),
+                counters=_counters(f, item.get("counters"), f"{where}.counters"),
+            )
+        )
+    return tuple(out)
+
+
+def _device(f: Fields, raw: Any, path: str, driver: str, pool: str) -> Device:
+    raw = f.mapping(raw, path)
+    name = f.string(raw.get("name"), f"{path}.name", required=True)
+    attributes = f.mapping(raw.get("attributes"), f"{path}.attributes")
+    capacity = f.mapping(raw.get("capacity"), f"{path}.capacity")
+    capacities = {}
+    for cap_name, cap in capacity.items():
+        where = f"{path}.capacity[{cap_name}]"
+        cap = f.mapping(cap, where)
+        capacities[cap_name] = Capacity(
+            value=f.quantity(cap.get("value"), f"{where}.value"),
+            policy=_policy(f, cap.get("requestPolicy"), f"{where}.requestPolicy"),
+        )
+    taints = []
+    for i, taint in enumerate(f.sequence(raw.get("taints"), f"{path}.taints")):
+        where = f"{path}.taints[{i}]"
+        taint = f.mapping(taint, where)
+        taints.append(
+            Taint(
+                key=f.string(taint.get("key"), f"{where}.key"),
+                value=f.string(taint.get("value"), f"{where}.value"),
+                effect=f.string(taint.get("effect"), f"{where}.effect"),
+                raw=taint,
+            )
+        )
+    selector = raw.get("nodeSelector")
+    return Device(
+        name=name,
+        driver=driver,
+        pool=pool,
+        id=(driver, pool, name),
+        attributes=attributes,
+        capacity=capacity,
+        typed_attributes={
+            key: _attribute(f, value, f"{path}.attributes[{key}]") for key, value in attributes.items()
+        },
+        capacities=capacities,
+        consumes_counters=_counter_sets(
+            f, raw.get("consumesCounters"), f"{path}.consumesCounters", "counterSet"
+        ),
+        node_name=f.string(raw.get("nodeName"), f"{path}.nodeName"),
+        node_selector=None if selector is None else parse_node_selector(f, selector, f"{path}.nodeSelector"),
+        all_nodes=bool(f.boolean(raw.get("allNodes"), f"{path}.allNodes")),
+        taints=tuple(taints),
+        binds_to_node=bool(f.boolean(raw.get("bindsToNode"), f"{path}.bindsToNode")),
+        binding_conditions=f.strings(raw.get("bindingConditions"), f"{path}.bindingConditions"),
+        binding_failure_conditions=f.strings(
+            raw.get("bindingFailureConditions"), f"{path}.bindingFailureConditions"
+        ),
+        allow_multiple_allocations=bool(
+            f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
+        ),
+    )
+
+
+def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
+    _, name = metadata_name(obj, "ResourceSlice")
+    f = Fields("ResourceSlice", name)
+    spec = f.mapping(obj.get("spec"), "spec")
+    driver = f.string(spec.get("driver"), "spec.driver", required=True)
+    pool_raw = f.mapping(spec.get("pool"), "spec.pool")
+    count = f.integer(pool_raw.get("resourceSliceCount"), "spec.pool.resourceSliceCount")
+    if count is None or count <= 0:
+        raise f.error("spec.pool.resourceSliceCount", "must be a positive integer")
+    pool = PoolRef(
+        name=f.string(pool_raw.get("name"), "spec.pool.name", required=True),
+        generation=f.integer(pool_raw.get("generation"), "spec.pool.generation") or 0,
+        resource_slice_count=count,
+    )
+    devices = tuple(
+        _device(f, dev, f"spec.devices[{i}]", driver, pool.name)
+        for i, dev in enumerate(f.sequence(spec.get("devices"), "spec.devices"))
+    )
+    selector = spec.get("nodeSelector")
+    return ResourceSlice(
+        name=name,
+        driver=driver,
+        pool=pool,
+        node_name=f.string(spec.get("nodeName"), "spec.nodeName"),
+        node_selector=None if selector is None else parse_node_selector(f, selector, "spec.nodeSelector"),
+        all_nodes=bool(f.boolean(spec.get("allNodes"), "spec.allNodes")),
+        per_device_node_selection=f.boolean(
+            spec.get("perDeviceNodeSelection"), "spec.perDeviceNodeSelection"
+        ),
+        devices=devices,
+        shared_counters=_counter_sets(f, spec.get("sharedCounters"), "spec.sharedCounters", "name"),
+        has_binding_conditions=any(d.binding_conditions for d in devices),
+        raw=obj,
+    )
