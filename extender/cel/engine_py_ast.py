@@ -1,0 +1,409 @@
+"""CEL source -> a small expression tree, using cel-python's Lark grammar for the parse.
+
+cel-python's grammar lacks optional syntax (``a.?b``, ``a[?k]``), so those are rewritten to
+reserved marker calls before parsing and turned back into dedicated nodes here. Literals are
+decoded with CEL's escape rules (cel-python's lexer accepts some invalid escapes).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from celpy.celparser import CELParseError, CELParser
+from lark import Token, Tree
+from lark.exceptions import LarkError
+
+from extender.cel.engine_py_values import INT_MAX, INT_MIN, UINT_MAX, UInt
+
+_OPT_SELECT = "zzOptSelect__"
+_OPT_INDEX = "zzOptIndex__"
+
+RESERVED = frozenset(
+    {
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "in",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    }
+)
+
+
+class ParseFailure(Exception):
+    """Syntax error; the message is shown to the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    operand: Any
+    field: str
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    operand: Any
+    index: Any
+    optional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    function: str
+    target: Any  # None for a global call
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListLit:
+    elements: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MapLit:
+    entries: tuple[tuple[Any, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cond:
+    condition: Any
+    then: Any
+    otherwise: Any
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    left: Any
+    right: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    left: Any
+    right: Any
+
+
+_BINARY = {
+    "relation_lt": "_<_",
+    "relation_le": "_<=_",
+    "relation_gt": "_>_",
+    "relation_ge": "_>=_",
+    "relation_eq": "_==_",
+    "relation_ne": "_!=_",
+    "relation_in": "@in",
+    "addition_add": "_+_",
+    "addition_sub": "_-_",
+    "multiplication_mul": "_*_",
+    "multiplication_div": "_/_",
+    "multiplication_mod": "_%_",
+}
+
+_parser: CELParser | None = None
+
+
+def parse(source: str) -> Any:
+    """Parse CEL ``source`` into the node classes above; raise :class:`ParseFailure`."""
+    global _parser
+    if "zzOpt" in source:
+        raise ParseFailure("reserved identifier prefix 'zzOpt'")
+    if _parser is None:
+        _parser = CELParser()
+    try:
+        tree = _parser.parse(_rewrite_optional_syntax(source))
+    except CELParseError as e:
+        first = str(e.args[0]).splitlines()[0] if e.args else "syntax error"
+        raise ParseFailure(f"Syntax error: {first}") from None
+    except LarkError as e:
+        raise ParseFailure(f"Syntax error: {e}") from None
+    return _convert(tree)
+
+
+_STRING_START = re.compile(r"""[rRbB]{0,2}('''|\"\"\"|'|")""")
+
+
+def _rewrite_optional_syntax(source: str) -> str:
+    """Turn ``x.?f`` into ``x.zzOptSelect__("f")`` and ``x[?k]`` into ``x.zzOptIndex__(k)``,
+    leaving string literals and comments untouched."""
+    out: list[str] = []
+    closers: list[str] = []  # per open '[': the text that closes it
+    i, n = 0, len(source)
+    last_sig = ""
+    while i < n:
+        c = source[i]
+        m = _STRING_START.match(source, i) if c in "rRbB'\"" else None
+        if m and (c in "'\"" or not (i > 0 and (source[i - 1].isalnum() or source[i - 1] == "_"))):
+            end = _string_end(source, m.end(), m.group(1), raw="r" in m.group(0).lower()[:-1])
+            out.append(source[i:end])
+            last_sig = '"'
+            i = end
+            continue
+        if c == "/" and source.startswith("//", i):
+            j = source.find("\n", i)
+            j = n if j < 0 else j
+            out.append(source[i:j])
+            i = j
+            continue
+        if c == "." and i + 1 < n and source[i + 1] == "?":
+            m2 = re.compile(r"\s*([_a-zA-Z][_a-zA-Z0-9]*)").match(source, i + 2)
+            if m2:
+                out.append(f'.{_OPT_SELECT}("{m2.group(1)}")')
+                i = m2.end()
+                last_sig = ")"
+                continue
+        if c == "[":
+            j = i + 1
+            while j < n and source[j].isspace():
+                j += 1
+            is_index = last_sig.isalnum() or last_sig in ')]}_"'
+            if j < n and source[j] == "?" and is_index:
+                out.append(f".{_OPT_INDEX}(")
+                closers.append(")")
+                i = j + 1
+                last_sig = "("
+                continue
+            closers.append("]")
+        elif c == "]" and closers:
+            out.append(closers.pop())
+            i += 1
+            last_sig = "]"
+            continue
+        out.append(c)
+        if not c.isspace():
+            last_sig = c
+        i += 1
+    return "".join(out)
+
+
+def _string_end(source: str, start: int, quote: str, raw: bool) -> int:
+    i = start
+    while i < len(source):
+        if not raw and source[i] == "\\":
+            i += 2
+            continue
+        if source.startswith(quote, i):
+            return i + len(quote)
+        i += 1
+    return len(source)
+
+
+def _convert(t: Any) -> Any:
+    """Map one Lark subtree to a node; unwraps the grammar's single-child precedence levels."""
+    while True:
+        data = t.data
+        kids = t.children
+        if (
+            data
+            in (
+                "expr",
+                "conditionalor",
+                "conditionaland",
+                "relation",
+                "addition",
+                "multiplication",
+                "unary",
+                "member",
+                "primary",
+            )
+            and len(kids) == 1
+        ):
+            t = kids[0]
+            continue
+        break
+    if data == "expr":
+        return Cond(_convert(kids[0]), _convert(kids[1]), _convert(kids[2]))
+    if data == "conditionalor":
+        return Or(_convert(kids[0]), _convert(kids[1]))
+    if data == "conditionaland":
+        return And(_convert(kids[0]), _convert(kids[1]))
+    if data in ("relation", "addition", "multiplication"):
+        op_tree, right = kids
+        fn = _BINARY[op_tree.data]
+        left = _convert(op_tree.children[0])
+        if fn == "@in":
+            return Call("@in", None, (left, _convert(right)))
+        return Call(fn, None, (left, _convert(right)))
+    if data == "unary":
+        op, operand = kids
+        return Call("!_" if op.data == "unary_not" else "-_", None, (_convert(operand),))
+    if data == "member_dot":
+        name = str(kids[1])
+        _check_ident(name)
+        return Select(_convert(kids[0]), name)
+    if data == "member_dot_arg":
+        target = _convert(kids[0])
+        name = str(kids[1])
+        args = _convert_list(kids[2]) if len(kids) > 2 else ()
+        if name == _OPT_SELECT:
+            return Select(target, args[0].value, optional=True)
+        if name == _OPT_INDEX:
+            if len(args) != 1:
+                raise ParseFailure("Syntax error: optional index takes exactly one expression")
+            return Index(target, args[0], optional=True)
+        return Call(name, target, args)
+    if data == "member_index":
+        return Index(_convert(kids[0]), _convert(kids[1]))
+    if data == "member_object":
+        raise ParseFailure("Syntax error: message construction is not supported")
+    if data in ("ident_arg", "dot_ident_arg"):
+        name = str(kids[0])
+        _check_ident(name)
+        return Call(name, None, _convert_list(kids[1]) if len(kids) > 1 else ())
+    if data in ("ident", "dot_ident"):
+        name = str(kids[0])
+        _check_ident(name)
+        return Ident(name)
+    if data == "paren_expr":
+        return _convert(kids[0])
+    if data == "list_lit":
+        return ListLit(_convert_list(kids[0]) if kids else ())
+    if data == "map_lit":
+        if not kids:
+            return MapLit(())
+        items = [_convert(k) for k in kids[0].children]
+        return MapLit(tuple(zip(items[0::2], items[1::2], strict=True)))
+    if data == "literal":
+        return Lit(_literal(kids[0]))
+    raise ParseFailure(f"Syntax error: unsupported construct {data}")
+
+
+def _convert_list(exprlist: Tree[Any]) -> tuple[Any, ...]:
+    return tuple(_convert(k) for k in exprlist.children)
+
+
+def _check_ident(name: str) -> None:
+    if name in RESERVED:
+        raise ParseFailure(f"Syntax error: reserved identifier: {name}")
+
+
+def _literal(tok: Token) -> Any:
+    kind, text = tok.type, str(tok)
+    if kind == "INT_LIT":
+        value = _parse_int(text)
+        if value < INT_MIN or value > INT_MAX:
+            raise ParseFailure(f"invalid int literal: {text}")
+        return value
+    if kind == "UINT_LIT":
+        value = _parse_int(text[:-1])
+        if value < 0 or value > UINT_MAX:
+            raise ParseFailure(f"invalid uint literal: {text}")
+        return UInt(value)
+    if kind == "FLOAT_LIT":
+        return float(text)
+    if kind in ("STRING_LIT", "MLSTRING_LIT"):
+        return decode_string(text)
+    if kind == "BYTES_LIT":
+        return decode_bytes(text[1:])
+    if kind == "BOOL_LIT":
+        return text == "true"
+    if kind == "NULL_LIT":
+        return None
+    raise ParseFailure(f"Syntax error: unexpected literal {text}")
+
+
+def _parse_int(text: str) -> int:
+    negative = text.startswith("-")
+    body = text[1:] if negative else text
+    value = int(body, 16) if body[:2].lower() == "0x" else int(body, 10)
+    return -value if negative else value
+
+
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "`": "`",
+    "?": "?",
+}
+
+
+def _split_quotes(text: str) -> tuple[str, bool]:
+    raw = text[0] in "rR"
+    if raw:
+        text = text[1:]
+    q = 3 if text[:3] in ('"""', "'''") else 1
+    return text[q:-q], raw
+
+
+def decode_string(text: str) -> str:
+    body, raw = _split_quotes(text)
+    if raw:
+        return body
+    return "".join(_unescape(body, as_bytes=False))  # type: ignore[arg-type]
+
+
+def decode_bytes(text: str) -> bytes:
+    body, raw = _split_quotes(text)
+    if raw:
+        return body.encode("utf-8")
+    return b"".join(_unescape(body, as_bytes=True))  # type: ignore[arg-type]
+
+
+def _unescape(body: str, as_bytes: bool) -> list[str | bytes]:
+    out: list[str | bytes] = []
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c != "\\":
+            out.append(c.encode("utf-8") if as_bytes else c)
+            i += 1
+            continue
+        if i + 1 >= n:
+            raise ParseFailure("Syntax error: invalid escape at end of string")
+        e = body[i + 1]
+        if e in _SIMPLE_ESCAPES:
+            s = _SIMPLE_ESCAPES[e]
+            out.append(s.encode() if as_bytes else s)
+            i += 2
+        elif e in "xX" and re.fullmatch(r"[0-9a-fA-F]{2}", body[i + 2 : i + 4]):
+            v = int(body[i + 2 : i + 4], 16)
+            out.append(bytes([v]) if as_bytes else chr(v))
+            i += 4
+        elif e in "uU":
+            width = 4 if e == "u" else 8
+            digits = body[i + 2 : i + 2 + width]
+            if not re.fullmatch(f"[0-9a-fA-F]{{{width}}}", digits):
+                raise ParseFailure(f"Syntax error: invalid \\{e} escape")
+            cp = int(digits, 16)
+            if 0xD800 <= cp <= 0xDFFF or cp > 0x10FFFF:
+                raise ParseFailure(f"Syntax error: invalid unicode code point {digits}")
+            out.append(chr(cp).encode("utf-8") if as_bytes else chr(cp))
+            i += 2 + width
+        elif e in "0123" and re.fullmatch(r"[0-7]{3}", body[i + 1 : i + 4]):
+            v = int(body[i + 1 : i + 4], 8)
+            out.append(bytes([v]) if as_bytes else chr(v))
+            i += 4
+        else:
+            raise ParseFailure(f"Syntax error: invalid escape sequence \\{e}")
+    return out
