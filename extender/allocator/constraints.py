@@ -92,12 +92,13 @@ class DistinctAttribute:
         self._count = 0
 
     def _conflicts(self, new: AttributeValue, old: AttributeValue) -> bool:
+        # A value of unknown type cannot be shown to differ, so it counts as a conflict.
         if self._sets:
-            return (
-                new.kind is not None and new.kind == old.kind and not set(new.values).isdisjoint(old.values)
-            )
+            if new.kind is None:
+                return True
+            return new.kind == old.kind and not set(new.values).isdisjoint(old.values)
         scalar = _scalar(new)
-        return scalar is not None and scalar == _scalar(old)
+        return scalar is None or scalar == _scalar(old)
 
     def add(self, request: str, device: Device) -> bool:
         value = device.attribute(self._name)
@@ -119,5 +120,6 @@ def new_state(constraint: Constraint, list_attributes: bool) -> ConstraintState:
         if list_attributes:
             return MatchAttributeSets(constraint.match_attribute)
         return MatchAttribute(constraint.match_attribute)
-    assert constraint.distinct_attribute is not None  # validated before the search starts
+    if constraint.distinct_attribute is None:
+        raise ValueError("constraint without matchAttribute or distinctAttribute")  # validated earlier
     return DistinctAttribute(constraint.distinct_attribute, list_attributes)
