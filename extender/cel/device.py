@@ -67,9 +67,9 @@ def _int(value: Any) -> int:
     return value
 
 
-def _typed(value: Any, kind: type) -> Any:
-    if not isinstance(value, kind):
-        raise _BadAttribute(f"{kind.__name__} value expected, got {type(value).__name__}")
+def _typed(value: Any, kind: str, py_type: type) -> Any:
+    if not isinstance(value, py_type):
+        raise _BadAttribute(f"{kind} value expected, got {type(value).__name__}")
     return value
 
 
@@ -77,9 +77,9 @@ def _scalar(kind: str, value: Any) -> int | bool | str | Semver:
     if kind == "int":
         return _int(value)
     if kind == "bool":
-        return _typed(value, bool)
+        return _typed(value, kind, bool)
     if kind == "string":
-        return _typed(value, str)
+        return _typed(value, kind, str)
     return _version(value)
 
 

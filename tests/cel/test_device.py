@@ -113,7 +113,7 @@ def test_lists_win_over_scalars_and_scalars_follow_upstream_order() -> None:
         ({"int": True}, "attribute bad: int value must be an integer, not bool"),
         ({"int": 2**63}, "attribute bad: int value 9223372036854775808 is outside the int64 range"),
         ({"bool": 1}, "attribute bad: bool value expected, got int"),
-        ({"string": 5}, "attribute bad: str value expected, got int"),
+        ({"string": 5}, "attribute bad: string value expected, got int"),
         ({"version": 1}, "attribute bad: version must be a string, not int"),
         ({"strings": "ab"}, "attribute bad: strings must be a list, not str"),
         ({"ints": [1, "2"]}, "attribute bad: int value must be an integer, not str"),
