@@ -159,8 +159,24 @@ class InUse:
             self.remove_inflight(uid)
         return gone
 
-    def holders(self) -> Iterable[Owner]:
-        return self._owners.keys()
-
-    def held_by(self, owner: Owner) -> Contribution | None:
-        return self._owners.get(owner)
+    def without(
+        self, owners: Iterable[Owner]
+    ) -> tuple[set[DeviceID], set[tuple[DeviceID, str]], dict[DeviceID, dict[str, Quantity]]]:
+        """Copies of the in-use sets as if ``owners`` released everything (what-if for preemption)."""
+        freed = [(o, self._owners[o]) for o in set(owners) if o in self._owners]
+        device_drop: Counter[DeviceID] = Counter(d for _, c in freed for d in c.devices)
+        share_drop: Counter[tuple[DeviceID, str]] = Counter(s for _, c in freed for s in c.shares)
+        devices = {d for d in self.devices if self._device_refs[d] > device_drop.get(d, 0)}
+        shared = {s for s in self.shared if self._share_refs[s] > share_drop.get(s, 0)}
+        gone = {o for o, _ in freed}
+        capacity: dict[DeviceID, dict[str, Quantity]] = {}
+        for device, parts in self._capacity_parts.items():
+            total: dict[str, Quantity] = {}
+            for owner, consumed in parts.items():
+                if owner in gone:
+                    continue
+                for name, q in consumed.items():
+                    total[name] = total[name].add(q) if name in total else q
+            if total:
+                capacity[device] = total
+        return devices, shared, capacity

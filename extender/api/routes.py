@@ -1,0 +1,210 @@
+"""The HTTP surface: decode, call scheduling, encode. No business logic lives here.
+
+Bodies are read with a size cap and decoded by ``wire``; every protocol violation becomes a
+4xx with a message. Scheduling outcomes are always HTTP 200 (``Error`` for filter/bind),
+as kube-scheduler expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+
+from extender.api import wire
+from extender.api.wire import BadRequest
+from extender.model import parse_node
+from extender.scheduling.bind import bind_pod
+from extender.scheduling.claims import pod_for_request
+from extender.scheduling.context import SchedulingContext
+from extender.scheduling.explain import explain
+from extender.scheduling.filter import filter_nodes
+from extender.scheduling.preempt import nodes_worth_preempting
+from extender.scheduling.score import score_nodes
+from extender.sources.local import LocalCluster, ManifestError
+from extender.state.store import KINDS
+
+log = logging.getLogger(__name__)
+JSON = "application/json"
+
+
+class TooLarge(Exception):
+    pass
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(wire.encode(obj), status_code=status, media_type=JSON)
+
+
+def _problem(status: int, message: str) -> Response:
+    return _json({"error": message}, status)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+Handler = Callable[[bytes], Awaitable[Any]]
+
+
+def create_app(
+    ctx: SchedulingContext,
+    cluster: LocalCluster | None = None,
+    background: Sequence[Callable[[], Awaitable[None]]] = (),
+) -> FastAPI:
+    """The service. ``cluster`` enables the /local endpoints; ``background`` runs for the app's life."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(job()) for job in background]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    app = FastAPI(title="dra-extender", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    state, metrics, limit = ctx.state, ctx.metrics, ctx.config.max_body_bytes
+    metrics.watch_state(state.counts, lambda: len(state.inuse.inflight))
+
+    def verb(name: str, handler: Handler) -> None:
+        async def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
+            try:
+                return _json(await handler(await _body(request, limit)))
+            except TooLarge as exc:
+                return _problem(413, str(exc))
+            except (BadRequest, ValueError) as exc:
+                return _problem(400, f"{name}: {exc}")
+            finally:
+                metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
+
+        app.add_api_route(f"/{name}", endpoint, methods=["POST"], name=name)
+
+    async def do_filter(body: bytes) -> Any:
+        args = wire.extender_args(body)
+        pod = pod_for_request(state, args.pod)
+        given = None
+        if args.nodes is not None:
+            given = {name: parse_node(obj) for name, obj in args.nodes.items()}
+        out = filter_nodes(ctx, pod, args.node_names, given)
+        return wire.filter_result(args, out.passed, out.failed, out.unresolvable, out.error)
+
+    async def do_prioritize(body: bytes) -> Any:
+        args = wire.extender_args(body)
+        pod = pod_for_request(state, args.pod)
+        return wire.host_priorities(score_nodes(ctx, pod, args.node_names))
+
+    async def do_bind(body: bytes) -> Any:
+        args = wire.binding_args(body)
+        error = await bind_pod(ctx, args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        return {"Error": error}
+
+    async def do_preempt(body: bytes) -> Any:
+        args = wire.preemption_args(body)
+        pod = pod_for_request(state, args.pod)
+        keep = nodes_worth_preempting(ctx, pod, {n: v.uids for n, v in args.victims.items()})
+        return wire.preemption_result({n: v for n, v in args.victims.items() if n in keep})
+
+    verb("filter", do_filter)
+    verb("prioritize", do_prioritize)
+    verb("bind", do_bind)
+    verb("preempt", do_preempt)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return Response("ok", media_type="text/plain")
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        if state.synced:
+            return Response("ok", media_type="text/plain")
+        return Response("cluster state not synced yet", status_code=503, media_type="text/plain")
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/debug/config")
+    async def debug_config() -> Response:
+        return _json(ctx.config.describe())
+
+    def debug_list(path: str, kind: str) -> None:
+        async def listing() -> Response:
+            return _json({"items": state.items(kind)})
+
+        app.add_api_route(path, listing, methods=["GET"], name=f"debug-{kind}")
+
+    debug_list("/debug/claims", "ResourceClaim")
+    debug_list("/debug/pods", "Pod")
+    debug_list("/debug/slices", "ResourceSlice")
+
+    @app.get("/debug/explain")
+    async def debug_explain(pod: str = "") -> Response:
+        namespace, sep, name = pod.partition("/")
+        if not sep or not namespace or not name:
+            return _problem(400, "query parameter pod=NAMESPACE/NAME is required")
+        info = state.pod(namespace, name)
+        if info is None:
+            return _problem(404, f"pod {pod} is not known to the extender")
+        return _json(explain(ctx, info))
+
+    if cluster is not None:
+        _local_routes(app, cluster, limit)
+    return app
+
+
+def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
+    """Local mode only: the load generator changes the embedded cluster through these."""
+
+    @app.post("/local/apply")
+    async def local_apply(request: Request) -> Response:
+        try:
+            body = wire.decode(await _body(request, limit))
+            objs = body if isinstance(body, list) else [body]
+            applied = []
+            for i, obj in enumerate(objs):
+                try:
+                    written = cluster.apply(obj)
+                except (ManifestError, ValueError) as exc:
+                    where = f"item {i}: " if isinstance(body, list) else ""
+                    raise BadRequest(f"{where}{exc}") from None
+                meta = written["metadata"]
+                applied.append(
+                    {"kind": written["kind"], "namespace": meta.get("namespace"), "name": meta["name"]}
+                )
+        except TooLarge as exc:
+            return _problem(413, str(exc))
+        except BadRequest as exc:
+            return _problem(400, f"local/apply: {exc}")
+        return _json({"applied": applied})
+
+    @app.post("/local/delete")
+    async def local_delete(request: Request) -> Response:
+        try:
+            fields = wire.fold(wire.decode(await _body(request, limit)), "delete request")
+            kind = fields.get("kind")
+            if kind not in KINDS:
+                raise BadRequest(f"kind: expected one of {', '.join(KINDS)}")
+            found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
+        except TooLarge as exc:
+            return _problem(413, str(exc))
+        except (BadRequest, ManifestError) as exc:
+            return _problem(400, f"local/delete: {exc}")
+        if not found:
+            return _problem(404, f"{kind} {fields.get('namespace') or ''}/{fields.get('name')} not found")
+        return _json({"deleted": True})

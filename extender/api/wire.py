@@ -1,0 +1,199 @@
+"""k8s.io/kube-scheduler/extender/v1 on the wire: Go field names out, any casing in.
+
+Bodies are decoded with orjson and checked structurally here, field by field, so that a
+malformed request becomes a 400 with a message instead of an exception deeper down. The pod
+and node objects inside stay plain dicts; only what scheduling reads is parsed later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+class BadRequest(ValueError):
+    """The request body does not follow the extender protocol."""
+
+
+def decode(body: bytes) -> Any:
+    if not body:
+        raise BadRequest("empty request body")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
+
+
+def encode(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def fold(obj: Any, what: str) -> dict[str, Any]:
+    """An object's keys lower-cased, like Go's case-insensitive field matching."""
+    if not isinstance(obj, Mapping):
+        raise BadRequest(f"{what}: expected a JSON object, got {_type(obj)}")
+    return {str(k).lower(): v for k, v in obj.items()}
+
+
+def _type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def _string(fields: Mapping[str, Any], key: str, name: str, required: bool = True) -> str:
+    value = fields.get(key)
+    if value is None or value == "":
+        if required:
+            raise BadRequest(f"{name}: required")
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"{name}: expected a string, got {_type(value)}")
+    return value
+
+
+def _pod(fields: Mapping[str, Any]) -> dict[str, Any]:
+    pod = fields.get("pod")
+    if pod is None:
+        raise BadRequest("Pod: required")
+    if not isinstance(pod, dict):
+        raise BadRequest(f"Pod: expected an object, got {_type(pod)}")
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise BadRequest("Pod.metadata.name: required")
+    return pod
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    pod: dict[str, Any]
+    node_names: list[str]
+    # nodeCacheCapable=false: the full Node objects by name, echoed back for passing nodes.
+    nodes: dict[str, dict[str, Any]] | None
+
+
+def extender_args(body: bytes) -> ExtenderArgs:
+    fields = fold(decode(body), "ExtenderArgs")
+    pod = _pod(fields)
+    names, nodes = fields.get("nodenames"), fields.get("nodes")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise BadRequest("NodeNames: expected an array of strings")
+        return ExtenderArgs(pod, list(names), None)
+    if nodes is None:
+        raise BadRequest("one of NodeNames or Nodes is required")
+    items = fold(nodes, "Nodes").get("items")
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        raise BadRequest(f"Nodes.items: expected an array, got {_type(items)}")
+    by_name: dict[str, dict[str, Any]] = {}
+    for i, node in enumerate(items):
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"Nodes.items[{i}].metadata.name: required")
+        by_name[name] = node
+    return ExtenderArgs(pod, list(by_name), by_name)
+
+
+def filter_result(
+    args: ExtenderArgs,
+    passed: list[str],
+    failed: Mapping[str, str],
+    unresolvable: Mapping[str, str],
+    error: str,
+) -> dict[str, Any]:
+    """ExtenderFilterResult answering in the mode the request used."""
+    out: dict[str, Any] = {
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": dict(failed),
+        "FailedAndUnresolvableNodes": dict(unresolvable),
+        "Error": error,
+    }
+    if args.nodes is None:
+        out["NodeNames"] = passed
+    else:
+        out["Nodes"] = {"metadata": {}, "items": [args.nodes[name] for name in passed]}
+    return out
+
+
+def host_priorities(scores: Mapping[str, int]) -> list[dict[str, Any]]:
+    return [{"Host": host, "Score": score} for host, score in scores.items()]
+
+
+@dataclass(frozen=True, slots=True)
+class BindingArgs:
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+def binding_args(body: bytes) -> BindingArgs:
+    fields = fold(decode(body), "ExtenderBindingArgs")
+    return BindingArgs(
+        pod_name=_string(fields, "podname", "PodName"),
+        pod_namespace=_string(fields, "podnamespace", "PodNamespace", required=False) or "default",
+        pod_uid=_string(fields, "poduid", "PodUID", required=False),
+        node=_string(fields, "node", "Node"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    uids: list[str]
+    pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    pod: dict[str, Any]
+    victims: dict[str, Victims]
+
+
+def _victims(node: str, value: Any, meta: bool) -> Victims:
+    fields = fold(value, f"victims of node {node}")
+    pods = fields.get("pods") or []
+    if not isinstance(pods, list):
+        raise BadRequest(f"victims of node {node}: Pods: expected an array")
+    uids = []
+    for i, pod in enumerate(pods):
+        if meta:
+            uid = fold(pod, f"victims of node {node}: Pods[{i}]").get("uid")
+        else:
+            meta_obj = pod.get("metadata") if isinstance(pod, dict) else None
+            uid = meta_obj.get("uid") if isinstance(meta_obj, dict) else None
+        if not isinstance(uid, str) or not uid:
+            raise BadRequest(f"victims of node {node}: Pods[{i}]: UID required")
+        uids.append(uid)
+    pdb = fields.get("numpdbviolations") or 0
+    if isinstance(pdb, bool) or not isinstance(pdb, int):
+        raise BadRequest(f"victims of node {node}: NumPDBViolations: expected an integer")
+    return Victims(uids, pdb)
+
+
+def preemption_args(body: bytes) -> PreemptionArgs:
+    fields = fold(decode(body), "ExtenderPreemptionArgs")
+    pod = _pod(fields)
+    meta_map, full_map = fields.get("nodenametometavictims"), fields.get("nodenametovictims")
+    meta = meta_map is not None
+    source = meta_map if meta else full_map
+    if source is None:
+        raise BadRequest("one of NodeNameToMetaVictims or NodeNameToVictims is required")
+    if not isinstance(source, dict):
+        raise BadRequest(f"NodeNameTo{'Meta' if meta else ''}Victims: expected an object")
+    return PreemptionArgs(pod, {node: _victims(node, v, meta) for node, v in source.items()})
+
+
+def preemption_result(kept: Mapping[str, Victims]) -> dict[str, Any]:
+    return {
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in v.uids], "NumPDBViolations": v.pdb_violations}
+            for node, v in kept.items()
+        }
+    }

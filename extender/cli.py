@@ -1,0 +1,120 @@
+"""``dra-extender serve``: flags → Config → state + source + binder → the HTTP app."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from extender.api import create_app
+from extender.binder.local import LocalBinder
+from extender.config import CEL_ENGINES, SCORE_POLICIES, Config, ConfigError, parse_feature_gates
+from extender.metrics import Metrics
+from extender.scheduling.context import SchedulingContext
+from extender.sources.local import ManifestError, load_local
+from extender.state import ClusterState
+
+log = logging.getLogger("extender")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dra-extender", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the scheduler extender")
+    serve.add_argument("--state", type=Path, help="directory of *.yaml manifests (default: the demo cluster)")
+    serve.add_argument("--kube", action="store_true", help="watch a real cluster and write through its API")
+    serve.add_argument("--kubeconfig", help="for --kube (default: in-cluster config, then ~/.kube/config)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8888)
+    serve.add_argument("--feature-gates", default="", help="kube-scheduler syntax: A=true,B=false")
+    serve.add_argument("--cel-engine", choices=CEL_ENGINES, default="auto")
+    serve.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack")
+    serve.add_argument(
+        "--scheduler-name",
+        action="append",
+        help="schedulerName whose pods this extender handles (repeatable; default dra-extender-scheduler)",
+    )
+    serve.add_argument("--max-body-bytes", type=int, default=10 * 1024 * 1024)
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    kwargs = {}
+    if args.scheduler_name:
+        kwargs["scheduler_names"] = tuple(args.scheduler_name)
+    return Config(
+        state_dir=args.state,
+        kube=args.kube,
+        kubeconfig=args.kubeconfig,
+        host=args.host,
+        port=args.port,
+        feature_gates=parse_feature_gates(args.feature_gates),
+        cel_engine=args.cel_engine,
+        score_policy=args.score_policy,
+        max_body_bytes=args.max_body_bytes,
+        **kwargs,
+    )
+
+
+def _configure_cel(engine: str) -> None:
+    try:
+        environment = importlib.import_module("extender.cel.environment")
+    except ImportError:
+        if engine != "auto":
+            raise ConfigError(f"--cel-engine {engine}: the CEL environment is not available") from None
+        return
+    try:
+        log.info("CEL engine: %s", environment.configure(engine))
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"--cel-engine {engine}: {exc}") from None
+
+
+def _kube_parts(config: Config, state: ClusterState) -> tuple[object, Callable[[], Awaitable[None]]]:
+    """The Kubernetes binder and watch, imported only when asked for."""
+    try:
+        source = importlib.import_module("extender.sources.kube")
+        binder = importlib.import_module("extender.binder.kube")
+        client = importlib.import_module("extender.kubeclient")
+    except ImportError as exc:
+        raise ConfigError(f"--kube is not available in this build: {exc}") from None
+    api_client = client.load_api_client(config.kubeconfig)
+
+    async def watch() -> None:
+        await source.run_kube_source(state, kubeconfig=config.kubeconfig)
+
+    return binder.KubeBinder(api_client), watch
+
+
+def build_app(config: Config) -> FastAPI:
+    """The whole service for ``config``; raises ConfigError/ManifestError for bad input."""
+    _configure_cel(config.cel_engine)
+    state = ClusterState(config.feature_gates)
+    if config.kube:
+        binder, watch = _kube_parts(config, state)
+        ctx = SchedulingContext(config, state, binder, Metrics())  # type: ignore[arg-type]
+        return create_app(ctx, background=[watch])
+    cluster = load_local(state, config.state_dir)
+    ctx = SchedulingContext(config, state, LocalBinder(cluster), Metrics())
+    return create_app(ctx, cluster=cluster)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    log_format = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=args.log_level.upper(), format=log_format)
+    try:
+        config = config_from_args(args)
+        app = build_app(config)
+    except (ConfigError, ManifestError) as exc:
+        print(f"dra-extender: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    uvicorn.run(app, host=config.host, port=config.port, log_level=args.log_level, access_log=False)
+    return 0

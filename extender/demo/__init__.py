@@ -1,0 +1,1 @@
+"""The demo cluster served when no --state is given (package data)."""

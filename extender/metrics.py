@@ -1,0 +1,91 @@
+"""Prometheus collectors (``dra_extender_`` prefix), one registry per service instance.
+
+A registry per instance (not the global one) lets tests build several apps in one process.
+Cache object counts and CEL counters are read at scrape time, so nothing has to keep them
+in sync.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class _StateCollector(Collector):
+    def __init__(self, counts: Callable[[], Mapping[str, int]], inflight: Callable[[], int]) -> None:
+        self._counts = counts
+        self._inflight = inflight
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "dra_extender_cache_objects", "Objects in the cluster-state cache", labels=["kind"]
+        )
+        for kind, n in self._counts().items():
+            family.add_metric([kind], n)
+        yield family
+        yield GaugeMetricFamily(
+            "dra_extender_inflight_claims",
+            "Claims committed in memory, not yet written",
+            value=self._inflight(),
+        )
+
+
+def _cel_counters() -> Mapping[str, Any]:
+    """The process-wide counters of extender.cel.environment (``stats``), when present."""
+    try:
+        env = importlib.import_module("extender.cel.environment")
+    except ImportError:
+        return {}
+    stats = getattr(env, "stats", None)
+    if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
+        return dataclasses.asdict(stats)
+    return stats if isinstance(stats, Mapping) else {}
+
+
+class _CelCollector(Collector):
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for name, value in sorted(_cel_counters().items()):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                yield CounterMetricFamily(
+                    f"dra_extender_cel_{name}", f"CEL {name.replace('_', ' ')}", value=value
+                )
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.request_seconds = Histogram(
+            "dra_extender_request_duration_seconds",
+            "Latency of extender HTTP verbs",
+            ["verb"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.allocation_attempts = Counter(
+            "dra_extender_allocation_attempts",
+            "Allocator calls per node, by outcome (fit, nofit, unavailable, error, timeout)",
+            ["phase", "outcome"],
+            registry=self.registry,
+        )
+        self.bind_outcomes = Counter(
+            "dra_extender_binds", "Bind calls by outcome", ["outcome"], registry=self.registry
+        )
+        self.claim_writes = Counter(
+            "dra_extender_claim_writes", "Claim status writes by outcome", ["outcome"], registry=self.registry
+        )
+        self.registry.register(_CelCollector())
+
+    def watch_state(self, counts: Callable[[], Mapping[str, int]], inflight: Callable[[], int]) -> None:
+        self.registry.register(_StateCollector(counts, inflight))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

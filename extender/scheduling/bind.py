@@ -1,0 +1,180 @@
+"""bind: commit in memory, write the claims, bind the pod; undo everything on failure.
+
+Why no device is ever committed twice: the commit step (re-validate or recompute, then
+register the claims as in flight) runs without any ``await``, so on the single event loop no
+other filter or bind can interleave with it, and every later allocation sees the in-flight
+devices. A remembered filter result is only reused when the state epoch has not moved since
+filter, i.e. nothing that could change the decision happened in between; otherwise the
+allocation is recomputed for the chosen node against the current state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from extender.binder import PodRef
+from extender.model import AllocationResult, ResourceClaim
+from extender.scheduling.claims import PodWaits, reserved_for, unavailable_on
+from extender.scheduling.context import SchedulingContext
+from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.state import InFlight
+
+log = logging.getLogger(__name__)
+
+
+class BindFailed(Exception):
+    """The bind cannot proceed; the message goes back in the reply's ``Error``."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    claim: ResourceClaim
+    allocation: dict[str, Any] | None  # None: already allocated, only reserve
+    newly_allocated: bool
+
+
+def _allocation_api(ctx: SchedulingContext, result: AllocationResult) -> dict[str, Any]:
+    api = result.to_api()
+    if ctx.features.binding and not api.get("allocationTimestamp"):
+        # PreBind stamps the allocation when both binding gates are on (dra-scheduling.md §6).
+        api["allocationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return api
+
+
+def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> list[_Write]:
+    """Decide the allocation on ``node_name`` and register it in flight. Never awaits."""
+    node = ctx.state.nodes.get(node_name)
+    if node is None:
+        raise BindFailed(f"node {node_name} is not known to the extender")
+    unavailable = unavailable_on(plan.claims, node)
+    if unavailable is not None:
+        raise BindFailed(f"pod {plan.pod.ref} cannot run on node {node_name}: {unavailable}")
+    to_allocate = plan.claims.to_allocate
+    results: tuple[AllocationResult, ...] = ()
+    if to_allocate:
+        remembered = ctx.remembered.get((plan.pod.uid, node_name))
+        uids = tuple(c.uid for c in to_allocate)
+        if remembered is not None and remembered.epoch == ctx.state.epoch and remembered.claim_uids == uids:
+            results = remembered.results
+        else:
+            try:
+                verdict = plan.evaluate(node, phase="bind")
+            except FatalAllocation as exc:
+                raise BindFailed(str(exc)) from None
+            if not verdict.fits:
+                raise BindFailed(f"pod {plan.pod.ref} no longer fits on node {node_name}: {verdict.reason}")
+            results = verdict.results
+    writes = []
+    expires = time.monotonic() + ctx.config.inflight_ttl_s
+    for claim, result in zip(to_allocate, results, strict=True):
+        ctx.state.add_inflight(InFlight(claim.uid, plan.pod.uid, result, expires))
+        writes.append(_Write(claim, _allocation_api(ctx, result), True))
+    writes.extend(_Write(c, None, False) for c in plan.claims.allocated if not reserved_for(c, plan.pod.uid))
+    return writes
+
+
+async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
+    """Run concurrently; each entry is the result or the exception (timeouts included)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    if not tasks:
+        return []
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    out: list[Any] = []
+    for task in tasks:
+        if task in pending:
+            out.append(TimeoutError(f"no answer within {timeout:g}s"))
+        elif task.exception() is not None:
+            out.append(task.exception())
+        else:
+            out.append(task.result())
+    return out
+
+
+async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, node: str) -> str:
+    """Bind one pod; returns "" on success, else the error text for the reply."""
+    pod = ctx.state.pod(namespace, name)
+    if pod is None:
+        return f"pod {namespace}/{name} is not known to the extender"
+    if uid and pod.uid != uid:
+        return f"pod {namespace}/{name} has UID {pod.uid}, not {uid}"
+    if pod.uid in ctx.binding:
+        return f"a bind of pod {pod.ref} is already in progress"
+    if pod.node_name and pod.node_name != node:
+        return f"pod {pod.ref} is already bound to node {pod.node_name}"
+    ctx.binding.add(pod.uid)
+    try:
+        return await _bind(ctx, pod.ref, PodRef(namespace, name, pod.uid), node)
+    finally:
+        ctx.binding.discard(pod.uid)
+
+
+async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) -> str:
+    pod = ctx.state.pod(ref.namespace, ref.name)
+    assert pod is not None  # checked by the caller without an await in between
+    metrics = ctx.metrics
+    try:
+        if ctx.handles(pod) and pod.claims:
+            plan = PodPlan.build(ctx, pod)
+            writes = _commit(ctx, plan, node)
+        else:
+            writes = []
+    except (PodWaits, BindFailed) as exc:
+        metrics.bind_outcomes.labels("rejected").inc()
+        return str(exc)
+
+    written: list[_Write] = []
+    try:
+        outcomes = await _run_all([_write(ctx, w, ref) for w in writes], ctx.config.bind_timeout_s)
+        errors = []
+        for write, outcome in zip(writes, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                metrics.claim_writes.labels("error").inc()
+                errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
+                continue
+            metrics.claim_writes.labels("ok").inc()
+            written.append(write)
+        if errors:
+            raise BindFailed("; ".join(errors))
+        try:
+            await asyncio.wait_for(ctx.binder.bind_pod(ref, node), ctx.config.bind_timeout_s)
+        except Exception as exc:
+            raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
+    except BindFailed as exc:
+        await _release(ctx, ref, written)
+        metrics.bind_outcomes.labels("failed").inc()
+        return str(exc)
+    finally:
+        for write in writes:
+            if write.newly_allocated:
+                ctx.state.remove_inflight(write.claim.uid)
+    ctx.forget_pod(ref.uid)
+    metrics.bind_outcomes.labels("bound").inc()
+    return ""
+
+
+async def _write(ctx: SchedulingContext, write: _Write, ref: PodRef) -> Mapping[str, Any]:
+    """Write one claim; the result counts as committed at once, before any watch echo."""
+    obj = await ctx.binder.write_claim(write.claim, write.allocation, ref)
+    meta = obj.get("metadata") or {}
+    held = ctx.state.claim(meta.get("namespace") or "default", meta.get("name") or "")
+    if held is None or held.raw is not obj:
+        ctx.state.assume_claim(dict(obj))
+    return obj
+
+
+async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write]) -> None:
+    outcomes = await _run_all(
+        [ctx.binder.release_claim(w.claim, ref, deallocate=w.newly_allocated) for w in written],
+        ctx.config.bind_timeout_s,
+    )
+    for write, outcome in zip(written, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            log.error("rollback of claim %s/%s failed: %s", write.claim.namespace, write.claim.name, outcome)

@@ -1,0 +1,133 @@
+"""Which claims a pod needs, and why it must wait (dra-scheduling.md §1-§3).
+
+All reasons raised here are ``UnschedulableAndUnresolvable`` upstream: removing other pods
+cannot create a missing claim or class, so they go to FailedAndUnresolvableNodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.allocator import Features
+from extender.binder import RESERVED_FOR_MAX
+from extender.model import ExactRequest, Node, ResourceClaim
+from extender.state import ClusterState
+from extender.state.pods import PodInfo, parse_pod
+
+
+class PodWaits(Exception):
+    """The pod cannot be scheduled anywhere right now; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaims:
+    claims: tuple[ResourceClaim, ...]  # in spec.resourceClaims order
+    to_allocate: tuple[ResourceClaim, ...]
+    allocated: tuple[ResourceClaim, ...]
+
+
+def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:
+    """The state's copy of the pod (it carries resourceClaimStatuses), else the request's.
+
+    Raises ValueError for a malformed request pod.
+    """
+    given = parse_pod(obj)
+    held = state.pod(given.namespace, given.name)
+    if held is not None and (not given.uid or held.uid == given.uid):
+        return held
+    return given
+
+
+def _owned_by(claim: ResourceClaim, pod: PodInfo) -> bool:
+    refs = (claim.raw.get("metadata") or {}).get("ownerReferences") or ()
+    return any(isinstance(r, Mapping) and r.get("controller") and r.get("uid") == pod.uid for r in refs)
+
+
+def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
+    """The pod's claims in order; raises PodWaits with upstream's message otherwise."""
+    claims: list[ResourceClaim] = []
+    for entry in pod.claims:
+        if entry.claim_name:
+            name = entry.claim_name
+        elif entry.template_name:
+            if entry.name not in pod.claim_statuses:
+                raise PodWaits(f'pod "{pod.ref}": ResourceClaim not created yet (pod claim {entry.name})')
+            name = pod.claim_statuses[entry.name]
+            if not name:
+                continue  # the controller decided no claim is needed
+        else:
+            raise PodWaits(
+                f"pod {pod.ref}: pod claim {entry.name}: neither resourceClaimName nor template set"
+            )
+        claim = state.claim(pod.namespace, name)
+        if claim is None:
+            raise PodWaits(f'pod "{pod.ref}": ResourceClaim {pod.namespace}/{name} not found')
+        if entry.template_name and not _owned_by(claim, pod):
+            raise PodWaits(
+                f"ResourceClaim {pod.namespace}/{name} was not created for Pod {pod.ref} (Pod is not owner)"
+            )
+        if (claim.raw.get("metadata") or {}).get("deletionTimestamp"):
+            raise PodWaits(f'resourceclaim "{name}" is being deleted')
+        claims.append(claim)
+    return PodClaims(
+        claims=tuple(claims),
+        to_allocate=tuple(c for c in claims if c.allocation is None),
+        allocated=tuple(c for c in claims if c.allocation is not None),
+    )
+
+
+def _class_names(
+    request: ExactRequest | None, subrequests: tuple[ExactRequest, ...]
+) -> list[tuple[str, str]]:
+    if request is not None:
+        return [("", request.device_class_name)]
+    return [(f"/{sub.name}", sub.device_class_name) for sub in subrequests]
+
+
+def check_before_allocation(state: ClusterState, features: Features, pod: PodInfo, claims: PodClaims) -> None:
+    """PreFilter checks of the unallocated claims and the sharing limit of allocated ones."""
+    for claim in claims.to_allocate:
+        inflight = state.inuse.inflight.get(claim.uid)
+        if inflight is not None:
+            raise PodWaits(
+                f"resource claim {claim.namespace}/{claim.name} is in the process of being allocated"
+            )
+        for request in claim.requests:
+            if request.first_available and not features.prioritized_list:
+                raise PodWaits(
+                    f"resource claim {claim.namespace}/{claim.name}, request {request.name}: "
+                    "has subrequests, but the DRAPrioritizedList feature is disabled"
+                )
+            for suffix, class_name in _class_names(request.exactly, request.first_available):
+                if class_name and class_name not in state.classes:
+                    raise PodWaits(
+                        f"resource claim {claim.namespace}/{claim.name}, request {request.name}{suffix}: "
+                        f"device class {class_name} does not exist"
+                    )
+    for claim in claims.allocated:
+        if not reserved_for(claim, pod.uid) and len(claim.reserved_for) >= RESERVED_FOR_MAX:
+            raise PodWaits(
+                f"resource claim {claim.namespace}/{claim.name} is already in use by "
+                f"{RESERVED_FOR_MAX} consumers, the maximum"
+            )
+
+
+def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
+    return any(ref.uid == pod_uid for ref in claim.reserved_for)
+
+
+def unavailable_on(claims: PodClaims, node: Node) -> str | None:
+    """Why an already allocated claim cannot be used on ``node``, or None."""
+    for claim in claims.allocated:
+        selector = claim.allocation.node_selector if claim.allocation else None
+        if selector is None:
+            continue
+        try:
+            ok = selector.matches(node)
+        except ValueError as exc:
+            return f"resource claim {claim.namespace}/{claim.name}: invalid node selector: {exc}"
+        if not ok:
+            return f"resource claim {claim.namespace}/{claim.name} is allocated for other nodes"
+    return None

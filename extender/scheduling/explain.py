@@ -1,0 +1,78 @@
+"""/debug/explain: for one pod, per node and per claim, why it fits or not.
+
+A what-if view: nothing is remembered for bind and nothing is committed. Each claim is also
+tried on its own, so that with several claims the one that does not fit is named.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender.allocator import AllocationError
+from extender.scheduling.claims import PodWaits
+from extender.scheduling.context import SchedulingContext
+from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.state.pods import PodInfo
+
+
+def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
+    out: dict[str, Any] = {"pod": pod.ref, "uid": pod.uid, "nodeName": pod.node_name or None}
+    if not ctx.handles(pod):
+        out["verdict"] = (
+            f"schedulerName {pod.scheduler_name!r} is not handled by this extender: passes untouched"
+        )
+        return out
+    if not pod.claims:
+        out["verdict"] = "no resource claims: passes every node untouched"
+        return out
+    try:
+        plan = PodPlan.build(ctx, pod)
+    except PodWaits as exc:
+        out["verdict"] = f"waits: {exc}"
+        return out
+    out["claims"] = [
+        {
+            "claim": f"{c.namespace}/{c.name}",
+            "allocated": c.allocation is not None,
+            "requests": [r.name for r in c.requests],
+            "devices": [d.to_api() for d in c.allocation.devices] if c.allocation else [],
+        }
+        for c in plan.claims.claims
+    ]
+    nodes: dict[str, Any] = {}
+    for name in sorted(ctx.state.nodes):
+        node = ctx.state.nodes[name]
+        what_if = PodPlan(ctx, pod, plan.claims, remember=False)
+        try:
+            verdict = what_if.evaluate(node, phase="explain")
+        except FatalAllocation as exc:
+            out["verdict"] = f"fails on every node: {exc}"
+            return out
+        entry: dict[str, Any] = {"fits": verdict.fits, "reason": verdict.reason or None}
+        if verdict.fits:
+            entry["allocation"] = {
+                f"{c.namespace}/{c.name}": {d.request: f"{d.driver}/{d.pool}/{d.device}" for d in r.devices}
+                for c, r in zip(plan.claims.to_allocate, verdict.results, strict=True)
+            }
+        elif len(plan.claims.to_allocate) > 1:
+            entry["perClaim"] = _per_claim(ctx, pod, plan, node)
+        nodes[name] = entry
+    out["nodes"] = nodes
+    out["verdict"] = f"fits on {sum(1 for n in nodes.values() if n['fits'])} of {len(nodes)} nodes"
+    return out
+
+
+def _per_claim(ctx: SchedulingContext, pod: PodInfo, plan: PodPlan, node: Any) -> dict[str, Any]:
+    claims: dict[str, Any] = {}
+    allocator = ctx.allocator()
+    for claim in plan.claims.to_allocate:
+        try:
+            results = allocator.allocate(node, [claim])
+        except AllocationError as exc:
+            claims[f"{claim.namespace}/{claim.name}"] = {"fits": False, "reason": exc.message}
+            continue
+        claims[f"{claim.namespace}/{claim.name}"] = {
+            "fits": results is not None,
+            "reason": None if results is not None else allocator.last_failure,
+        }
+    return claims

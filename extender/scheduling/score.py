@@ -1,0 +1,95 @@
+"""The prioritize policy (see docs/scheduling-policy.md).
+
+Nodes are ordered by two keys, the first one deciding:
+
+1. prioritized lists (dra-scheduling.md §5.2): the sum over the pod's ``firstAvailable``
+   requests of ``8 - index of the chosen subrequest`` — earlier subrequests win;
+2. packing: the devices of the drivers this allocation uses that stay free on the node
+   afterwards — fewest first with ``binpack`` (keeps whole nodes free for big pods),
+   most first with ``spread``.
+
+The distinct keys are spread evenly over 10..0 (best 10, worst 0); a node that does not
+fit scores 0, and when every node ties nobody is preferred (all 0). ``none`` scores 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from extender.model import AllocationResult, ResourceClaim
+from extender.scheduling.claims import PodWaits
+from extender.scheduling.context import SchedulingContext
+from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.state.pods import PodInfo
+
+MAX_SCORE = 10
+FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
+
+
+def prioritized_score(claims: Sequence[ResourceClaim], results: Sequence[AllocationResult]) -> int:
+    total = 0
+    for claim, result in zip(claims, results, strict=True):
+        subrequests = {
+            r.name: [s.name for s in r.first_available] for r in claim.requests if r.first_available
+        }
+        seen: set[str] = set()
+        for device in result.devices:
+            request, _, sub = device.request.partition("/")
+            if request in subrequests and request not in seen and sub in subrequests[request]:
+                seen.add(request)
+                total += FIRST_AVAILABLE_MAX - subrequests[request].index(sub)
+    return total
+
+
+def _free_after(ctx: SchedulingContext, node: str, results: Sequence[AllocationResult]) -> int:
+    drivers = {d.driver for r in results for d in r.devices}
+    if not drivers:
+        return 0
+    totals = ctx.state.slices.devices_per_pool()
+    in_use = ctx.state.inuse.per_pool
+    free = sum(
+        totals[pool] - in_use.get(pool, 0)
+        for pool in ctx.state.slices.pools_for_node(node)
+        if pool[0] in drivers
+    )
+    taken = sum(1 for r in results for d in r.devices if not d.admin_access)
+    return max(free - taken, 0)
+
+
+def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[str, int]:
+    scores = dict.fromkeys(names, 0)
+    if ctx.config.score_policy == "none" or not ctx.handles(pod) or not pod.claims or not ctx.state.synced:
+        return scores
+    try:
+        plan = PodPlan.build(ctx, pod)
+    except PodWaits:
+        return scores
+    keys: dict[str, tuple[int, int]] = {}
+    for name in names:
+        results = _results(ctx, plan, name)
+        if results is None:
+            continue
+        free = _free_after(ctx, name, results)
+        prio = prioritized_score(plan.claims.to_allocate, results)
+        keys[name] = (prio, -free if ctx.config.score_policy == "binpack" else free)
+    ranked = sorted(set(keys.values()), reverse=True)
+    if len(ranked) > 1:
+        rank = {key: i for i, key in enumerate(ranked)}
+        for name, key in keys.items():
+            scores[name] = round(MAX_SCORE * (len(ranked) - 1 - rank[key]) / (len(ranked) - 1))
+    return scores
+
+
+def _results(ctx: SchedulingContext, plan: PodPlan, name: str) -> tuple[AllocationResult, ...] | None:
+    """The node's allocation: remembered from filter when still valid, else recomputed."""
+    remembered = ctx.remembered.get((plan.pod.uid, name))
+    if remembered is not None and remembered.epoch == ctx.state.epoch:
+        return remembered.results
+    node = ctx.state.nodes.get(name)
+    if node is None:
+        return None
+    try:
+        verdict = plan.evaluate(node, phase="prioritize")
+    except FatalAllocation:
+        return None
+    return verdict.results if verdict.fits else None

@@ -1,0 +1,1 @@
+"""Where the cluster state comes from: a Kubernetes watch (``kube``) or manifests (``local``)."""
