@@ -440,7 +440,7 @@ def _parse(s: str) -> Quantity:
         if scale >= _NANO:
             shifted = num + denom
             digits = int(shifted)
-            # At most 18 decimal digits (or 11 digits times 2^40), so this stays in int64.
+            # The precision guard keeps this below 1e18 (binary suffixes: below ~1.1e14): no int64 overflow.
             result = digits * multiplier
             _check_magnitude(s, result, scale)
             if not positive:
