@@ -26,7 +26,8 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from extender.cel import CelCompileError, CelRuntimeError, k8s_functions
+from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import k8s_functions as lib
 from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
 
@@ -38,8 +39,6 @@ QUANTITY_TYPE_NAME = "kubernetes.Quantity"
 SEMVER_TYPE_NAME = "kubernetes.Semver"
 # Field holding the canonical key; the name is not reachable from expressions (see _lint).
 _KEY_FIELD = "k8s_dra_internal_key"
-# Upstream's limit on the list an `includes` call inspects.
-MAX_INCLUDES_LIST = 48
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
@@ -224,23 +223,6 @@ def _semver_part(part: str) -> Callable[[Any], int]:
     return impl
 
 
-def _cel_equal(a: Any, b: Any) -> bool:
-    """CEL heterogeneous equality for attribute values (bool is never a number)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_cel_equal(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
-
-
-def _includes(target: Any, arg: Any) -> bool:
-    if isinstance(target, list):
-        if len(target) > MAX_INCLUDES_LIST:
-            raise ValueError(f"includes: list has {len(target)} elements, more than {MAX_INCLUDES_LIST}")
-        return any(_cel_equal(item, arg) for item in target)
-    return _cel_equal(target, arg)
-
-
 @dataclass(frozen=True)
 class _Decl:
     name: str
@@ -311,8 +293,24 @@ def _declarations() -> Iterator[_Decl]:
     for target_name, target in _INCLUDES_TARGETS:
         for arg_name, arg in _INCLUDES_ARGS:
             yield _Decl(
-                "includes", f"{target_name}_includes_{arg_name}", T.BOOL, (target, arg), True, _includes
+                "includes", f"{target_name}_includes_{arg_name}", T.BOOL, (target, arg), True, lib.includes
             )
+    # Result types vary with the element type, yet overloads on list(int), list(double), ...
+    # collide in the C++ checker, so these are declared on list(dyn) and return dyn.
+    yield _Decl("sum", "list_sum", T.DYN, (T.List(T.DYN),), True, lib.list_sum)
+    yield _Decl("min", "list_min", T.DYN, (T.List(T.DYN),), True, lib.list_min)
+    yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, lib.list_max)
+    yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
+    yield _Decl("find", "string_find", T.STRING, (T.STRING, T.STRING), True, lib.regex_find)
+    yield _Decl("findAll", "string_findAll", T.List(T.STRING), (T.STRING, T.STRING), True, lib.regex_find_all)
+    yield _Decl(
+        "findAll",
+        "string_findAll_int",
+        T.List(T.STRING),
+        (T.STRING, T.STRING, T.INT),
+        True,
+        lib.regex_find_all,
+    )
 
 
 def _kind(t: Any) -> str:
@@ -400,16 +398,86 @@ def _closing(toks: list[_Token], i: int) -> int | None:
     return None
 
 
+def field_presence(source: str, toks: list[_Token]) -> str:
+    """Turn ``has(device.<field>)`` into ``true``: the device object always has its fields,
+    while the checker would type a presence test on a qualified variable as the variable.
+    Padding keeps every offset, so error positions still match the user's text."""
+    for i, tok in enumerate(toks):
+        if tok.text != "has" or not _is_root(toks, i) or _texts(toks, i + 1, 3) != ("(", "device", "."):
+            continue
+        if _texts(toks, i + 4, 2) in {(field, ")") for field in DEVICE_FIELDS}:
+            end = toks[i + 5].end
+            source = source[: tok.start] + "true".ljust(end - tok.start) + source[end:]
+    return source
+
+
+_OPERAND_END_TEXTS = frozenset({")", "]", "}"})
+
+
+def _opens_literal(toks: list[_Token], i: int) -> bool:
+    """Whether the ``[`` or ``{`` at ``i`` starts a list/map literal (not an index or a
+    message construction)."""
+    if i == 0:
+        return True
+    prev = toks[i - 1]
+    if prev.kind in ("str", "num") or prev.text in _OPERAND_END_TEXTS:
+        return False
+    return not (prev.kind == "id" and prev.text != "in")
+
+
+def _split_top(toks: list[_Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
+    """Token ranges of ``toks[lo:hi]`` separated by ``sep`` at bracket depth 0."""
+    parts: list[tuple[int, int]] = []
+    depth, start = 0, lo
+    for j in range(lo, hi):
+        text = toks[j].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            depth -= 1
+        elif depth == 0 and text == sep:
+            parts.append((start, j))
+            start = j + 1
+    parts.append((start, hi))
+    return [(a, b) for a, b in parts if a < b]
+
+
+def homogeneity_probes(source: str, toks: list[_Token]) -> Iterator[tuple[_Token, str]]:
+    """For each list or map literal of two or more entries, a variant of ``source`` whose
+    checking fails exactly when the entries' types differ.
+
+    cel-go's HomogeneousAggregateLiterals rejects ``[1, "a"]``; the C++ checker types it
+    list(dyn). ``[a] + [b]`` makes it unify the element types instead.
+    """
+    for i, tok in enumerate(toks):
+        if tok.text not in ("[", "{") or not _opens_literal(toks, i):
+            continue
+        close = _closing(toks, i)
+        if close is None:
+            continue
+        entries = _split_top(toks, i + 1, close, ",")
+        if len(entries) < 2:
+            continue
+
+        def text(a: int, b: int) -> str:
+            return source[toks[a].start : toks[b - 1].end]
+
+        if tok.text == "[":
+            probe = "(" + " + ".join(f"[{text(a, b)}]" for a, b in entries) + ")"
+        else:
+            pairs = [_split_top(toks, a, b, ":") for a, b in entries]
+            if any(len(p) != 2 or toks[p[0][0]].text == "?" for p in pairs):
+                continue  # optional entries `?k: v` or a ternary in a key: not probed
+            keys = " + ".join(f"[{text(*p[0])}]" for p in pairs)
+            values = " + ".join(f"[{text(*p[1])}]" for p in pairs)
+            probe = f"cel.bind(k8sdra_keys, {keys}, cel.bind(k8sdra_values, {values}, {text(i, close + 1)}))"
+        yield tok, source[: tok.start] + probe + source[toks[close].end :]
+
+
 def rewrite(source: str, toks: list[_Token]) -> str:
-    """Give ``device.attributes``/``device.capacity`` their missing-domain default and make
-    ``has(device.<field>)`` true (the fields of the device object always exist)."""
+    """Give ``device.attributes``/``device.capacity`` their missing-domain default."""
     edits: list[tuple[int, int, str]] = []
     for i, tok in enumerate(toks):
-        if tok.text == "has" and _is_root(toks, i) and _texts(toks, i + 1, 5)[:3] == ("(", "device", "."):
-            tail = _texts(toks, i + 4, 2)
-            if len(tail) == 2 and tail[0] in DEVICE_FIELDS and tail[1] == ")":
-                edits.append((tok.start, toks[i + 5].end, "true"))
-            continue
         if tok.text != "device" or not _is_root(toks, i):
             continue
         head = _texts(toks, i + 1, 4)
@@ -508,6 +576,9 @@ def _position(source: str, offset: int) -> tuple[int, int]:
 
 # --- error messages ----------------------------------------------------------------------
 
+_MIXED_LISTS = re.compile(
+    r"found no matching overload for '_\+_' applied to '\(list\((.*)\), list\((.*)\)\)'"
+)
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]\s*$")
 _UNDECLARED = re.compile(r"ERROR: <input>:(\d+):(\d+): undeclared reference to '([^']+)'")
@@ -537,8 +608,8 @@ def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
         name = m.group(3)
         if name.startswith("device."):
             return f"ERROR: <input>:{m.group(1)}:{m.group(2)}: undefined field '{name.split('.', 1)[1]}'"
-        if name in k8s_functions.ALL and toks is not None and _called(toks, name):
-            return k8s_functions.unsupported_message(name)
+        if name in lib.ALL and toks is not None and _called(toks, name):
+            return lib.unsupported_message(name)
     return text
 
 
@@ -618,7 +689,10 @@ class CppEngine:
 
     def compile(self, expression: str) -> CppProgram:
         toks = _tokens(expression)
-        checked, source = self._check(expression, toks)
+        source = expression if toks is None else field_presence(expression, toks)
+        if source != expression:
+            toks = _tokens(source)
+        checked, source = self._check(source, toks)
         result = checked.return_type()
         if result not in (T.BOOL, T.DYN):
             raise CelCompileError(
@@ -628,6 +702,7 @@ class CppEngine:
             return CppProgram(self, expression, checked)
         _lint(expression, toks)
         self._fold_conversions(expression, toks)
+        self._check_homogeneous(expression, toks)
         source_toks = toks if source == expression else _tokens(source)
         rewritten = source if source_toks is None else rewrite(source, source_toks)
         if rewritten == source:
@@ -653,6 +728,19 @@ class CppEngine:
             except RuntimeError:
                 pass
         raise CelCompileError(_compile_text(raw, expression, toks), expression)
+
+    def _check_homogeneous(self, expression: str, toks: list[_Token]) -> None:
+        for tok, probe in homogeneity_probes(expression, toks):
+            try:
+                self._env.compile(probe)
+            except RuntimeError as exc:
+                m = _MIXED_LISTS.search(str(exc))
+                if m is not None:
+                    line, col = _position(expression, tok.start)
+                    raise CelCompileError(
+                        f"ERROR: <input>:{line}:{col}: expected type '{m.group(1)}' but found '{m.group(2)}'",
+                        expression,
+                    ) from None
 
     def _fold_conversions(self, expression: str, toks: list[_Token]) -> None:
         for tok, call in _literal_conversions(toks):

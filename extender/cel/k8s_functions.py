@@ -7,6 +7,10 @@ learns the selector is valid Kubernetes CEL that this scheduler cannot run.
 
 from __future__ import annotations
 
+import itertools
+import re
+from typing import Any
+
 QUANTITY = frozenset(
     {
         "quantity",
@@ -55,3 +59,102 @@ ALL = QUANTITY | SEMVER | REGEX | LISTS | URLS | IP | CIDR | FORMAT | DRA
 
 def unsupported_message(name: str) -> str:
     return f"function {name} is not supported"
+
+
+# --- engine-neutral implementations over plain Python values ------------------------------
+# Values as CEL runtimes hand them to Python: bool, int, float, str, bytes, list, dict, ...
+# Errors are ValueError with the message the selector's runtime error should carry.
+
+MAX_INCLUDES_LIST = 48
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def cel_equal(a: Any, b: Any) -> bool:
+    """CEL heterogeneous equality on plain values: bool is never a number, numbers compare
+    across int and float, containers compare element-wise."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(cel_equal(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+def includes(target: Any, arg: Any) -> bool:
+    """``target.includes(arg)``: list membership, or equality for a scalar attribute."""
+    if isinstance(target, list):
+        if len(target) > MAX_INCLUDES_LIST:
+            raise ValueError(f"includes: list has {len(target)} elements, more than {MAX_INCLUDES_LIST}")
+        return any(cel_equal(item, arg) for item in target)
+    return cel_equal(target, arg)
+
+
+def _kind(value: Any) -> str:
+    return (
+        "bool"
+        if isinstance(value, bool)
+        else "number"
+        if isinstance(value, int | float)
+        else type(value).__name__
+    )
+
+
+def _homogeneous(items: list[Any], function: str) -> None:
+    kinds = {_kind(item) for item in items}
+    if len(kinds) > 1:
+        raise ValueError(f"no such overload: {function} on a list of mixed types")
+    if kinds and kinds <= {"list", "dict", "NoneType"}:
+        raise ValueError(f"no such overload: {function} on a list of {kinds.pop()}")
+
+
+def list_sum(items: list[Any]) -> Any:
+    _homogeneous(items, "sum")
+    if not items:
+        return 0
+    if isinstance(items[0], str | bytes | bool):
+        raise ValueError(f"no such overload: sum on a list of {_kind(items[0])}")
+    total = items[0]
+    for item in items[1:]:
+        total = total + item
+    if isinstance(total, int) and not INT64_MIN <= total <= INT64_MAX:
+        raise ValueError("integer overflow")
+    return total
+
+
+def list_min(items: list[Any]) -> Any:
+    _homogeneous(items, "min")
+    if not items:
+        raise ValueError("min called on empty list")
+    return min(items)
+
+
+def list_max(items: list[Any]) -> Any:
+    _homogeneous(items, "max")
+    if not items:
+        raise ValueError("max called on empty list")
+    return max(items)
+
+
+def list_is_sorted(items: list[Any]) -> bool:
+    _homogeneous(items, "isSorted")
+    return all(a <= b for a, b in itertools.pairwise(items))
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"error parsing regexp: {exc}") from None
+
+
+def regex_find(s: str, pattern: str) -> str:
+    m = _regex(pattern).search(s)
+    return m.group(0) if m else ""
+
+
+def regex_find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    found = [m.group(0) for m in _regex(pattern).finditer(s)]
+    return found if limit < 0 else found[:limit]
