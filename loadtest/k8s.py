@@ -13,7 +13,7 @@ Obj = dict[str, Any]
 DRIVER = "gpu.example.com"
 DEVICE_CLASS = "gpu.example.com"
 NAMESPACE = "loadtest"
-SCHEDULER_NAME = "dra-scheduler"
+SCHEDULER_NAME = "dra-extender-scheduler"  # the extender's default --scheduler-name
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 RESOURCE_API = "resource.k8s.io/v1"
 

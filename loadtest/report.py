@@ -36,6 +36,18 @@ def latency_table(latency: dict[str, dict[str, float]]) -> list[str]:
     return ["  ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
 
 
+def server_latency_lines(server: dict[str, dict[str, Any]]) -> list[str]:
+    if not server:
+        return []
+    lines = ["", "server-side (from its histogram): verb  calls  mean ms  p99 within ms"]
+    for verb in sorted(server, key=lambda v: (VERB_ORDER.index(v) if v in VERB_ORDER else 99, v)):
+        row = server[verb]
+        lines.append(
+            f"  {verb:<12} {int(row['calls']):>7}  {_fmt(row['mean_ms']):>7}  {_fmt(row['p99_bucket_ms'])}"
+        )
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
     lines = [
         f"workload {result['workload']}: {result['nodes']} nodes x {result['devices_per_node']} devices, "
@@ -57,6 +69,7 @@ def render(result: dict[str, Any]) -> str:
         f"unreserved pods   {len(result['unreserved_pods'])}",
         "",
         *latency_table(result["latency_ms"]),
+        *server_latency_lines(result.get("server_latency_ms") or {}),
         "",
         "RESULT: " + ("OK" if result["ok"] else "FAILED"),
     ]

@@ -51,12 +51,34 @@ class Phase:
         return {**asdict(self), "seconds": round(self.seconds, 3), "pods_per_second": round(rate, 1)}
 
 
-async def _cel_evaluations(client: httpx.AsyncClient) -> float | None:
+async def _metrics(client: httpx.AsyncClient) -> str:
+    """The server's exposition, or "" when it has none (the figures are then reported as n/a)."""
     try:
         response = await client.get("/metrics")
     except httpx.HTTPError:
-        return None
-    return promtext.cel_evaluations(response.text) if response.status_code == 200 else None
+        return ""
+    return response.text if response.status_code == 200 else ""
+
+
+def _server_latency(before: str, after: str) -> dict[str, dict[str, float | None]]:
+    """Per verb, the server's own view: calls, mean and the bucket bound holding p99, in ms.
+
+    Set beside the client's figures, this separates the extender's time from the HTTP and
+    load-generator overhead in the same machine.
+    """
+    earlier = promtext.request_histograms(before)
+    out: dict[str, dict[str, float | None]] = {}
+    for verb, histogram in promtext.request_histograms(after).items():
+        delta = histogram.minus(earlier.get(verb))
+        if delta.count <= 0:
+            continue
+        mean, p99 = delta.mean(), delta.percentile_bound(99)
+        out[verb] = {
+            "calls": delta.count,
+            "mean_ms": None if mean is None else round(mean * 1000, 3),
+            "p99_bucket_ms": None if p99 is None else p99 * 1000,
+        }
+    return out
 
 
 async def _claims(client: httpx.AsyncClient) -> list[dict[str, Any]]:
@@ -85,7 +107,7 @@ async def drive(
     async with httpx.AsyncClient(
         base_url=url, timeout=spec.http_timeout, limits=limits, transport=transport
     ) as client:
-        cel_before = await _cel_evaluations(client)
+        metrics_before = await _metrics(client)
         driver = SchedulerDriver(client, workload.node_names, spec.driver)
         for pod in workload.pods:
             driver.submit(pod)
@@ -100,14 +122,16 @@ async def drive(
             await churn.run(workload.churn_pods)
             phases.append(_phase("churn", len(workload.churn_pods), driver, started, before))
             deleted, errors = churn.deleted, churn.errors
-        cel_after = await _cel_evaluations(client)
+        metrics_after = await _metrics(client)
         claims = await _claims(client)
 
     live = {key: node for key, node in driver.bound.items() if key not in deleted}
     bound = len(driver.bound)
+    cel_before = promtext.cel_evaluations(metrics_before)
+    cel_after = promtext.cel_evaluations(metrics_after)
     cel_per_pod = None
-    if cel_before is not None and cel_after is not None and bound:
-        cel_per_pod = round((cel_after - cel_before) / bound, 1)
+    if cel_after is not None and bound:  # a counter may only appear after its first increment
+        cel_per_pod = round((cel_after - (cel_before or 0.0)) / bound, 1)
     total_seconds = sum(p.seconds for p in phases)
     result = {
         "workload": workload.name,
@@ -124,6 +148,7 @@ async def drive(
         "pods_per_second": round(bound / total_seconds, 1) if total_seconds > 0 else 0.0,
         "phases": [p.as_dict() for p in phases],
         "latency_ms": driver.log.summary(),
+        "server_latency_ms": _server_latency(metrics_before, metrics_after),
         "cel_evaluations_per_pod": cel_per_pod,
         "claims_allocated": sum(1 for c in claims if (c.get("status") or {}).get("allocation")),
         "double_allocations": [str(d) for d in checks.find_double_allocations(claims)],
