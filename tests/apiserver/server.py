@@ -8,6 +8,7 @@ and applies the fault knobs of :mod:`tests.apiserver.faults`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -100,6 +101,12 @@ class ApiServer:
         }
         with open(path, "w") as f:
             yaml.safe_dump(config, f)
+
+    def cut_watches(self, resource: str | None = None) -> None:
+        """End open watch streams (of one resource plural, or all) abruptly, before any later event."""
+        with self.store.cond:
+            self.faults.cut_watches(resource)
+            self.store.cond.notify_all()
 
     def record(self, call: Call) -> None:
         with self._calls_lock:
@@ -246,28 +253,37 @@ class _Handler(BaseHTTPRequestHandler):
                 now = time.monotonic()
                 if api.stopping or now >= deadline:
                     break
-                if api.faults.cut_epoch(rtype.plural) != epoch:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                    return
-                if bookmarks and now >= next_bookmark:
-                    with store.cond:
+                bookmark_rv = None
+                # The cut check shares the critical section with event collection, so no event written
+                # after cut_watches() returns can still leave through this stream.
+                with store.cond:
+                    cut = api.faults.cut_epoch(rtype.plural) != epoch
+                    if not cut:
                         pending = store.events_after(rtype, last_rv, route.namespace)
                         if not pending:
-                            last_rv = store.resource_version
-                            self._chunk({"type": "BOOKMARK", "object": {
-                                "kind": rtype.kind, "apiVersion": rtype.api_version,
-                                "metadata": {"resourceVersion": str(last_rv)}}})
+                            store.cond.wait(0.1)
+                            cut = api.faults.cut_epoch(rtype.plural) != epoch
+                            pending = [] if cut else store.events_after(rtype, last_rv, route.namespace)
+                        if not pending and bookmarks and now >= next_bookmark:
+                            bookmark_rv = store.resource_version
+                if cut:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if bookmark_rv is not None:
+                    last_rv = bookmark_rv
                     next_bookmark = now + api.bookmark_interval
-                    continue
-                with store.cond:
-                    pending = store.events_after(rtype, last_rv, route.namespace)
-                    if not pending:
-                        store.cond.wait(0.1)
-                        pending = store.events_after(rtype, last_rv, route.namespace)
+                    self._chunk({"type": "BOOKMARK", "object": {
+                        "kind": rtype.kind, "apiVersion": rtype.api_version,
+                        "metadata": {"resourceVersion": str(bookmark_rv)}}})
+            self._end_chunks()
         except ApiError as exc:
-            self._chunk({"type": "ERROR", "object": exc.status()})
+            with contextlib.suppress(OSError):
+                self._chunk({"type": "ERROR", "object": exc.status()})
+                self._end_chunks()
         except OSError:
-            return  # the client went away
+            self.close_connection = True  # the client went away
+
+    def _end_chunks(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 

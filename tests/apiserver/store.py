@@ -152,6 +152,7 @@ class Store:
             else:
                 raise ApiError(404, f"the server could not find the requested resource ({subresource})")
             new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+            _omit_empty(new)
             if new == old:
                 return copy.deepcopy(old)
             if rtype.kind == "ResourceClaim":
@@ -269,6 +270,16 @@ class Store:
             self._compacted_rv = self._history[0].rv
         self._history.append(WatchEvent(self._rv, rtype, event, copy.deepcopy(obj)))
         self.cond.notify_all()
+
+
+def _omit_empty(obj: dict[str, Any]) -> None:
+    """Go's ``omitempty``: the lists a patch can empty are not serialized when empty."""
+    for parent, field in (("metadata", "finalizers"), ("status", "reservedFor"), ("status", "devices")):
+        section = obj.get(parent)
+        if isinstance(section, dict) and section.get(field) == []:
+            del section[field]
+    if obj.get("status") == {} and "status" in obj and obj.get("kind") == "ResourceClaim":
+        del obj["status"]
 
 
 def validate(obj: dict[str, Any]) -> None:

@@ -72,7 +72,7 @@ async def test_initial_lists_fill_the_state_and_only_then_mark_it_synced(apiserv
         cached = state.claim("default", "shared")
         assert cached is not None and cached.uid == claim["metadata"]["uid"]
         assert cached.allocation is not None
-        assert state.inuse.held_by(("claim", cached.uid)) is not None
+        assert len(state.inuse.devices) == 1  # the allocated device counts as in use
 
 
 async def test_watch_delivers_adds_updates_and_deletes(apiserver: ApiServer, client: RawClient) -> None:
@@ -96,7 +96,7 @@ async def test_cut_watch_resumes_from_last_version_without_losing_events(apiserv
     async with running(client, state):
         await eventually(lambda: state.synced, what="sync")
         apiserver.faults.fail("watch", "nodes", 503, times=2)  # reconnects fail for a while
-        apiserver.faults.cut_watches("nodes")
+        apiserver.cut_watches("nodes")
         for i in range(5):
             apiserver.store.create(BY_KIND["Node"], "", objects.node(f"late-{i}"))
         await eventually(lambda: len(state.nodes) == 6, what="events from the gap")
@@ -112,7 +112,7 @@ async def test_410_gone_relists_and_reconciles_deletions(apiserver: ApiServer, c
     async with running(client, state):
         await eventually(lambda: state.synced, what="sync")
         apiserver.faults.fail("watch", "resourceclaims", 503, times=3)
-        apiserver.faults.cut_watches("resourceclaims")
+        apiserver.cut_watches("resourceclaims")
         apiserver.store.delete(BY_KIND["ResourceClaim"], "default", "shared")  # finalizer: only marked
         claim = apiserver.store.get(BY_KIND["ResourceClaim"], "default", "shared")
         claim["metadata"]["finalizers"] = []
@@ -132,7 +132,7 @@ async def test_forced_410_error_event_relists(apiserver: ApiServer, client: RawC
     async with running(client, state):
         await eventually(lambda: state.synced, what="sync")
         apiserver.faults.force_gone("deviceclasses")
-        apiserver.faults.cut_watches("deviceclasses")
+        apiserver.cut_watches("deviceclasses")
         await eventually(lambda: state.replaced["DeviceClass"] == 2, what="relist")
         apiserver.store.create(BY_KIND["DeviceClass"], "", objects.device_class("other"))
         await eventually(lambda: "other" in state.classes, what="watch after forced 410")
@@ -147,7 +147,7 @@ async def test_bookmarks_advance_the_resume_point(apiserver: ApiServer, client: 
             apiserver.store.create(BY_KIND["Node"], "", objects.node(f"n-{i}"))
         target = apiserver.store.resource_version
         await asyncio.sleep(0.5)  # > bookmark interval
-        apiserver.faults.cut_watches("deviceclasses")
+        apiserver.cut_watches("deviceclasses")
         await eventually(lambda: any(c.resource == "deviceclasses" and c.verb == "watch"
                                      and int(c.query["resourceVersion"]) >= target for c in apiserver.calls),
                          what="resume from a bookmark's resourceVersion")
@@ -165,8 +165,8 @@ async def test_restarted_source_rebuilds_state_with_allocations(apiserver: ApiSe
     assert second.counts() == first.counts()
     rebuilt = second.claim("default", "shared")
     assert rebuilt is not None and rebuilt.allocation is not None
-    held = second.inuse.held_by(("claim", claim["metadata"]["uid"]))
-    assert held is not None and held == first.inuse.held_by(("claim", claim["metadata"]["uid"]))
+    assert rebuilt.uid == claim["metadata"]["uid"]
+    assert len(second.inuse.devices) == 1 and second.inuse.devices == first.inuse.devices
 
 
 async def test_paged_lists_collect_every_page(apiserver: ApiServer, client: RawClient) -> None:

@@ -1,0 +1,199 @@
+"""The Kubernetes binder writes claims in the v1 shape and binds pods, against the test API server."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.binder import DELETE_PROTECTION_FINALIZER, BindError, PodRef
+from extender.binder.kube import KubeBinder
+from extender.kubeclient import RawClient
+from extender.model import parse_resource_claim
+from tests.apiserver.resources import BY_KIND
+from tests.apiserver.server import ApiServer
+from tests.kube import objects
+
+pytestmark = pytest.mark.anyio
+
+CLAIM, POD = BY_KIND["ResourceClaim"], BY_KIND["Pod"]
+
+
+def make_pod(server: ApiServer, name: str = "trainer", claim_name: str = "gpu-claim") -> PodRef:
+    created = server.store.create(POD, "default", objects.pod(name, claim_name=claim_name))
+    return PodRef("default", name, created["metadata"]["uid"])
+
+
+def make_claim(server: ApiServer, name: str = "gpu-claim", status: dict | None = None) -> dict:
+    body = objects.claim(name)
+    if status is not None:
+        body["metadata"]["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+        body["status"] = status
+    return server.store.seed(CLAIM, body)
+
+
+def binder(client: RawClient, **kwargs: object) -> KubeBinder:
+    return KubeBinder(client, retry_delay=0.001, **kwargs)  # type: ignore[arg-type]
+
+
+def writes(server: ApiServer) -> list[tuple[str, str, str | None]]:
+    return [(c.verb, c.resource, c.subresource) for c in server.writes()]
+
+
+async def test_fresh_claim_gets_finalizer_then_one_status_write_then_binding(apiserver: ApiServer,
+                                                                            client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    allocation = objects.allocation("node-a")
+    kube = binder(client)
+    written = await kube.write_claim(parse_resource_claim(raw), allocation, pod)
+    await kube.bind_pod(pod, "node-a")
+
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert written == stored
+    assert stored["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+    assert stored["status"] == {"allocation": allocation,
+                                "reservedFor": [{"resource": "pods", "name": "trainer", "uid": pod.uid}]}
+    assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
+    assert writes(apiserver) == [("update", "resourceclaims", None), ("update", "resourceclaims", "status"),
+                                 ("create", "pods", "binding")]
+    status_put = next(c for c in apiserver.writes() if c.subresource == "status")
+    assert status_put.body["metadata"]["resourceVersion"]  # optimistic concurrency on the status write
+    binding = apiserver.writes()[-1].body
+    assert binding["metadata"]["uid"] == pod.uid and binding["target"] == {"apiVersion": "v1", "kind": "Node",
+                                                                             "name": "node-a"}
+
+
+async def test_allocated_claim_only_gets_the_reservation(apiserver: ApiServer, client: RawClient) -> None:
+    allocation = objects.allocation("node-a")
+    other = {"resource": "pods", "name": "first", "uid": "0000-first"}
+    raw = make_claim(apiserver, status={"allocation": allocation, "reservedFor": [other]})
+    pod = make_pod(apiserver)
+    await binder(client).write_claim(parse_resource_claim(raw), None, pod)
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert stored["status"]["allocation"] == allocation
+    assert stored["status"]["reservedFor"] == [other, {"resource": "pods", "name": "trainer", "uid": pod.uid}]
+    assert writes(apiserver) == [("update", "resourceclaims", "status")]
+
+
+async def test_retry_after_lost_reply_is_idempotent(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    claim = parse_resource_claim(raw)
+    first = await kube.write_claim(claim, objects.allocation("node-a"), pod)
+    again = await kube.write_claim(claim, objects.allocation("node-a"), pod)  # stale view, same decision
+    assert again["status"]["reservedFor"] == first["status"]["reservedFor"]
+    assert len(again["status"]["reservedFor"]) == 1
+    await kube.bind_pod(pod, "node-a")
+    await kube.bind_pod(pod, "node-a")  # already bound there: success
+    with pytest.raises(BindError, match="already assigned"):
+        await kube.bind_pod(pod, "node-b")
+
+
+async def test_status_conflicts_are_retried(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 409, times=2, subresource="status")
+    apiserver.faults.fail("create", "pods", 503, times=1, subresource="binding")
+    kube = binder(client)
+    await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    await kube.bind_pod(pod, "node-a")
+    assert apiserver.store.get(CLAIM, "default", "gpu-claim")["status"]["reservedFor"][0]["uid"] == pod.uid
+    assert writes(apiserver).count(("update", "resourceclaims", "status")) == 3
+    assert sum(c.resource == "resourceclaims" and c.verb == "get" for c in apiserver.calls) == 2
+    assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
+
+
+async def test_conflicting_writer_that_allocated_elsewhere_fails_the_bind(apiserver: ApiServer,
+                                                                          client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    # Another scheduler wins the race with a different device after our view was taken.
+    theirs = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    theirs["metadata"]["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    theirs = apiserver.store.update(CLAIM, "default", "gpu-claim", theirs)
+    theirs["status"] = {"allocation": objects.allocation("node-b", "gpu-1")}
+    apiserver.store.update(CLAIM, "default", "gpu-claim", theirs, "status")
+    with pytest.raises(BindError, match="got allocated elsewhere in the meantime"):
+        await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    assert apiserver.store.get(CLAIM, "default", "gpu-claim")["status"]["allocation"] == \
+        objects.allocation("node-b", "gpu-1")
+
+
+async def test_deleted_claim_fails_the_bind(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.store.delete(CLAIM, "default", "gpu-claim")
+    with pytest.raises(BindError, match="got deleted in the meantime"):
+        await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+
+
+async def test_persistent_conflicts_give_up_after_five_attempts(apiserver: ApiServer,
+                                                                client: RawClient) -> None:
+    raw = make_claim(apiserver, status={"allocation": objects.allocation("node-a")})
+    pod = make_pod(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 409, times=100, subresource="status")
+    with pytest.raises(BindError, match="after 5 attempts"):
+        await binder(client).write_claim(parse_resource_claim(raw), None, pod)
+    assert writes(apiserver).count(("update", "resourceclaims", "status")) == 5
+
+
+async def test_binding_with_a_stale_pod_uid_is_rejected(apiserver: ApiServer, client: RawClient) -> None:
+    make_pod(apiserver)
+    with pytest.raises(BindError, match="Precondition failed: UID"):
+        await binder(client).bind_pod(PodRef("default", "trainer", "not-the-uid"), "node-a")
+    assert "nodeName" not in apiserver.store.get(POD, "default", "trainer")["spec"]
+
+
+async def test_release_removes_only_our_reservation(apiserver: ApiServer, client: RawClient) -> None:
+    other = {"resource": "pods", "name": "first", "uid": "0000-first"}
+    raw = make_claim(apiserver, status={"allocation": objects.allocation("node-a"), "reservedFor": [other]})
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    written = await kube.write_claim(parse_resource_claim(raw), None, pod)
+    await kube.release_claim(parse_resource_claim(written), pod, deallocate=True)
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert stored["status"] == {"allocation": objects.allocation("node-a"), "reservedFor": [other]}
+    patch = next(c for c in apiserver.writes() if c.verb == "patch")
+    assert patch.subresource == "status" and patch.body == {
+        "metadata": {"uid": raw["metadata"]["uid"]},
+        "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]}}
+
+
+async def test_release_with_deallocate_clears_an_unused_allocation(apiserver: ApiServer,
+                                                                   client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    written = await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    await kube.release_claim(parse_resource_claim(written), pod, deallocate=False)
+    assert apiserver.store.get(CLAIM, "default", "gpu-claim")["status"] == {
+        "allocation": objects.allocation("node-a")}
+    await kube.release_claim(parse_resource_claim(written), pod, deallocate=True)
+    assert "status" not in apiserver.store.get(CLAIM, "default", "gpu-claim")
+
+
+async def test_release_of_a_vanished_claim_is_a_no_op(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.store.delete(CLAIM, "default", "gpu-claim")
+    await binder(client).release_claim(parse_resource_claim(raw), pod, deallocate=True)
+
+
+async def test_a_standby_does_not_write(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    kube = binder(client, is_leader=lambda: False)
+    with pytest.raises(BindError, match="not the leader"):
+        await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    with pytest.raises(BindError, match="not the leader"):
+        await kube.bind_pod(pod, "node-a")
+    assert writes(apiserver) == []
+
+
+async def test_invalid_allocation_is_rejected_by_the_schema(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    bad = objects.allocation("node-a")
+    bad["devices"]["results"][0]["devcie"] = "typo"
+    with pytest.raises(BindError, match="devcie"):
+        await binder(client).write_claim(parse_resource_claim(raw), bad, pod)
