@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--scheduler-name",
         action="append",
-        help="schedulerName whose pods this extender handles (repeatable; default dra-extender-scheduler)",
+        help="schedulerName of pods to handle (repeatable; default: dra-extender-scheduler, dra-scheduler)",
     )
     serve.add_argument("--max-body-bytes", type=int, default=10 * 1024 * 1024)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

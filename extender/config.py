@@ -27,7 +27,8 @@ DEFAULT_GATES: Mapping[str, bool] = {
 
 SCORE_POLICIES = ("binpack", "spread", "none")
 CEL_ENGINES = ("auto", "cpp", "python")
-DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler",)
+# The name the manifests deploy, and the one extender-protocol.md's examples use.
+DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler", "dra-scheduler")
 
 
 class ConfigError(ValueError):
