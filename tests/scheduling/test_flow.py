@@ -1,0 +1,351 @@
+"""filter → prioritize → bind through the HTTP app on small local clusters."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from tests.scheduling.cluster import (
+    DRIVER,
+    Service,
+    allocated_devices,
+    bind_call,
+    claim,
+    claim_spec,
+    device_class,
+    filter_call,
+    gpu_cluster,
+    gpus,
+    node,
+    node_slice,
+    pod,
+    request,
+    schedule,
+    template,
+)
+
+
+def test_template_claim_is_allocated_and_reserved_on_bind():
+    svc = Service([*gpu_cluster(nodes=2, per_node=1), template("one"), pod("p", templates={"gpu": "one"})])
+    p = svc.pod("p")
+    node_name, error = svc.run(lambda c: schedule(c, p, svc.node_names()))
+    assert error == ""
+    claim_name = p["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    written = svc.claims()[claim_name]
+    results = written["status"]["allocation"]["devices"]["results"]
+    assert [(r["request"], r["pool"]) for r in results] == [("gpu", node_name)]
+    assert written["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "p", "uid": p["metadata"]["uid"]}
+    ]
+    assert "resource.kubernetes.io/delete-protection" in written["metadata"]["finalizers"]
+    assert written["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0][
+        "values"
+    ] == [node_name]
+    assert svc.state.pod("default", "p").node_name == node_name
+
+
+def test_full_node_fails_with_reason_and_in_use_devices_make_it_resolvable():
+    objs = [*gpu_cluster(nodes=1, per_node=1), template("one")]
+    objs += [pod("a", templates={"gpu": "one"}), pod("b", templates={"gpu": "one"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        assert (await schedule(client, svc.pod("a"), ["node-0"]))[1] == ""
+        return await filter_call(client, svc.pod("b"), ["node-0"])
+
+    result = svc.run(flow)
+    assert result["NodeNames"] == []
+    reason = result["FailedNodes"]["node-0"]
+    assert "request gpu" in reason and "in use" in reason
+    assert result["FailedAndUnresolvableNodes"] == {}
+
+
+def test_node_without_devices_is_unresolvable():
+    objs = [*gpu_cluster(nodes=1, per_node=1), node("empty"), claim("c"), pod("p", claims={"c": "c"})]
+    svc = Service(objs)
+    result = svc.run(lambda c: filter_call(c, svc.pod("p"), ["node-0", "empty"]))
+    assert result["NodeNames"] == ["node-0"]
+    assert "claim default/c, request gpu" in result["FailedAndUnresolvableNodes"]["empty"]
+
+
+def test_pod_without_claims_and_foreign_pods_pass_untouched():
+    objs = [*gpu_cluster(nodes=1, per_node=0), claim("c")]
+    objs += [pod("plain"), pod("foreign", claims={"c": "c"}, scheduler="default-scheduler")]
+    svc = Service(objs)
+
+    async def flow(client):
+        return [
+            await filter_call(client, svc.pod(name), ["node-0", "unknown"]) for name in ("plain", "foreign")
+        ]
+
+    for result in svc.run(flow):
+        assert result["NodeNames"] == ["node-0", "unknown"]
+        assert result["FailedNodes"] == {} and result["FailedAndUnresolvableNodes"] == {}
+
+
+def test_missing_claim_and_missing_generated_claim_make_the_pod_wait():
+    objs = [*gpu_cluster(nodes=1), pod("named", claims={"c": "nope"}), pod("tmpl", templates={"g": "absent"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        return [await filter_call(client, svc.pod(name), ["node-0"]) for name in ("named", "tmpl")]
+
+    named, tmpl = svc.run(flow)
+    assert "ResourceClaim default/nope not found" in named["FailedAndUnresolvableNodes"]["node-0"]
+    assert "ResourceClaim not created yet" in tmpl["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_claim_of_another_pod_fails_owner_check():
+    objs = [*gpu_cluster(nodes=1), template("one"), pod("owner", templates={"gpu": "one"})]
+    svc = Service(objs)
+    generated = svc.pod("owner")["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    thief = pod("thief", templates={"gpu": "one"})
+    thief["metadata"]["uid"] = "thief-uid"
+    thief["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": generated}]}
+    result = svc.run(lambda c: filter_call(c, thief, ["node-0"]))
+    assert "(Pod is not owner)" in result["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_bad_cel_fails_every_node_with_expression_and_class():
+    bad = device_class("broken", "device.attributes[")
+    objs = [*gpu_cluster(nodes=2), bad, claim("c", claim_spec(request(device_class_name="broken")))]
+    objs.append(pod("p", claims={"c": "c"}))
+    svc = Service(objs)
+    result = svc.run(lambda c: filter_call(c, svc.pod("p"), ["node-0", "node-1"]))
+    assert result["Error"] == "" and result["NodeNames"] == []
+    reasons = result["FailedAndUnresolvableNodes"]
+    assert set(reasons) == {"node-0", "node-1"}
+    assert "broken" in reasons["node-0"] and "device.attributes[" in reasons["node-0"]
+
+
+def test_missing_class_is_named():
+    objs = [
+        *gpu_cluster(nodes=1),
+        claim("c", claim_spec(request(device_class_name="nope"))),
+        pod("p", claims={"c": "c"}),
+    ]
+    svc = Service(objs)
+    result = svc.run(lambda c: filter_call(c, svc.pod("p"), ["node-0"]))
+    assert "request gpu: device class nope does not exist" in result["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_shared_claim_is_allocated_once_and_reserved_for_both_pods():
+    objs = [*gpu_cluster(nodes=2, per_node=1), claim("shared")]
+    objs += [pod("a", claims={"g": "shared"}), pod("b", claims={"g": "shared"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        first = await schedule(client, svc.pod("a"), svc.node_names())
+        # The second pod may only go where the claim's devices are.
+        second_filter = await filter_call(client, svc.pod("b"), svc.node_names())
+        second = await schedule(client, svc.pod("b"), svc.node_names())
+        return first, second_filter, second
+
+    (node_a, err_a), second_filter, (node_b, err_b) = svc.run(flow)
+    assert err_a == err_b == ""
+    assert node_a == node_b and second_filter["NodeNames"] == [node_a]
+    shared = svc.claims()["shared"]["status"]
+    assert [r["name"] for r in shared["reservedFor"]] == ["a", "b"]
+    assert len(shared["allocation"]["devices"]["results"]) == 1
+
+
+def test_constraint_claim_gets_two_devices_of_one_root():
+    spec = claim_spec(
+        request("gpus", count=2),
+        constraints=[{"requests": ["gpus"], "matchAttribute": "resource.kubernetes.io/pcieRoot"}],
+    )
+    # node-0: roots alternate so only pci-0 pairs (gpu-0, gpu-2) work; node-1 has one device.
+    objs = [device_class(), node("node-0"), node_slice("node-0", gpus(3, roots=2)), node("node-1")]
+    objs += [node_slice("node-1", gpus(1)), template("pair", spec), pod("p", templates={"gpus": "pair"})]
+    svc = Service(objs)
+    chosen, error = svc.run(lambda c: schedule(c, svc.pod("p"), ["node-0", "node-1"]))
+    assert (chosen, error) == ("node-0", "")
+    assert sorted(d for _, _, d in allocated_devices(svc.claims().values())) == ["gpu-0", "gpu-2"]
+
+
+def test_prioritize_prefers_earlier_subrequest_then_packing():
+    prioritized = {
+        "name": "gpu",
+        "firstAvailable": [
+            {"name": "big", "deviceClassName": "big"},
+            {"name": "any", "deviceClassName": DRIVER},
+        ],
+    }
+    big = device_class("big", 'device.capacity["gpu.example.com"].memory.compareTo(quantity("80Gi")) >= 0')
+    small_node = node_slice("small", [{"name": "gpu-0", "capacity": {"memory": {"value": "40Gi"}}}])
+    big_node = node_slice("large", [{"name": "gpu-0", "capacity": {"memory": {"value": "80Gi"}}}])
+    objs = [device_class(), big, node("small"), node("large"), small_node, big_node]
+    objs += [claim("c", claim_spec(prioritized)), pod("p", claims={"c": "c"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        response = await client.post(
+            "/prioritize", json={"Pod": svc.pod("p"), "NodeNames": ["small", "large"]}
+        )
+        return response.json()
+
+    scores = {h["Host"]: h["Score"] for h in svc.run(flow)}
+    assert scores == {"large": 10, "small": 0}
+
+
+def test_binpack_and_spread_policies_order_nodes_oppositely():
+    objs = [
+        device_class(),
+        node("roomy"),
+        node("tight"),
+        node_slice("roomy", gpus(4)),
+        node_slice("tight", gpus(1)),
+    ]
+    objs += [claim("c"), pod("p", claims={"c": "c"})]
+    scores = {}
+    for policy in ("binpack", "spread", "none"):
+        svc = Service(objs, score_policy=policy)
+
+        async def flow(client, svc=svc):
+            body = {"Pod": svc.pod("p"), "NodeNames": ["roomy", "tight"]}
+            return (await client.post("/prioritize", json=body)).json()
+
+        scores[policy] = {h["Host"]: h["Score"] for h in svc.run(flow)}
+    assert scores["binpack"] == {"tight": 10, "roomy": 0}
+    assert scores["spread"] == {"roomy": 10, "tight": 0}
+    assert scores["none"] == {"roomy": 0, "tight": 0}
+
+
+class SlowBinder:
+    """The local binder with network-like latency, so that binds really overlap."""
+
+    def __init__(self, inner, delay):
+        self.inner, self.delay = inner, delay
+
+    async def write_claim(self, claim, allocation, pod_ref):
+        await asyncio.sleep(self.delay)
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+    async def bind_pod(self, pod_ref, node_name):
+        await asyncio.sleep(self.delay)
+        await self.inner.bind_pod(pod_ref, node_name)
+
+    async def release_claim(self, claim, pod_ref, deallocate):
+        await self.inner.release_claim(claim, pod_ref, deallocate)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.002])
+def test_concurrent_binds_never_allocate_a_device_twice(delay):
+    """Many pods filter first, then bind concurrently on few devices: stale results must not win."""
+    pods = [pod(f"p{i}", templates={"gpu": "one"}) for i in range(12)]
+    svc = Service([*gpu_cluster(nodes=2, per_node=2), template("one"), *pods])
+    svc.ctx.binder = SlowBinder(svc.ctx.binder, delay)
+
+    async def flow(client):
+        names = svc.node_names()
+        filters = [await filter_call(client, svc.pod(f"p{i}"), names) for i in range(12)]
+        assert all(f["NodeNames"] for f in filters)  # every pod fits when judged alone
+        binds = [bind_call(client, svc.pod(f"p{i}"), filters[i]["NodeNames"][i % 2]) for i in range(12)]
+        return await asyncio.gather(*binds)
+
+    errors = svc.run(flow)
+    assert sum(1 for e in errors if e == "") == 4
+    assert all("no longer fits" in e for e in errors if e)
+    devices = allocated_devices(svc.claims().values())
+    assert len(devices) == 4 and not [d for d, n in Counter(devices).items() if n > 1]
+    assert not svc.state.inuse.inflight
+
+
+def test_bind_is_idempotent_and_refuses_another_node():
+    svc = Service([*gpu_cluster(nodes=2, per_node=1), template("one"), pod("p", templates={"gpu": "one"})])
+
+    async def flow(client):
+        chosen, error = await schedule(client, svc.pod("p"), svc.node_names())
+        assert error == ""
+        again = await bind_call(client, svc.pod("p"), chosen)
+        other = await bind_call(client, svc.pod("p"), next(n for n in svc.node_names() if n != chosen))
+        return again, other
+
+    again, other = svc.run(flow)
+    assert again == ""
+    assert "already bound" in other
+    assert len(allocated_devices(svc.claims().values())) == 1
+
+
+def test_bind_without_filter_recomputes_and_fails_cleanly_when_nothing_fits():
+    objs = [*gpu_cluster(nodes=1, per_node=1), template("one")]
+    objs += [pod("a", templates={"gpu": "one"}), pod("b", templates={"gpu": "one"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        return await bind_call(client, svc.pod("a"), "node-0"), await bind_call(
+            client, svc.pod("b"), "node-0"
+        )
+
+    first, second = svc.run(flow)
+    assert first == ""
+    assert "no longer fits on node node-0" in second
+    assert svc.state.pod("default", "b").node_name == ""
+
+
+class FailingPodBinder:
+    """Writes claims through the local binder but fails the pod binding."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.released = []
+
+    async def write_claim(self, claim, allocation, pod_ref):
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+    async def bind_pod(self, pod_ref, node_name):
+        raise RuntimeError("API server said no")
+
+    async def release_claim(self, claim, pod_ref, deallocate):
+        self.released.append((claim.name, deallocate))
+        await self.inner.release_claim(claim, pod_ref, deallocate)
+
+
+def test_failed_binding_rolls_back_claim_writes():
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})])
+    binder = FailingPodBinder(svc.ctx.binder)
+    svc.ctx.binder = binder
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert "API server said no" in error
+    assert len(binder.released) == 1 and binder.released[0][1] is True
+    (written,) = svc.claims().values()
+    assert "allocation" not in written.get("status", {}) and "reservedFor" not in written.get("status", {})
+    assert not svc.state.inuse.devices and not svc.state.inuse.inflight
+
+
+def test_preempt_keeps_only_nodes_where_victims_free_devices():
+    objs = [*gpu_cluster(nodes=2, per_node=1), template("one")]
+    objs += [pod(n, templates={"gpu": "one"}) for n in ("v0", "v1", "newcomer")]
+    svc = Service(objs)
+
+    async def flow(client):
+        assert await bind_call(client, svc.pod("v0"), "node-0") == ""
+        assert await bind_call(client, svc.pod("v1"), "node-1") == ""
+        body = {
+            "Pod": svc.pod("newcomer"),
+            "NodeNameToMetaVictims": {
+                "node-0": {"Pods": [{"UID": svc.pod("v0")["metadata"]["uid"]}], "NumPDBViolations": 0},
+                "node-1": {"Pods": [{"UID": "someone-else"}], "NumPDBViolations": 1},
+            },
+        }
+        return (await client.post("/preempt", json=body)).json()
+
+    result = svc.run(flow)
+    assert list(result["NodeNameToMetaVictims"]) == ["node-0"]
+    assert result["NodeNameToMetaVictims"]["node-0"]["Pods"] == [{"UID": svc.pod("v0")["metadata"]["uid"]}]
+
+
+def test_abandoned_inflight_entries_expire():
+    from extender.model import parse_allocation
+    from extender.state import InFlight
+
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})])
+    allocation = parse_allocation(
+        {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "node-0", "device": "gpu-0"}]}}
+    )
+    svc.state.add_inflight(InFlight("ghost", "ghost-pod", allocation, expires_at=0.0))
+    assert (DRIVER, "node-0", "gpu-0") in svc.state.inuse.devices
+    chosen, error = svc.run(lambda c: schedule(c, svc.pod("p"), ["node-0"]))
+    assert (chosen, error) == ("node-0", "")
