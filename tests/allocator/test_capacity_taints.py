@@ -1,0 +1,122 @@
+"""Capacity policy arithmetic, taint toleration and shared counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender.allocator import AllocatedState
+from extender.allocator.capacity import capacity_fits, consumed_for, violates
+from extender.allocator.taints import tolerates
+from extender.cel.quantity import Quantity
+from extender.model import Device, Taint, Toleration
+from tests.allocator.builders import allocator, claim, node, picked, request, resource_slice
+
+
+def device_with(policy: dict[str, Any], value: str = "10") -> Device:
+    raw = {
+        "name": "d",
+        "allowMultipleAllocations": True,
+        "capacity": {"m": {"value": value, "requestPolicy": policy}},
+    }
+    return resource_slice(devices=[raw]).devices[0]
+
+
+def q(text: str) -> Quantity:
+    return Quantity.parse(text)
+
+
+RANGE = {"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}}
+
+
+@pytest.mark.parametrize(("requested", "consumed", "ok"), [("1", 2, True), ("3", 4, True), ("6", 6, False)])
+def test_range_policy_rounds_up_and_enforces_max(requested: str, consumed: int, ok: bool) -> None:
+    cap = device_with(RANGE).capacities["m"]
+    amount = consumed_for(q(requested), cap)
+    assert amount.value == consumed
+    assert violates(amount, cap.policy) is not ok
+
+
+@pytest.mark.parametrize(("values", "requested", "consumed"), [(["1", "2"], "2", 2), (["1", "3"], "2", 3)])
+def test_valid_values_take_the_first_value_not_below_the_request(
+    values: list[str], requested: str, consumed: int
+) -> None:
+    cap = device_with({"default": values[0], "validValues": values}).capacities["m"]
+    assert consumed_for(q(requested), cap).value == consumed
+
+
+def test_zero_default_policy_rejects_a_request_of_one() -> None:
+    cap = device_with({"default": "0", "validValues": ["0"]}).capacities["m"]
+    assert violates(consumed_for(q("1"), cap), cap.policy)
+    assert consumed_for(None, cap).value == 0
+
+
+def test_fits_counts_committed_and_in_call_consumption_and_unknown_names() -> None:
+    device = device_with(RANGE)
+    assert capacity_fits({"m": q("4")}, device, {"m": q("4")}, {"m": q("2")})
+    assert not capacity_fits({"m": q("4")}, device, {"m": q("4")}, {"m": q("4")})
+    assert not capacity_fits({"other": q("1")}, device, None, None)
+
+
+def taint(key: str = "k", value: str = "v", effect: str = "NoSchedule") -> Taint:
+    return Taint(key=key, value=value, effect=effect, raw={})
+
+
+def toleration(key: str = "", operator: str = "Equal", value: str = "", effect: str = "") -> Toleration:
+    return Toleration(key=key, operator=operator, value=value, effect=effect, raw={})
+
+
+def test_toleration_matching() -> None:
+    assert tolerates(toleration(key="k", value="v"), taint())
+    assert not tolerates(toleration(key="k", value="w"), taint())
+    assert tolerates(toleration(operator="Exists"), taint())
+    assert not tolerates(toleration(operator="Exists", effect="NoExecute"), taint())
+    assert not tolerates(toleration(key="other", operator="Exists"), taint())
+    assert not tolerates(toleration(key="k", operator="Lt", value="v"), taint())
+
+
+def test_taints_block_unless_tolerated_and_only_blocking_effects_count() -> None:
+    devices = [
+        {"name": "tainted", "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]},
+        {"name": "soft", "taints": [{"key": "k", "value": "v", "effect": "None"}]},
+    ]
+    slices = [resource_slice(devices=devices)]
+    assert picked(allocator(slices).allocate(node(), [claim(request())])) == [[("req-0", "soft")]]
+    tolerant = request(tolerations=[{"key": "k", "operator": "Exists"}])
+    results = allocator(slices).allocate(node(), [claim(tolerant)])
+    assert picked(results) == [[("req-0", "tainted")]]
+    assert results is not None and results[0].to_api()["devices"]["results"][0]["tolerations"] == [
+        {"key": "k", "operator": "Exists"}
+    ]
+    assert picked(allocator(slices, gates=[]).allocate(node(), [claim(request())])) == [
+        [("req-0", "tainted")]
+    ]
+
+
+def partitionable(consumed: str) -> list:
+    counters = resource_slice(
+        "counters", [], sharedCounters=[{"name": "gpu", "counters": {"mem": {"value": "8"}}}], count=2
+    )
+    parts = [
+        {
+            "name": f"part-{i}",
+            "consumesCounters": [{"counterSet": "gpu", "counters": {"mem": {"value": consumed}}}],
+        }
+        for i in range(3)
+    ]
+    return [counters, resource_slice("devices", parts, count=2)]
+
+
+def test_shared_counters_limit_partitions_including_committed_ones() -> None:
+    slices = partitionable("4")
+    assert len(picked(allocator(slices).allocate(node(), [claim(request(count=2))]))[0]) == 2
+    assert allocator(slices).allocate(node(), [claim(request(count=3))]) is None
+    state = AllocatedState(allocated_devices={("driver-a", "pool-1", "part-0")})
+    assert picked(allocator(slices, state=state).allocate(node(), [claim(request())])) == [
+        [("req-0", "part-1")]
+    ]
+    full = AllocatedState(
+        allocated_devices={("driver-a", "pool-1", "part-0"), ("driver-a", "pool-1", "part-1")}
+    )
+    assert allocator(slices, state=full).allocate(node(), [claim(request())]) is None
