@@ -633,8 +633,18 @@ def _lint(source: str, toks: list[_Token]) -> None:
 # --- engine ------------------------------------------------------------------------------
 
 
+_BUILTIN_TYPE = re.compile(r"\b[A-Z][A-Z0-9_]*\b")
+
+
 def _type_name(t: Any) -> str:
-    return str(t.name()).lower()
+    """cel-go's spelling of a static type: ``list(string)``, ``kubernetes.Quantity``."""
+    name = _BUILTIN_TYPE.sub(lambda m: m.group().lower(), str(t.name()))
+    return name.replace("<", "(").replace(">", ")")
+
+
+def _value_type_name(t: Any) -> str:
+    """cel-go's name of a value's runtime type, which carries no parameters: ``list``."""
+    return _type_name(t).split("(", 1)[0]
 
 
 class CppProgram:
@@ -664,7 +674,7 @@ class CppProgram:
         if kind == T.ERROR:
             raise CelRuntimeError(_runtime_text(str(result.value())), self.expression)
         raise CelRuntimeError(
-            f"CEL result of type {_type_name(kind)} could not be converted to bool", self.expression
+            f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
 
 

@@ -1,0 +1,348 @@
+"""The C++ engine beyond the parity cases: each patch over cel-expr-python, and its limits."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("cel_expr_python", reason="cpp engine not installed: cel_expr_python is missing")
+pytest.importorskip("google.protobuf", reason="cpp engine not installed: protobuf is missing")
+
+from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel.device import view_for
+from extender.cel.engine_cpp import CppEngine, _tokens, field_presence, rewrite
+from extender.cel.parity import CaseDevice
+from extender.cel.quantity import Quantity
+
+G = 'device.attributes["gpu.example.com"]'
+
+
+@pytest.fixture(scope="module")
+def engine() -> CppEngine:
+    return CppEngine()
+
+
+def gpu(**attributes: dict[str, object]) -> CaseDevice:
+    return CaseDevice(
+        driver="gpu.example.com",
+        attributes={
+            "model": {"string": "a100"},
+            "numa": {"int": 1},
+            "driverVersion": {"version": "1.2.3"},
+            "names": {"strings": ["fish", "bird"]},
+            "ids": {"ints": [1, 2, 3]},
+            "other.example.com/name": {"bool": True},
+            **attributes,
+        },
+        capacity={"memory": {"value": "80Gi"}, "cores": {"value": "8"}},
+        allow_multiple_allocations=False,
+    )
+
+
+def run(engine: CppEngine, expression: str, device: CaseDevice | None = None) -> bool:
+    return engine.compile(expression).evaluate(view_for(device or gpu()))
+
+
+def compile_error(engine: CppEngine, expression: str) -> str:
+    with pytest.raises(CelCompileError) as info:
+        engine.compile(expression)
+    assert info.value.expression == expression
+    return info.value.message
+
+
+def runtime_error(engine: CppEngine, expression: str, device: CaseDevice | None = None) -> str:
+    program = engine.compile(expression)
+    with pytest.raises(CelRuntimeError) as info:
+        program.evaluate(view_for(device or gpu()))
+    assert info.value.expression == expression
+    return info.value.message
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('has(device.attributes["no.such"].x)', False),
+        ("has(device.attributes.nosuch.x)", False),
+        ('"x" in device.attributes["no.such"]', False),
+        ('device.capacity["no.such"].size() == 0', True),
+        ('device.attributes[?"no.such"].hasValue()', False),
+        ('device.attributes[?"gpu.example.com"].hasValue()', True),
+        ("device.attributes[device.driver].model == 'a100'", True),
+        ('device.attributes["no.such"].?x.orValue(7) == 7', True),
+        ('device.attributes["other.example.com"]["name"]', True),
+        ("size(device.attributes) == 2", True),
+        ('device.driver != "device.attributes[\\"x\\"]"', True),
+    ],
+)
+def test_missing_domain_default(engine: CppEngine, expression: str, expected: bool) -> None:
+    assert run(engine, expression) is expected
+
+
+def test_missing_id_in_missing_domain_is_no_such_key(engine: CppEngine) -> None:
+    assert runtime_error(engine, 'device.capacity["no.such"].memory.isGreaterThan(quantity("1"))') == (
+        "no such key: memory"
+    )
+
+
+def test_rewrite_only_touches_device_maps() -> None:
+    source = " && ".join(
+        [
+            'device.attributes["d"].x',
+            "device.capacity.c.y",
+            'x.device.attributes["d"]',
+            '"device.attributes[1]"',
+        ]
+    )
+    toks = _tokens(source)
+    assert toks is not None
+    assert rewrite(source, toks) == (
+        'device.attributes[?"d"].orValue({}).x && device.capacity[?"c"].orValue({}).y'
+        ' && x.device.attributes["d"] && "device.attributes[1]"'
+    )
+
+
+def test_field_presence_keeps_offsets() -> None:
+    source = "has(device.driver) && has(device.attributes.d.x)"
+    toks = _tokens(source)
+    assert toks is not None
+    rewritten = field_presence(source, toks)
+    assert len(rewritten) == len(source)
+    assert rewritten.startswith("true ") and rewritten.endswith("has(device.attributes.d.x)")
+
+
+@pytest.mark.parametrize("field", ["driver", "attributes", "capacity", "allowMultipleAllocations"])
+def test_has_device_field_is_true(engine: CppEngine, field: str) -> None:
+    assert run(engine, f"has(device.{field})") is True
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("noSuchVar", "undeclared reference to 'noSuchVar'"),
+        ("device.nosuch == 1", "undefined field 'nosuch'"),
+        ("1", "must evaluate to bool or the unknown type, not int"),
+        ('device.driver + "x"', "must evaluate to bool or the unknown type, not string"),
+        ('"a" + 1 == "a1"', "found no matching overload for '_+_' applied to '(string, int)'"),
+        ("1 == 1.0", "found no matching overload for '_==_'"),
+        ('"a" < 1', "found no matching overload for '_<_'"),
+        ('ip("10.0.0.1").family() == 4', "function ip is not supported"),
+        ('url("https://x").getHost() == "x"', "function url is not supported"),
+        ('quantity("1").k8s_dra_internal_key == "1"', "undefined field 'k8s_dra_internal_key'"),
+        ('kubernetes.Quantity{} == quantity("0")', "undeclared reference to 'kubernetes'"),
+        ('quantity("1").compareTo(semver("1.0.0")) == 0', "found no matching overload for 'compareTo'"),
+        ('"abc".reverse() == "cba"', "undeclared reference to 'reverse'"),
+    ],
+)
+def test_compile_errors(engine: CppEngine, expression: str, message: str) -> None:
+    assert message in compile_error(engine, expression)
+
+
+def test_compile_error_has_cel_go_shape(engine: CppEngine) -> None:
+    message = compile_error(engine, "device.driver == ")
+    assert message.startswith("ERROR: <input>:1:")
+    assert "INVALID_ARGUMENT" not in message
+
+
+def test_dyn_result_must_be_bool_at_run_time(engine: CppEngine) -> None:
+    assert runtime_error(engine, f"{G}.names") == "CEL result of type list could not be converted to bool"
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["1 < 1.5", "2.5 >= 2", "1u < 2", "(1 + 1) <= 2.0", "[1].exists(x, x < 1.5)", "2 > 1u && 3.0 > 2u"],
+)
+def test_cross_type_numeric_comparison_of_literals(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ['int("9223372036854775808") > 0', "int(1e19) > 0", "uint(-1) > 0u", 'string(b"\\xff") == ""'],
+)
+def test_literal_conversions_fail_at_compile_time(engine: CppEngine, expression: str) -> None:
+    message = compile_error(engine, expression)
+    assert message.startswith("ERROR: <input>:1:1: ")
+
+
+def test_conversions_of_values_fail_at_run_time(engine: CppEngine) -> None:
+    assert run(engine, 'int("5") == 5 && uint(1) == 1u') is True
+    assert "cannot convert" in runtime_error(engine, "int(device.driver) == 1")
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ('[1, "a"].size() == 2', "expected type 'int' but found 'string'"),
+        ('{"a": 1, "b": "x"}.size() == 2', "expected type 'int' but found 'string'"),
+        ('{"a": 1, 2: 1}.size() == 2', "expected type 'string' but found 'int'"),
+        ('[[1], ["a"]].size() == 2', "expected type 'list(int)' but found 'list(string)'"),
+        ("[1, 1u].size() == 2", "expected type 'int' but found 'uint'"),
+    ],
+)
+def test_aggregate_literals_are_homogeneous(engine: CppEngine, expression: str, message: str) -> None:
+    assert message in compile_error(engine, expression)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        '[1, dyn("a")].size() == 2',
+        f'{G}.model in ["a100", "h100"]',
+        f"[{G}.numa, {G}.model].size() == 2",
+        '{"a": [1], "b": []}.size() == 2',
+    ],
+)
+def test_homogeneous_literals_accepted(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+def test_runaway_comprehension_is_a_runtime_error(engine: CppEngine) -> None:
+    hundred = "[" + ",".join(str(i) for i in range(100)) + "]"
+    message = runtime_error(engine, f"{hundred}.map(x, {hundred}.map(y, {hundred}.map(z, z))).size() > 0")
+    assert "cost limit exceeded" in message
+
+
+def test_quantity_keeps_upstream_representation(engine: CppEngine) -> None:
+    # 1.5 + 0.5 is 2 by value, yet upstream's AsInt64 depends on the representation.
+    expected = Quantity.parse("1.5").add(Quantity.parse("0.5")).is_integer()
+    assert run(engine, 'quantity("1.5").add(quantity("0.5")).isInteger()') is expected
+    assert run(engine, 'quantity("1.5").add(quantity("0.5")) == quantity("2")') is True
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'quantity("1Ki") == quantity("1024")',
+        'device.capacity["gpu.example.com"].memory == quantity("81920Mi")',
+        'quantity("1Gi").add(1).compareTo(quantity("1073741825")) == 0',
+        'quantity("1").sub(quantity("2")).sign() == -1',
+        'quantity("1").sub(3).asInteger() == -2',
+        'quantity("1.5").asApproximateFloat() == 1.5',
+        'device.capacity["gpu.example.com"].cores.asInteger() + 1 == 9',
+        'isQuantity("1Mi") && !isQuantity("1 Mi")',
+        'quantity("500m").isLessThan(quantity("1"))',
+    ],
+)
+def test_quantity_library(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+def test_quantity_errors(engine: CppEngine) -> None:
+    assert "quantities must match the regular expression" in runtime_error(
+        engine, 'quantity("1 Mi").sign() == 1'
+    )
+    assert runtime_error(engine, 'quantity("1.5").asInteger() == 1') == "cannot convert value to integer"
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'semver("1.2.3+a") == semver("1.2.3+b")',
+        'semver("1.2.3-alpha") != semver("1.2.3")',
+        'semver("1.2.3-alpha").isLessThan(semver("1.2.3"))',
+        'semver("1.10.0").compareTo(semver("1.9.0")) == 1',
+        'semver("v1.2", true) == semver("1.2.0")',
+        f'{G}.driverVersion == semver("1.2.3") && {G}.driverVersion.patch() == 3',
+        'isSemver("1.2.3") && !isSemver("1.2") && isSemver("1.2", true)',
+    ],
+)
+def test_semver_library(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+def test_semver_parse_error(engine: CppEngine) -> None:
+    assert runtime_error(engine, 'semver("01.2.3").major() == 1')
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        (f'{G}.names.includes("fish")', True),
+        (f'{G}.names.includes("cat")', False),
+        (f"{G}.ids.includes(2)", True),
+        (f"{G}.ids.includes(2.0)", True),
+        (f"{G}.ids.includes(true)", False),
+        (f'{G}.model.includes("a100")', True),
+        (f'{G}.driverVersion.includes(semver("1.2.3"))', True),
+    ],
+)
+def test_includes(engine: CppEngine, expression: str, expected: bool) -> None:
+    assert run(engine, expression) is expected
+
+
+def test_includes_limits_list_length(engine: CppEngine) -> None:
+    device = gpu(many={"ints": list(range(49))})
+    assert "more than 48" in runtime_error(engine, f"{G}.many.includes(1)", device)
+    assert run(engine, f"{G}.many.includes(1)", gpu(many={"ints": list(range(48))})) is True
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "[1, 2, 3].sum() == 6",
+        "[1.5, 2.0].sum() == 3.5",
+        f"{G}.ids.sum() == 6",
+        "[3, 1, 2].min() == 1 && [3, 1, 2].max() == 3",
+        '["a", "b"].isSorted() && !["b", "a"].isSorted()',
+        '"abc123".find("[0-9]+") == "123"',
+        '"a1b2c3".findAll("[0-9]") == ["1", "2", "3"]',
+        '"a1b2c3".findAll("[0-9]", 2) == ["1", "2"]',
+        '"abc".find("x") == ""',
+    ],
+)
+def test_lists_and_regex_libraries(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+def test_library_runtime_errors(engine: CppEngine) -> None:
+    assert runtime_error(engine, "[].min() == 1") == "min called on empty list"
+    assert "overflow" in runtime_error(engine, "[9223372036854775807, 1].sum() > 0")
+    assert "error parsing regexp" in runtime_error(engine, '"a".find("(") == ""')
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "cel.bind(d, device.attributes['gpu.example.com'], d.numa == 1)",
+        "sets.contains([1, 2], [1]) && !sets.intersects([1], [2])",
+        "[1, 2, 3].all(i, v, v > i)",
+        '"a,b".split(",").size() == 2 && ["a", "b"].join("-") == "a-b"',
+        '"%s-%d".format(["x", dyn(1)]) == "x-1"',
+        "optional.none().orValue(true)",
+        'timestamp("2024-01-01T00:00:00Z") < timestamp("2025-01-01T00:00:00Z")',
+        'duration("1h") > duration("1m")',
+    ],
+)
+def test_base_environment_extensions(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+def test_malformed_device_fails_every_evaluation(engine: CppEngine) -> None:
+    device = gpu(broken={"version": "not-a-version"})
+    assert runtime_error(engine, "true", device).startswith("attribute broken: ")
+
+
+def test_activation_is_cached_on_the_view(engine: CppEngine) -> None:
+    view = view_for(gpu())
+    assert engine.compile("true").evaluate(view) is True
+    cached = view.engine_cache[engine]
+    assert engine.compile('device.driver == "gpu.example.com"').evaluate(view) is True
+    assert view.engine_cache[engine] is cached
+
+
+@pytest.mark.parametrize(
+    ("source", "texts"),
+    [
+        ('r\'\\d\' + "a\\"b"', ["r'\\d'", "+", '"a\\"b"']),
+        ("'''x'y''' // comment\n.size()", ["'''x'y'''", ".", "size", "(", ")"]),
+        ("1.5e3 0x1Fu 7u .5", ["1.5e3", "0x1Fu", "7u", ".5"]),
+        ("a.?b[?c]", ["a", ".?", "b", "[", "?", "c", "]"]),
+    ],
+)
+def test_tokens(source: str, texts: list[str]) -> None:
+    toks = _tokens(source)
+    assert toks is not None
+    assert [t.text for t in toks] == texts
+
+
+def test_tokens_unknown_character() -> None:
+    assert _tokens("a # b") is None
