@@ -1,0 +1,233 @@
+"""The HTTP surface: wire format in both node modes, casing, errors, health, debug, local endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from extender.api import create_app
+from extender.binder.local import LocalBinder
+from extender.config import Config
+from extender.metrics import Metrics
+from extender.scheduling.context import SchedulingContext
+from extender.sources.local import LocalCluster
+from extender.state import KINDS, ClusterState
+from tests.scheduling.cluster import Service, bind_call, claim, gpu_cluster, pod, template
+
+
+@pytest.fixture
+def svc() -> Service:
+    objs = [*gpu_cluster(nodes=2, per_node=1), template("one"), claim("c")]
+    objs += [pod("p", templates={"gpu": "one"}), pod("q", claims={"c": "c"})]
+    return Service(objs)
+
+
+def test_filter_with_node_names(svc):
+    async def call(client):
+        body = {"Pod": svc.pod("p"), "Nodes": None, "NodeNames": ["node-1", "node-0"]}
+        return (await client.post("/filter", json=body)).json()
+
+    result = svc.run(call)
+    assert result == {
+        "Nodes": None,
+        "NodeNames": ["node-1", "node-0"],
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
+
+
+def test_filter_and_prioritize_with_full_node_objects(svc):
+    nodes = {
+        "metadata": {},
+        "items": [{"metadata": {"name": n, "labels": {"x": n}}} for n in ("node-0", "node-1")],
+    }
+
+    async def call(client):
+        f = (
+            await client.post("/filter", json={"Pod": svc.pod("p"), "Nodes": nodes, "NodeNames": None})
+        ).json()
+        p = (
+            await client.post("/prioritize", json={"Pod": svc.pod("p"), "Nodes": nodes, "NodeNames": None})
+        ).json()
+        return f, p
+
+    filtered, priorities = svc.run(call)
+    assert filtered["NodeNames"] is None
+    assert filtered["Nodes"] == nodes  # the objects as received, for the passing nodes
+    assert sorted(h["Host"] for h in priorities) == ["node-0", "node-1"]
+    assert all(0 <= h["Score"] <= 10 for h in priorities)
+
+
+def test_input_casing_is_free_and_output_is_pascal_case(svc):
+    async def call(client):
+        body = {"pod": svc.pod("p"), "nodenames": ["node-0"], "NODES": None}
+        f = (await client.post("/filter", json=body)).json()
+        meta = svc.pod("p")["metadata"]
+        bind = {"podname": meta["name"], "PODNAMESPACE": "default", "podUID": meta["uid"], "node": "node-0"}
+        b = (await client.post("/bind", json=bind)).json()
+        return f, b
+
+    filtered, bound = svc.run(call)
+    assert filtered["NodeNames"] == ["node-0"]
+    assert bound == {"Error": ""}
+    assert svc.state.pod("default", "p").node_name == "node-0"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "fragment"),
+    [
+        ("/filter", b"", "empty request body"),
+        ("/filter", b"{not json", "not valid JSON"),
+        ("/filter", b"[]", "expected a JSON object"),
+        ("/filter", b'{"NodeNames": ["a"]}', "Pod: required"),
+        ("/filter", b'{"Pod": 7, "NodeNames": ["a"]}', "Pod: expected an object"),
+        ("/filter", b'{"Pod": {"metadata": {}}, "NodeNames": ["a"]}', "Pod.metadata.name: required"),
+        (
+            "/filter",
+            b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": "a"}',
+            "NodeNames: expected an array",
+        ),
+        (
+            "/filter",
+            b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": null, "Nodes": null}',
+            "one of NodeNames",
+        ),
+        ("/filter", b'{"Pod": {"metadata": {"name": "x"}}, "Nodes": {"items": [{}]}}', "Nodes.items[0]"),
+        (
+            "/filter",
+            b'{"Pod": {"metadata": {"name": "x"}, "spec": []}, "NodeNames": []}',
+            "spec: must be an object",
+        ),
+        ("/prioritize", b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": [1]}', "NodeNames"),
+        ("/bind", b'{"PodName": "x"}', "Node: required"),
+        ("/bind", b'{"PodName": "x", "Node": 5}', "Node: expected a string"),
+        ("/preempt", b'{"Pod": {"metadata": {"name": "x"}}}', "NodeNameToMetaVictims"),
+        (
+            "/preempt",
+            b'{"Pod": {"metadata": {"name": "x"}}, "NodeNameToMetaVictims": {"n": {"Pods": [{}]}}}',
+            "UID",
+        ),
+    ],
+)
+def test_malformed_requests_get_400_with_a_message(svc, path, body, fragment):
+    response = svc.run(lambda c: c.post(path, content=body))
+    assert response.status_code == 400
+    assert fragment in response.json()["error"]
+
+
+def test_oversized_body_is_refused():
+    small = Service(gpu_cluster(nodes=1), max_body_bytes=100)
+    response = small.run(lambda c: c.post("/filter", content=b"x" * 200))
+    assert response.status_code == 413
+    assert "limit of 100 bytes" in response.json()["error"]
+
+
+def test_unsynced_state_refuses_filter_and_is_not_ready():
+    state = ClusterState()
+    ctx = SchedulingContext(Config(), state, LocalBinder(LocalCluster(state)), Metrics())
+    app = create_app(ctx)
+
+    async def call():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x") as client:
+            body = {"Pod": pod("x", claims={"c": "c"}), "NodeNames": ["node-0"]}
+            before = (
+                (await client.get("/readyz")).status_code,
+                (await client.post("/filter", json=body)).json(),
+            )
+            for kind in KINDS:
+                state.mark_synced(kind)
+            return before, (await client.get("/readyz")).status_code
+
+    (ready_before, filtered), ready_after = asyncio.run(call())
+    assert ready_before == 503 and ready_after == 200
+    assert "not synced" in filtered["Error"] and filtered["NodeNames"] == []
+
+
+def test_health_readiness_metrics_and_debug(svc):
+    async def call(client):
+        await bind_call(client, svc.pod("p"), "node-0")
+        return {
+            "healthz": await client.get("/healthz"),
+            "readyz": await client.get("/readyz"),
+            "metrics": await client.get("/metrics"),
+            "claims": await client.get("/debug/claims"),
+            "pods": await client.get("/debug/pods"),
+            "slices": await client.get("/debug/slices"),
+            "config": await client.get("/debug/config"),
+            "explain": await client.get("/debug/explain", params={"pod": "default/q"}),
+            "explain_bad": await client.get("/debug/explain", params={"pod": "q"}),
+            "explain_unknown": await client.get("/debug/explain", params={"pod": "default/nope"}),
+        }
+
+    r = svc.run(call)
+    assert r["healthz"].status_code == 200 and r["readyz"].status_code == 200
+    text = r["metrics"].text
+    for name in (
+        'dra_extender_request_duration_seconds_count{verb="bind"}',
+        'dra_extender_binds_total{outcome="bound"} 1.0',
+        'dra_extender_claim_writes_total{outcome="ok"} 1.0',
+        'dra_extender_cache_objects{kind="ResourceSlice"} 2.0',
+    ):
+        assert name in text
+    claims = {c["metadata"]["name"]: c for c in r["claims"].json()["items"]}
+    assert any(c.get("status", {}).get("allocation") for c in claims.values())
+    assert len(r["pods"].json()["items"]) == 2 and len(r["slices"].json()["items"]) == 2
+    assert r["config"].json()["featureGates"]["DRAListTypeAttributes"] is False
+    explained = r["explain"].json()
+    assert explained["pod"] == "default/q" and set(explained["nodes"]) == {"node-0", "node-1"}
+    assert (
+        explained["nodes"]["node-0"]["fits"] is False and "in use" in explained["nodes"]["node-0"]["reason"]
+    )
+    assert explained["nodes"]["node-1"]["allocation"] == {
+        "default/c": {"gpu": "gpu.example.com/node-1/gpu-0"}
+    }
+    assert r["explain_bad"].status_code == 400 and r["explain_unknown"].status_code == 404
+
+
+def test_local_apply_and_delete(svc):
+    async def call(client):
+        applied = await client.post(
+            "/local/apply", json=[template("two"), pod("new", templates={"gpu": "two"})]
+        )
+        bad = await client.post("/local/apply", json={"kind": "Secret", "metadata": {"name": "s"}})
+        bad_claim = await client.post(
+            "/local/apply", json={"kind": "ResourceClaim", "metadata": {"name": "x"}, "spec": {"devices": 3}}
+        )
+        bound = await bind_call(client, svc.pod("new"), "node-0")
+        deleted = await client.post(
+            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
+        )
+        missing = await client.post(
+            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
+        )
+        wrong = await client.post("/local/delete", json={"kind": "Gadget", "name": "x"})
+        return applied, bad, bad_claim, bound, deleted, missing, wrong
+
+    applied, bad, bad_claim, bound, deleted, missing, wrong = svc.run(call)
+    assert applied.status_code == 200
+    assert [a["kind"] for a in applied.json()["applied"]] == ["ResourceClaimTemplate", "Pod"]
+    assert bad.status_code == 400 and "Secret" in bad.json()["error"]
+    assert bad_claim.status_code == 400 and "ResourceClaim" in bad_claim.json()["error"]
+    assert bound == ""
+    assert deleted.status_code == 200 and missing.status_code == 404 and wrong.status_code == 400
+    assert svc.state.pod("default", "new") is None
+    assert not [c for c in svc.state.claims.values() if c.name.startswith("new-gpu-")]
+    assert not svc.state.inuse.devices  # the generated claim went away with its pod
+
+
+def test_preempt_in_full_object_mode_answers_meta_victims(svc):
+    async def call(client):
+        assert await bind_call(client, svc.pod("p"), "node-0") == ""
+        victim = svc.pod("p")
+        body = {
+            "Pod": svc.pod("q"),
+            "NodeNameToVictims": {"node-0": {"Pods": [victim], "NumPDBViolations": 2}},
+        }
+        return (await client.post("/preempt", json=body)).json()
+
+    result = svc.run(call)
+    uid = svc.pod("p")["metadata"]["uid"]
+    assert result == {"NodeNameToMetaVictims": {"node-0": {"Pods": [{"UID": uid}], "NumPDBViolations": 2}}}
