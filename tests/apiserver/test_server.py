@@ -1,0 +1,185 @@
+"""The test API server behaves like kube-apiserver where the extender depends on it.
+
+Driven through the official client's typed APIs, so the server is checked against the same
+client code the extender's raw requests are built with.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+from kubernetes.client import ApiException
+
+from extender.kubeclient import KubeApiError, RawClient
+from tests.apiserver.patch import PatchError, strategic_merge_patch
+from tests.apiserver.resources import BY_KIND
+from tests.apiserver.server import ApiServer
+from tests.kube import objects
+
+
+@pytest.fixture
+def server() -> Iterator[ApiServer]:
+    with ApiServer(history_size=50, bookmark_interval=0.1) as s:
+        yield s
+
+
+@pytest.fixture
+def core(server: ApiServer) -> kubernetes.client.CoreV1Api:
+    return kubernetes.client.CoreV1Api(server.api_client())
+
+
+@pytest.fixture
+def resource(server: ApiServer) -> kubernetes.client.ResourceV1Api:
+    return kubernetes.client.ResourceV1Api(server.api_client())
+
+
+def test_resource_versions_come_from_one_increasing_counter(
+        core: kubernetes.client.CoreV1Api, resource: kubernetes.client.ResourceV1Api) -> None:
+    a = core.create_node(objects.node("a"))
+    c = resource.create_namespaced_resource_claim("default", objects.claim("c"))
+    b = core.create_node(objects.node("b"))
+    versions = [int(o.metadata.resource_version) for o in (a, c, b)]
+    assert versions == sorted(versions) and len(set(versions)) == 3
+    listed = core.list_node()
+    assert int(listed.metadata.resource_version) == versions[-1]
+
+
+def test_stale_update_conflicts(core: kubernetes.client.CoreV1Api) -> None:
+    node = core.create_node(objects.node("a"))
+    core.patch_node("a", {"metadata": {"labels": {"x": "1"}}})
+    node.metadata.labels = {"y": "2"}
+    with pytest.raises(ApiException) as err:
+        core.replace_node("a", node)
+    assert err.value.status == 409
+    assert core.read_node("a").metadata.labels == {"x": "1"}
+
+
+def test_status_and_main_resource_are_written_separately(server: ApiServer,
+                                                         resource: kubernetes.client.ResourceV1Api) -> None:
+    claim = server.store.create(BY_KIND["ResourceClaim"], "default", objects.claim("c"))
+    claim["status"] = {"allocation": objects.allocation("n")}
+    main = server.store.update(BY_KIND["ResourceClaim"], "default", "c", claim)
+    assert "status" not in main  # the main resource ignores status
+    written = server.store.update(BY_KIND["ResourceClaim"], "default", "c", claim, "status")
+    assert written["status"]["allocation"] == objects.allocation("n")
+    other = dict(written, status={"allocation": objects.allocation("m")})
+    with pytest.raises(Exception, match="field is immutable"):
+        server.store.update(BY_KIND["ResourceClaim"], "default", "c", other, "status")
+
+
+def test_finalizers_delay_deletion_until_removed(server: ApiServer,
+                                                 resource: kubernetes.client.ResourceV1Api) -> None:
+    body = objects.claim("c")
+    body["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    resource.create_namespaced_resource_claim("default", body)
+    resource.delete_namespaced_resource_claim("c", "default")
+    marked = resource.read_namespaced_resource_claim("c", "default")
+    assert marked.metadata.deletion_timestamp is not None
+    resource.patch_namespaced_resource_claim("c", "default", {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as err:
+        resource.read_namespaced_resource_claim("c", "default")
+    assert err.value.status == 404
+
+
+def test_binding_sets_node_and_rejects_rebinding_and_uid_mismatch(core: kubernetes.client.CoreV1Api) -> None:
+    pod = core.create_namespaced_pod("default", objects.pod("p"))
+    binding = kubernetes.client.V1Binding(
+        api_version="v1", kind="Binding", metadata=kubernetes.client.V1ObjectMeta(name="p", uid="wrong"),
+        target=kubernetes.client.V1ObjectReference(kind="Node", name="n1"))
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod_binding("p", "default", binding)
+    assert err.value.status == 409 and "UID in precondition" in err.value.body
+    binding.metadata.uid = pod.metadata.uid
+    # Like kube-apiserver the server answers a Status, which the typed client cannot read as a Binding
+    # (kubernetes-client/python#547); the raw reply is what matters.
+    reply = core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
+    assert reply.status == 201
+    assert core.read_namespaced_pod("p", "default").spec.node_name == "n1"
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod_binding("p", "default", binding)
+    assert err.value.status == 409 and "already assigned" in err.value.body
+
+
+def test_strategic_merge_patch_deletes_one_reservation(server: ApiServer,
+                                                       resource: kubernetes.client.ResourceV1Api) -> None:
+    reserved = [{"resource": "pods", "name": n, "uid": f"uid-{n}"} for n in ("a", "b")]
+    claim = objects.claim("c")
+    claim["status"] = {"allocation": objects.allocation("n"), "reservedFor": reserved}
+    uid = server.store.seed(BY_KIND["ResourceClaim"], claim)["metadata"]["uid"]
+    patch = {"metadata": {"uid": uid}, "status": {"reservedFor": [{"$patch": "delete", "uid": "uid-a"}]}}
+    patched = resource.patch_namespaced_resource_claim_status("c", "default", patch)
+    assert [r.name for r in patched.status.reserved_for] == ["b"]
+    with pytest.raises(ApiException) as err:  # the uid in the patch is a precondition
+        resource.patch_namespaced_resource_claim_status("c", "default", {"metadata": {"uid": "other"}})
+    assert err.value.status == 409
+
+
+def test_schema_validation_rejects_unknown_and_missing_fields(server: ApiServer) -> None:
+    raw = RawClient(server.api_client())  # the typed client would refuse to send these
+    bad = objects.claim("c")
+    bad["spec"]["devices"]["requests"][0]["exactly"]["count"] = "two"
+    with pytest.raises(KubeApiError) as err:
+        raw.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", body=bad)
+    assert err.value.status == 422 and "'two' is not of type 'integer'" in err.value.message
+    bad = objects.node("n")
+    bad["spec"] = {"unknownField": True}
+    with pytest.raises(KubeApiError, match="'unknownField' was unexpected"):
+        raw.request("POST", "/api/v1/nodes", body=bad)
+    claim = server.store.create(BY_KIND["ResourceClaim"], "default", objects.claim("c"))
+    claim["status"] = {"allocation": {"devices": {"results": [{"request": "gpu"}]}}}
+    with pytest.raises(Exception, match="'driver' is a required property"):
+        server.store.update(BY_KIND["ResourceClaim"], "default", "c", claim, "status")
+
+
+def test_watch_streams_changes_and_bookmarks(server: ApiServer, core: kubernetes.client.CoreV1Api) -> None:
+    start = core.create_node(objects.node("a")).metadata.resource_version
+    seen: list[tuple[str, str]] = []
+
+    def watch() -> None:
+        for event in kubernetes.watch.Watch().stream(core.list_node, resource_version=start,
+                                                     allow_watch_bookmarks=True, timeout_seconds=1):
+            seen.append((event["type"], event["raw_object"]["metadata"].get("name", "")))
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    time.sleep(0.2)
+    core.create_node(objects.node("b"))
+    core.delete_node("a")
+    thread.join()
+    assert [e for e in seen if e[0] != "BOOKMARK"] == [("ADDED", "b"), ("DELETED", "a")]
+    assert ("BOOKMARK", "") in seen
+
+
+def test_compacted_history_answers_410(server: ApiServer) -> None:
+    client = server.api_client()
+    core = kubernetes.client.CoreV1Api(client)
+    old = core.create_node(objects.node("a")).metadata.resource_version
+    core.create_node(objects.node("b"))
+    server.store.compact()
+    response = core.list_node_with_http_info(resource_version=old, watch=True, timeout_seconds=1,
+                                             _preload_content=False)
+    body = response.raw_data if hasattr(response, "raw_data") else response.data
+    assert b'"code": 410' in body and b'"type": "ERROR"' in body
+
+
+def test_fault_knobs_fail_and_delay(server: ApiServer, core: kubernetes.client.CoreV1Api) -> None:
+    server.faults.fail("list", "nodes", 503, times=2)
+    for _ in range(2):
+        with pytest.raises(ApiException) as err:
+            core.list_node()
+        assert err.value.status == 503
+    core.list_node()
+    server.faults.delay(0.3, "get", "nodes")
+    core.create_node(objects.node("a"))
+    started = time.monotonic()
+    core.read_node("a")
+    assert time.monotonic() - started >= 0.3
+
+
+def test_strategic_merge_rejects_malformed_list_entries() -> None:
+    with pytest.raises(PatchError, match="merge key 'uid'"):
+        strategic_merge_patch({"status": {"reservedFor": []}}, {"status": {"reservedFor": [{"name": "x"}]}})
