@@ -1,0 +1,167 @@
+"""The cluster-state cache: feeding contract, indexes, in-use devices, assume cache, in flight."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.cel.quantity import Quantity
+from extender.model import parse_allocation
+from extender.state import KINDS, ClusterState, InFlight
+from tests.scheduling.cluster import DRIVER, claim, device_class, gpus, node, node_slice, pod
+
+GATES = {"DRAConsumableCapacity": True}
+
+
+def allocated_claim(name: str, uid: str, results: list[dict], rv: str = "5") -> dict:
+    obj = claim(name)
+    obj["metadata"].update(uid=uid, resourceVersion=rv)
+    obj["status"] = {"allocation": {"devices": {"results": results}}}
+    return obj
+
+
+def result(device: str, pool: str = "node-0", **extra) -> dict:
+    return {"request": "gpu", "driver": DRIVER, "pool": pool, "device": device, **extra}
+
+
+def network_slice(name: str, devices: list[dict]) -> dict:
+    obj = node_slice("x", devices)
+    obj["metadata"]["name"] = name
+    del obj["spec"]["nodeName"]
+    obj["spec"]["allNodes"] = True
+    obj["spec"]["pool"]["name"] = name
+    return obj
+
+
+def test_synced_only_when_every_kind_is():
+    state = ClusterState()
+    for kind in KINDS[:-1]:
+        state.mark_synced(kind)
+    assert not state.synced
+    state.mark_synced(KINDS[-1])
+    assert state.synced
+    with pytest.raises(ValueError, match="unsupported kind"):
+        state.mark_synced("Secret")
+
+
+def test_slices_for_node_keep_order_and_append_network_slices():
+    state = ClusterState()
+    state.apply("ResourceSlice", network_slice("net", gpus(1)))
+    state.apply("ResourceSlice", node_slice("node-1", gpus(2)))
+    state.apply("ResourceSlice", node_slice("node-0", gpus(2)))
+    second = node_slice("node-0", gpus(1))
+    second["metadata"]["name"] = "node-0-extra"
+    state.apply("ResourceSlice", second)
+    assert [s.name for s in state.slices.for_node("node-0")] == [f"node-0-{DRIVER}", "node-0-extra", "net"]
+    assert [s.name for s in state.slices.pool_slices(DRIVER, "node-0")] == [
+        f"node-0-{DRIVER}",
+        "node-0-extra",
+    ]
+    state.delete("ResourceSlice", second)
+    assert [s.name for s in state.slices.for_node("node-0")] == [f"node-0-{DRIVER}", "net"]
+    assert state.slices.devices_per_pool()[(DRIVER, "node-0")] == 2
+
+
+def test_allocated_claims_mark_devices_in_use_and_deletion_frees_them():
+    state = ClusterState(GATES)
+    obj = allocated_claim("c", "u1", [result("gpu-0"), result("gpu-1", adminAccess=True)])
+    epoch = state.epoch
+    state.apply("ResourceClaim", obj)
+    assert state.inuse.devices == {(DRIVER, "node-0", "gpu-0")}  # admin access consumes nothing
+    assert state.epoch > epoch
+    state.delete("ResourceClaim", obj)
+    assert not state.inuse.devices and not state.inuse.per_pool
+
+
+def test_shares_and_consumed_capacity_add_up_per_device():
+    state = ClusterState(GATES)
+    share = {"shareID": "s1", "consumedCapacity": {"memory": "10Gi"}}
+    state.apply("ResourceClaim", allocated_claim("a", "ua", [result("gpu-0", **share)]))
+    other = {"shareID": "s2", "consumedCapacity": {"memory": "6Gi"}}
+    state.apply("ResourceClaim", allocated_claim("b", "ub", [result("gpu-0", **other)]))
+    device = (DRIVER, "node-0", "gpu-0")
+    assert state.inuse.devices == set()
+    assert state.inuse.shared == {(device, "s1"), (device, "s2")}
+    assert state.inuse.capacity[device]["memory"] == Quantity.parse("16Gi")
+    state.delete("ResourceClaim", claim("a"))
+    assert state.inuse.capacity[device]["memory"] == Quantity.parse("6Gi")
+
+
+def test_share_ids_are_exclusive_devices_without_consumable_capacity():
+    state = ClusterState({"DRAConsumableCapacity": False})
+    state.apply("ResourceClaim", allocated_claim("a", "ua", [result("gpu-0", shareID="s1")]))
+    assert state.inuse.devices == {(DRIVER, "node-0", "gpu-0")}
+
+
+def test_assumed_claim_is_not_overwritten_by_an_older_echo():
+    state = ClusterState()
+    fresh = claim("c")
+    fresh["metadata"].update(uid="u", resourceVersion="7")
+    state.apply("ResourceClaim", fresh)
+    written = allocated_claim("c", "u", [result("gpu-0")], rv="9")
+    state.assume_claim(written)
+    state.apply("ResourceClaim", fresh)  # the watch catching up with the pre-write version
+    assert state.claim("default", "c").allocation is not None
+    newer = allocated_claim("c", "u", [result("gpu-1")], rv="10")
+    state.apply("ResourceClaim", newer)
+    assert state.inuse.devices == {(DRIVER, "node-0", "gpu-1")}
+    state.apply("ResourceClaim", fresh)  # not assumed any more: the source is trusted again
+    assert state.claim("default", "c").allocation is None
+
+
+def test_device_held_by_two_owners_stays_in_use_until_both_release():
+    state = ClusterState()
+    allocation = parse_allocation({"devices": {"results": [result("gpu-0")]}})
+    state.add_inflight(InFlight("u", "pod", allocation, expires_at=1e18))
+    state.apply("ResourceClaim", allocated_claim("c", "u", [result("gpu-0")]))
+    state.remove_inflight("u")
+    assert state.inuse.devices == {(DRIVER, "node-0", "gpu-0")}
+    state.delete("ResourceClaim", claim("c"))
+    assert state.inuse.devices == set()
+
+
+def test_inflight_expiry_and_what_if_release():
+    state = ClusterState()
+    allocation = parse_allocation({"devices": {"results": [result("gpu-0")]}})
+    state.add_inflight(InFlight("gone", "pod", allocation, expires_at=0.0))
+    state.apply("ResourceClaim", allocated_claim("c", "u", [result("gpu-1")]))
+    devices, _, _ = state.inuse.without({("claim", "u")})
+    assert devices == {(DRIVER, "node-0", "gpu-0")}
+    assert state.expire_inflight() == ["gone"]
+    assert state.inuse.devices == {(DRIVER, "node-0", "gpu-1")}
+
+
+def test_replace_reconciles_deletions_and_items_return_raw_objects():
+    state = ClusterState()
+    state.apply("Node", node("a"))
+    state.apply("Node", node("b"))
+    state.replace("Node", [node("b"), node("c")])
+    assert sorted(state.nodes) == ["b", "c"]
+    assert sorted(n["metadata"]["name"] for n in state.items("Node")) == ["b", "c"]
+    state.apply("DeviceClass", device_class())
+    assert state.items("DeviceClass")[0]["metadata"]["name"] == DRIVER
+
+
+def test_pods_are_parsed_once_with_claim_statuses():
+    state = ClusterState()
+    obj = pod("p", templates={"gpu": "t"})
+    obj["metadata"]["uid"] = "pu"
+    obj["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-abcde"}]}
+    state.apply("Pod", obj)
+    info = state.pod("default", "p")
+    assert info.uid == "pu" and info.claim_statuses == {"gpu": "p-gpu-abcde"}
+    assert info.claims[0].template_name == "t"
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "message"),
+    [
+        ("Pod", {"metadata": {}}, "metadata.name: required"),
+        ("Pod", {"metadata": {"name": "p"}, "spec": {"resourceClaims": [{"name": 3}]}}, "must be a string"),
+        ("ResourceClaimTemplate", {"metadata": {"name": "t"}, "spec": {}}, "spec.spec: required"),
+        ("ResourceSlice", {"metadata": {"name": "s"}, "spec": {"devices": 5}}, "ResourceSlice s"),
+        ("Widget", {"metadata": {"name": "w"}}, "unsupported kind"),
+    ],
+)
+def test_malformed_objects_are_rejected_with_a_message(kind, obj, message):
+    with pytest.raises(ValueError, match=message):
+        ClusterState().apply(kind, obj)
