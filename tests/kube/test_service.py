@@ -1,0 +1,125 @@
+"""End to end: the extender app with the Kubernetes source and binder schedules pods on the test server.
+
+kube-scheduler's part is played by hand: filter with node names, bind to the first passing node,
+with the pod JSON as the API server holds it (which is what the scheduler's informer would send).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from extender.api import create_app
+from extender.binder.kube import KubeBinder
+from extender.config import Config
+from extender.kubeclient import RawClient
+from extender.metrics import Metrics
+from extender.scheduling.context import SchedulingContext
+from extender.sources.kube import KubeSource
+from extender.state import ClusterState
+from tests.apiserver.resources import BY_KIND
+from tests.apiserver.server import ApiServer
+from tests.kube import objects
+from tests.kube.conftest import eventually
+
+pytestmark = pytest.mark.anyio
+
+NODES = ["node-a", "node-b"]
+
+
+def seed(server: ApiServer, pods: int) -> None:
+    store = server.store
+    store.seed(BY_KIND["DeviceClass"], objects.device_class())
+    for name in NODES:
+        store.seed(BY_KIND["Node"], objects.node(name))
+        store.seed(BY_KIND["ResourceSlice"], objects.resource_slice(name, devices=1))
+    for i in range(pods):
+        store.seed(BY_KIND["ResourceClaim"], objects.claim(f"claim-{i}"))
+        store.seed(BY_KIND["Pod"], objects.pod(f"pod-{i}", claim_name=f"claim-{i}"))
+
+
+@contextlib.asynccontextmanager
+async def extender(server: ApiServer) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState]]:
+    client = RawClient(server.api_client())
+    state = ClusterState()
+    ctx = SchedulingContext(Config(kube=True), state, KubeBinder(client, retry_delay=0.001), Metrics())
+    app = create_app(ctx, background=[KubeSource(client, state).run])
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://extender") as http:
+            async def ready() -> bool:
+                return (await http.get("/readyz")).status_code == 200
+
+            await eventually(lambda: state.synced, what="extender ready")
+            assert await ready()
+            yield http, state
+
+
+async def schedule(http: httpx.AsyncClient, server: ApiServer,
+                   pod_name: str) -> tuple[str | None, dict[str, Any]]:
+    pod = server.store.get(BY_KIND["Pod"], "default", pod_name)
+    result = (await http.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": NODES})).json()
+    if not result["NodeNames"]:
+        return None, result
+    node = result["NodeNames"][0]
+    bound = (await http.post("/bind", json={"PodName": pod_name, "PodNamespace": "default",
+                                            "PodUID": pod["metadata"]["uid"], "Node": node})).json()
+    assert bound == {"Error": ""}
+    return node, result
+
+
+def claim_status(server: ApiServer, name: str) -> dict[str, Any]:
+    return server.store.get(BY_KIND["ResourceClaim"], "default", name).get("status", {})
+
+
+async def test_pods_are_scheduled_through_the_http_verbs_and_written_to_the_api(apiserver: ApiServer) -> None:
+    seed(apiserver, pods=3)
+    async with extender(apiserver) as (http, _):
+        first, _ = await schedule(http, apiserver, "pod-0")
+        second, _ = await schedule(http, apiserver, "pod-1")
+        third, rejected = await schedule(http, apiserver, "pod-2")
+    assert {first, second} == set(NODES) and third is None
+    assert set(rejected["FailedNodes"]) | set(rejected["FailedAndUnresolvableNodes"]) == set(NODES)
+    for i, node in enumerate((first, second)):
+        pod = apiserver.store.get(BY_KIND["Pod"], "default", f"pod-{i}")
+        assert pod["spec"]["nodeName"] == node
+        status = claim_status(apiserver, f"claim-{i}")
+        consumer = {"resource": "pods", "name": f"pod-{i}", "uid": pod["metadata"]["uid"]}
+        assert status["reservedFor"] == [consumer]
+        (result,) = status["allocation"]["devices"]["results"]
+        assert (result["request"], result["driver"], result["pool"], result["device"]) == \
+            ("gpu", objects.DRIVER, node, "gpu-0")
+    assert "allocation" not in claim_status(apiserver, "claim-2")
+
+
+async def test_a_restarted_extender_sees_the_allocations_it_wrote(apiserver: ApiServer) -> None:
+    seed(apiserver, pods=3)
+    async with extender(apiserver) as (http, _):
+        await schedule(http, apiserver, "pod-0")
+        await schedule(http, apiserver, "pod-1")
+    async with extender(apiserver) as (http, state):
+        assert len(state.inuse.devices) == 2
+        node, _ = await schedule(http, apiserver, "pod-2")
+    assert node is None
+
+
+async def test_a_failed_claim_write_fails_the_bind_and_leaves_the_pod_unbound(apiserver: ApiServer) -> None:
+    seed(apiserver, pods=1)
+    async with extender(apiserver) as (http, _):
+        pod = apiserver.store.get(BY_KIND["Pod"], "default", "pod-0")
+        result = (await http.post("/filter", json={"Pod": pod, "Nodes": None, "NodeNames": NODES})).json()
+        # every one of the binder's 5 attempts fails
+        apiserver.faults.fail("update", "resourceclaims", 500, times=5, subresource="status")
+        reply = (await http.post("/bind", json={"PodName": "pod-0", "PodNamespace": "default",
+                                                "PodUID": pod["metadata"]["uid"],
+                                                "Node": result["NodeNames"][0]})).json()
+        assert "claim default/claim-0" in reply["Error"]
+        assert "nodeName" not in apiserver.store.get(BY_KIND["Pod"], "default", "pod-0")["spec"]
+        assert "allocation" not in claim_status(apiserver, "claim-0")
+        # once the API recovers, the scheduler's retry succeeds with a fresh allocation
+        node, _ = await schedule(http, apiserver, "pod-0")
+    assert node in NODES
