@@ -18,6 +18,23 @@ GATE_FIELDS: dict[str, str] = {
     "DRAListTypeAttributes": "list_type_attributes",
 }
 
+# Documented DRA gates that change nothing inside the allocator: accepted and ignored, so a
+# gate list copied from a scheduler configuration works, while a typo is still an error.
+IGNORED_GATES = frozenset(
+    {
+        "DynamicResourceAllocation",
+        "DRADeviceTaintRules",
+        "DRASchedulerFilterTimeout",
+        "DRANodeAllocatableResources",
+        "DRAWorkloadResourceClaims",
+        "DRAFractionalCapacityRange",
+        "DRAOptionalNodeOperations",
+        "DRAPartitionableDevicesType",
+        "DRADerivedAttributes",
+        "DRADeviceCompatibilityGroups",
+    }
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Features:
@@ -36,12 +53,10 @@ class Features:
         """Gates not named are off; an unknown name is an error rather than silently ignored."""
         values = {}
         for name in names:
-            try:
+            if name in GATE_FIELDS:
                 values[GATE_FIELDS[name]] = True
-            except KeyError:
-                raise ValueError(
-                    f"unknown DRA feature gate {name!r}; known: {', '.join(GATE_FIELDS)}"
-                ) from None
+            elif name not in IGNORED_GATES:
+                raise ValueError(f"unknown DRA feature gate {name!r}; known: {', '.join(GATE_FIELDS)}")
         return cls(**values)
 
     @property

@@ -147,6 +147,8 @@ def validate_claims(
                 for sub in request.first_available:
                     if sub.capacity_requests is not None:
                         raise AllocationError(f"claim {claim.key}, subrequest {sub.name}: {problem}")
+            if request.exactly is None and not request.first_available:
+                raise AllocationError(f"{prefix}: missing device class name (unsupported request type?)")
             if request.exactly is not None:
                 variants = [(request.exactly, False)]
             else:

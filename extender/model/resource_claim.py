@@ -132,8 +132,10 @@ def _request(f: Fields, raw: Any, path: str) -> DeviceRequest:
     name = f.string(raw.get("name"), f"{path}.name", required=True)
     exactly = raw.get("exactly")
     subs = f.sequence(raw.get("firstAvailable"), f"{path}.firstAvailable")
-    if (exactly is None) == (not subs):
-        raise f.error(path, "exactly one of exactly and firstAvailable must be set")
+    # Neither set is left to the allocator, which refuses it like upstream does
+    # ("missing device class name (unsupported request type?)").
+    if exactly is not None and subs:
+        raise f.error(path, "exactly and firstAvailable are mutually exclusive")
     first_available = []
     for i, sub in enumerate(subs):
         where = f"{path}.firstAvailable[{i}]"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from extender.allocator import AllocationError, AllocationTimeout, NodeAllocationFailure
+from extender.allocator import AllocationError, AllocationTimeout, Features, NodeAllocationFailure
 from tests.allocator.builders import (
     allocator,
     claim,
@@ -76,6 +76,9 @@ def test_validation_errors() -> None:
         'deviceclasses.resource.k8s.io "nope" not found',
     )
     fails_with([claim(request(cls=""))], "request req-0: missing device class name")
+    fails_with(
+        [claim({"name": "bare"})], "request bare: missing device class name (unsupported request type?)"
+    )
     fails_with([claim(request(allocationMode="Some"))], "request req-0: unsupported count mode Some")
     fails_with([claim(request(selectors=[{}]))], "request req-0, selector #0: CEL expression empty")
     fails_with(
@@ -145,3 +148,13 @@ def test_deadline_in_the_past_times_out() -> None:
     alloc = allocator(SLICES, deadline=time.monotonic() - 1)
     with pytest.raises(AllocationTimeout, match="filter operation aborted"):
         alloc.allocate(node(), [claim(request())])
+
+
+def test_feature_gate_names() -> None:
+    features = Features.from_gate_names(
+        ["DRAAdminAccess", "DRADeviceTaintRules", "DynamicResourceAllocation"]
+    )
+    assert features.admin_access and not features.device_taints
+    assert not Features.from_gate_names(["DRADeviceBindingConditions"]).binding
+    with pytest.raises(ValueError, match="unknown DRA feature gate 'DRAAdminAcess'"):
+        Features.from_gate_names(["DRAAdminAcess"])

@@ -70,7 +70,10 @@ def test_subrequests_and_explicit_admin_access_false_is_kept() -> None:
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        (claim_obj({"name": "r"}), "ResourceClaim ns/c: spec.devices.requests[0]: exactly one of"),
+        (
+            claim_obj({"name": "r", "exactly": {}, "firstAvailable": [{"name": "s"}]}),
+            "ResourceClaim ns/c: spec.devices.requests[0]: exactly and firstAvailable are mutually exclusive",
+        ),
         (
             claim_obj({"name": "r", "exactly": {"deviceClassName": "c", "count": 0}}),
             "ResourceClaim ns/c: spec.devices.requests[0].exactly.count: must be greater than zero",
