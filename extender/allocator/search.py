@@ -56,26 +56,34 @@ class Search:
         self.selected_sub: list[dict[int, int]] = [{} for _ in claims]
         self.requests: list[ClaimRequests] = []
         self.constraints: list[list[ConstraintState]] = []
-        self._selectable: dict[tuple[int, int], bool] = {}
+        self._selectable: dict[int, list[bool | None]] = {}
         self.visits = 0
 
     # -- candidate filtering (§4) ------------------------------------------------------------
 
     def selectable(self, candidate: Candidate, data: RequestData) -> bool:
-        key = (candidate.index, id(data))
-        verdict = self._selectable.get(key)
+        verdicts = self._verdicts_for(data)
+        verdict = verdicts[candidate.index]
         if verdict is None:
-            device = candidate.device
-            verdict = (
-                (self.features.binding or not device.binding_conditions)
-                and selectors_match(
-                    self.selectors, f"class {data.device_class.name}", data.class_selectors, device
-                )
-                and selectors_match(self.selectors, f"claim {data.claim_key}", data.selectors, device)
-                and node_allows(self.node, candidate)
-            )
-            self._selectable[key] = verdict
+            verdict = verdicts[candidate.index] = self._evaluate(candidate, data)
         return verdict
+
+    def _verdicts_for(self, data: RequestData) -> list[bool | None]:
+        """Selectability per candidate index for one (sub)request, filled in lazily."""
+        verdicts = self._selectable.get(id(data))
+        if verdicts is None:
+            verdicts = self._selectable[id(data)] = [None] * len(self.candidates)
+        return verdicts
+
+    def _evaluate(self, candidate: Candidate, data: RequestData) -> bool:
+        device = candidate.device
+        cache = self.selectors
+        return (
+            (self.features.binding or not device.binding_conditions)
+            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device)
+            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device)
+            and node_allows(self.node, candidate)
+        )
 
     def fits(self, data: RequestData, candidate: Candidate) -> bool:
         dev_id = candidate.device.id
@@ -158,6 +166,7 @@ class Search:
         admin = data.admin
         cc = self.features.consumable_capacity
         candidates = self.candidates
+        verdicts = self._verdicts_for(data)
         for index in range(start, len(candidates)):
             candidate = candidates[index]
             dev_id = candidate.device.id
@@ -166,7 +175,10 @@ class Search:
                     continue
             elif dev_id in committed or allocating.get(dev_id):
                 continue
-            if not self.selectable(candidate, data):
+            verdict = verdicts[index]
+            if verdict is None:
+                verdict = verdicts[index] = self._evaluate(candidate, data)
+            if not verdict:
                 continue
             if cc and not self.fits(data, candidate):
                 continue
