@@ -277,11 +277,11 @@ class Compiler:
     ) -> Compiled:
         member = target is not None
         overloads = FUNCTIONS.get((name, member))
+        parts = [self.compile(a, scope) for a in ((target, *arg_nodes) if member else arg_nodes)]
         if overloads is None:
             if name in NOT_SUPPORTED:
                 raise CompileFailure(unsupported_message(name))
             raise CompileFailure(f"undeclared reference to '{name}' (in container '')")
-        parts = [self.compile(a, scope) for a in ((target, *arg_nodes) if member else arg_nodes)]
         regex_at = REGEX_ARG.get(name)
         if regex_at is not None and regex_at < len(parts) and parts[regex_at].is_const:
             pattern = parts[regex_at].const

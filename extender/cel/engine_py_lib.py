@@ -40,6 +40,7 @@ from extender.cel.engine_py_types import (
 from extender.cel.engine_py_values import (
     INT_MAX,
     INT_MIN,
+    MAX_STRING_SIZE,
     UINT_MAX,
     CelOptional,
     CelType,
@@ -49,7 +50,7 @@ from extender.cel.engine_py_values import (
     cel_compare,
     cel_equal,
     check_int,
-    check_uint,
+    check_size,
     div,
     greater,
     greater_eq,
@@ -397,6 +398,11 @@ _UPPER = {c: c - 32 for c in range(ord("a"), ord("z") + 1)}
 
 
 def _replace(s: str, old: str, new: str, n: int = -1) -> str:
+    count = s.count(old) if old else len(s) + 1
+    if n >= 0:
+        count = min(count, n)
+    if len(s) + count * (len(new) - len(old)) > MAX_STRING_SIZE:
+        raise EvalError("operation cancelled: actual cost limit exceeded")
     return s.replace(old, new, n if n >= 0 else -1)
 
 
@@ -440,7 +446,7 @@ def _join(items: Any, sep: str = "") -> str:
     for x in items:
         if type(x) is not str:
             raise EvalError(f"join: list element is {type_name(x)}, not string")
-    return sep.join(items)
+    return check_size(sep.join(items))
 
 
 _QUOTE_ESCAPES = {
@@ -659,16 +665,4 @@ _decl("isGreaterThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) >
 _decl("isLessThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) < 0)
 
 # Names that are types when used as plain identifiers (``type(x) == int``).
-TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "map", TYPE, DYN})
-
-__all__ = [
-    "CONVERSIONS",
-    "FUNCTIONS",
-    "NOT_SUPPORTED",
-    "REGEX_ARG",
-    "TYPE_IDENTS",
-    "Overload",
-    "check_uint",
-    "compile_regex",
-    "unsupported_message",
-]
+TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "map", TYPE})

@@ -113,6 +113,19 @@ def type_name(v: Any) -> str:
     return t.__name__
 
 
+# Kubernetes charges string and list growth to the cost budget (about 0.1 per character);
+# without cost tracking, capping one value's size keeps doubling tricks from eating memory.
+MAX_STRING_SIZE = 10_000_000
+MAX_LIST_SIZE = 1_000_000
+
+
+def check_size(v: Any) -> Any:
+    limit = MAX_LIST_SIZE if type(v) is list else MAX_STRING_SIZE
+    if len(v) > limit:
+        raise EvalError("operation cancelled: actual cost limit exceeded")
+    return v
+
+
 def check_int(v: int) -> int:
     if v < INT_MIN or v > INT_MAX:
         raise EvalError("integer overflow")
@@ -250,10 +263,12 @@ def add(a: Any, b: Any) -> Any:
             return check_int(a + b)
         if ta is UInt:
             return check_uint(int(a) + int(b))
-        if ta is float or ta is str or ta is bytes:
+        if ta is float:
             return a + b
+        if ta is str or ta is bytes:
+            return check_size(a + b)
     if (ta is list or ta is tuple) and (tb is list or tb is tuple):
-        return [*a, *b]
+        return check_size([*a, *b])
     raise EvalError(f"no such overload: {type_name(a)} + {type_name(b)}")
 
 
