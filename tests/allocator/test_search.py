@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, AllocationError
 from tests.allocator.builders import (
     allocator,
     claim,
@@ -131,3 +131,14 @@ def test_multi_allocatable_device_is_shared_between_requests_with_fresh_share_id
         request("a", capacity={"requests": {"bw": "4"}}), request("b", capacity={"requests": {"bw": "7"}})
     )
     assert allocator(slices).allocate(node(), [over]) is None
+
+
+def test_pods_with_very_many_devices_get_an_error_not_a_crash() -> None:
+    slices = [resource_slice(devices=[dev(f"d{i}") for i in range(32 * 40)])]
+    claims = [claim(request(count=32), name=f"c{i}") for i in range(40)]
+    try:
+        results = allocator(slices).allocate(node(), claims)
+    except AllocationError as exc:
+        assert "more devices than the search can track" in exc.message
+    else:
+        assert results is not None and sum(len(r.devices) for r in results) == 32 * 40
