@@ -64,6 +64,8 @@ def render(result: dict[str, Any]) -> str:
     lines += [
         f"server peak RSS   {_fmt(result.get('server_peak_rss_mb'))} MiB",
         f"CEL evals / pod   {_fmt(result['cel_evaluations_per_pod'])}",
+        f"CPU ms / pod      server {_fmt(result.get('server_cpu_ms_per_pod'))}, "
+        f"load generator {_fmt(result.get('driver_cpu_ms_per_pod'))}",
         f"double allocs     {len(result['double_allocations'])}",
         f"misplaced pods    {len(result['misplaced_pods'])}",
         f"unreserved pods   {len(result['unreserved_pods'])}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,7 @@ async def drive(
         driver = SchedulerDriver(client, workload.node_names, spec.driver)
         for pod in workload.pods:
             driver.submit(pod)
-        started = driver.now()
+        started, cpu_started = driver.now(), time.process_time()
         await driver.run()
         phases = [_phase("warm-up" if workload.churn_pods else "all", len(workload.pods), driver, started, 0)]
         deleted: set[tuple[str, str]] = set()
@@ -122,6 +123,7 @@ async def drive(
             await churn.run(workload.churn_pods)
             phases.append(_phase("churn", len(workload.churn_pods), driver, started, before))
             deleted, errors = churn.deleted, churn.errors
+        driver_cpu = time.process_time() - cpu_started
         metrics_after = await _metrics(client)
         claims = await _claims(client)
 
@@ -150,6 +152,7 @@ async def drive(
         "latency_ms": driver.log.summary(),
         "server_latency_ms": _server_latency(metrics_before, metrics_after),
         "cel_evaluations_per_pod": cel_per_pod,
+        "driver_cpu_ms_per_pod": _per_pod_ms(0.0, driver_cpu, bound),
         "claims_allocated": sum(1 for c in claims if (c.get("status") or {}).get("allocation")),
         "double_allocations": [str(d) for d in checks.find_double_allocations(claims)],
         "misplaced_pods": checks.find_misplaced_pods(claims, live)[:20],
@@ -171,12 +174,21 @@ def run(spec: RunSpec) -> RunOutcome:
     if spec.url is not None:
         result, log = asyncio.run(drive(workload, spec.url, spec))
         result["server_peak_rss_mb"] = None
+        result["server_cpu_ms_per_pod"] = None
         return RunOutcome(result, log)
     state = spec.out_dir / "state"
     write_state(workload, state)
     with ExtenderServer(state, spec.out_dir / "server.log", spec.ready_timeout) as server:
+        cpu_before = server.cpu_seconds()
         result, log = asyncio.run(drive(workload, server.url, spec))
-        rss = server.peak_rss_bytes()
+        rss, cpu_after = server.peak_rss_bytes(), server.cpu_seconds()
         result["server_startup_seconds"] = round(server.startup_seconds or 0.0, 2)
         result["server_peak_rss_mb"] = round(rss / MIB, 1) if rss is not None else None
+        result["server_cpu_ms_per_pod"] = _per_pod_ms(cpu_before, cpu_after, result["pods_bound"])
     return RunOutcome(result, log)
+
+
+def _per_pod_ms(before: float | None, after: float | None, pods: int) -> float | None:
+    if before is None or after is None or not pods:
+        return None
+    return round((after - before) * 1000 / pods, 2)

@@ -43,6 +43,17 @@ def peak_rss_bytes(pid: int) -> int | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time a live process has used (fields 14 and 15 of /proc/<pid>/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class ServerError(RuntimeError):
     pass
 
@@ -88,6 +99,9 @@ class ExtenderServer:
 
     def peak_rss_bytes(self) -> int | None:
         return None if self.process is None else peak_rss_bytes(self.process.pid)
+
+    def cpu_seconds(self) -> float | None:
+        return None if self.process is None else cpu_seconds(self.process.pid)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -33,9 +33,9 @@ def test_tiny_run_binds_every_pod_without_double_allocation(workload: str, pods:
         ready_timeout=60,
     )
     result = run(spec).result
-    assert result["pods_bound"] == result["pods_expected"] >= pods, result["unschedulable_sample"]
+    assert result["pods_bound"] == result["pods_expected"] >= pods, result
     assert result["double_allocations"] == []
     assert result["misplaced_pods"] == [] and result["unreserved_pods"] == []
     assert result["latency_ms"]["filter"]["errors"] == 0
     assert result["server_peak_rss_mb"] > 0
-    assert result["ok"]
+    assert result["ok"], result
