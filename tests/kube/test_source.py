@@ -192,3 +192,18 @@ async def test_kubeconfig_file_is_honoured(apiserver: ApiServer, tmp_path) -> No
     client = RawClient(load_api_client(str(path)))
     listed = await asyncio.to_thread(client.request, "GET", "/api/v1/nodes")
     assert [n["metadata"]["name"] for n in listed["items"]] == ["node-a"]
+
+
+async def test_an_object_the_state_rejects_is_logged_and_the_feed_goes_on(
+        apiserver: ApiServer, client: RawClient, caplog: pytest.LogCaptureFixture) -> None:
+    seed_cluster(apiserver)
+    state = ClusterState()
+    async with running(client, state):
+        await eventually(lambda: state.synced, what="sync")
+        bad = objects.resource_slice("node-z")
+        bad["spec"]["pool"]["resourceSliceCount"] = 0  # schema-valid, rejected by the model
+        apiserver.store.create(BY_KIND["ResourceSlice"], "", bad)
+        apiserver.store.create(BY_KIND["ResourceSlice"], "", objects.resource_slice("node-b"))
+        await eventually(lambda: "node-b-gpu.example.com" in state.slices.by_name, what="later slice")
+    assert "node-z-gpu.example.com" not in state.slices.by_name
+    assert "ResourceSlice node-z-gpu.example.com: spec.pool.resourceSliceCount" in caplog.text
