@@ -72,7 +72,7 @@ class Metrics:
         )
         self.allocation_attempts = Counter(
             "dra_extender_allocation_attempts",
-            "Allocator calls per node, by outcome (fit, nofit, unavailable, error, timeout)",
+            "Per-node allocation decisions by outcome (fit, nofit, unavailable, error, timeout, cached)",
             ["phase", "outcome"],
             registry=self.registry,
         )
@@ -82,7 +82,15 @@ class Metrics:
         self.claim_writes = Counter(
             "dra_extender_claim_writes", "Claim status writes by outcome", ["outcome"], registry=self.registry
         )
+        self._attempts: dict[tuple[str, str], Any] = {}
         self.registry.register(_CelCollector())
+
+    def attempt(self, phase: str, outcome: str) -> None:
+        """Count one allocation decision; children are cached, labels() is costly per node."""
+        child = self._attempts.get((phase, outcome))
+        if child is None:
+            child = self._attempts[(phase, outcome)] = self.allocation_attempts.labels(phase, outcome)
+        child.inc()
 
     def watch_state(self, counts: Callable[[], Mapping[str, int]], inflight: Callable[[], int]) -> None:
         self.registry.register(_StateCollector(counts, inflight))

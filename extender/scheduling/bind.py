@@ -3,9 +3,9 @@
 Why no device is ever committed twice: the commit step (re-validate or recompute, then
 register the claims as in flight) runs without any ``await``, so on the single event loop no
 other filter or bind can interleave with it, and every later allocation sees the in-flight
-devices. A remembered filter result is only reused when the state epoch has not moved since
-filter, i.e. nothing that could change the decision happened in between; otherwise the
-allocation is recomputed for the chosen node against the current state.
+devices. A remembered filter result is only reused when the node's signature has not moved
+since filter, i.e. nothing that could change the decision on that node happened in between;
+otherwise the allocation is recomputed for the chosen node against the current state.
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> list[_Writ
     to_allocate = plan.claims.to_allocate
     results: tuple[AllocationResult, ...] = ()
     if to_allocate:
-        remembered = ctx.remembered.get((plan.pod.uid, node_name))
+        remembered = plan.remembered(node_name)
         uids = tuple(c.uid for c in to_allocate)
-        if remembered is not None and remembered.epoch == ctx.state.epoch and remembered.claim_uids == uids:
+        if remembered is not None and remembered.claim_uids == uids:
             results = remembered.results
         else:
             try:

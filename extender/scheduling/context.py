@@ -15,13 +15,27 @@ from extender.model import AllocationResult
 from extender.state import ClusterState
 from extender.state.pods import PodInfo
 
+MAX_VERDICTS = 200_000
+
 
 @dataclass(frozen=True, slots=True)
 class Remembered:
-    """A filter decision kept for bind: valid only while the state epoch is unchanged."""
+    """A filter decision kept for bind: valid only while the node's signature is unchanged."""
 
-    epoch: int
+    node_signature: tuple[int, ...]
     claim_uids: tuple[str, ...]
+    results: tuple[AllocationResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedVerdict:
+    """A node's answer for one claim-spec signature (see ``filter.PodPlan``)."""
+
+    node_signature: tuple[int, ...]
+    claim_keys: tuple[str, ...]  # "ns/name" of the claims it was computed for (named in reasons)
+    fits: bool
+    reason: str
+    resolvable: bool
     results: tuple[AllocationResult, ...]
 
 
@@ -32,15 +46,19 @@ class SchedulingContext:
     binder: Binder
     metrics: Metrics
     features: Features = field(init=False)
-    # (pod uid, node) -> filter result. Invalidation: TTL, an epoch mismatch, and a successful
-    # bind of the pod (which drops its entries).
-    remembered: TTLCache[tuple[str, str], Remembered] = field(init=False)
+    # pod uid -> node -> filter result. Invalidation: TTL per pod, a node-signature mismatch,
+    # and a successful bind of the pod (which drops its entry).
+    remembered: TTLCache[str, dict[str, Remembered]] = field(init=False)
+    # (claim-spec signature, node) -> verdict, shared by pods whose claims ask for the same
+    # thing (every pod of one template). Invalidation: a node-signature mismatch; bounded by
+    # dropping everything at MAX_VERDICTS (a plain dict: this is read once per node and pod).
+    verdicts: dict[tuple[bytes, str], CachedVerdict] = field(default_factory=dict)
     # Pods whose bind is running: a concurrent duplicate bind is refused, not interleaved.
     binding: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.features = Features.from_gate_names(self.config.enabled_gates)
-        self.remembered = TTLCache(maxsize=200_000, ttl=self.config.result_ttl_s)
+        self.remembered = TTLCache(maxsize=20_000, ttl=self.config.result_ttl_s)
 
     def handles(self, pod: PodInfo) -> bool:
         """Pods of another scheduler pass untouched; a pod without schedulerName counts as ours."""
@@ -65,6 +83,23 @@ class SchedulingContext:
             deadline=deadline,
         )
 
+    def remembered_for(self, pod_uid: str) -> dict[str, Remembered]:
+        """The pod's node -> result map, created on first use (one TTL-cache access per request)."""
+        per_node = self.remembered.get(pod_uid)
+        if per_node is None:
+            per_node = self.remembered[pod_uid] = {}
+        return per_node
+
+    def still_valid(self, entry: Remembered | None, node: str) -> Remembered | None:
+        """``entry`` if the node has not changed since it was computed."""
+        if entry is None or entry.node_signature != self.state.node_signature(node):
+            return None
+        return entry
+
+    def share_verdict(self, key: tuple[bytes, str], verdict: CachedVerdict) -> None:
+        if len(self.verdicts) >= MAX_VERDICTS:
+            self.verdicts.clear()
+        self.verdicts[key] = verdict
+
     def forget_pod(self, pod_uid: str) -> None:
-        for key in [k for k in self.remembered if k[0] == pod_uid]:
-            self.remembered.pop(key, None)
+        self.remembered.pop(pod_uid, None)

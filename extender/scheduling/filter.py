@@ -22,11 +22,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import orjson
+
 from extender.allocator import AllocationError, AllocationTimeout, Allocator, NodeAllocationFailure
 from extender.model import AllocationResult, Node
 from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, resolve, unavailable_on
-from extender.scheduling.context import Remembered, SchedulingContext
+from extender.scheduling.context import CachedVerdict, Remembered, SchedulingContext
 from extender.state.pods import PodInfo
+
+TIMEOUT = "timed out trying to allocate devices"
 
 
 class FatalAllocation(Exception):
@@ -50,7 +54,14 @@ class FilterOutcome:
 
 
 class PodPlan:
-    """The node-independent part of one pod's decision: claims, checks, one allocator."""
+    """The node-independent part of one pod's decision: claims, checks, one allocator.
+
+    Verdicts are shared between pods through ``ctx.verdicts``, keyed by the claims' spec
+    signature: the allocator is deterministic, so claims with equal specs get the same
+    answer on a node whose signature (inventory epoch + versions of the in-use sets of its
+    pools) has not changed. Results with share IDs (fresh UUIDs per allocation) and
+    timeouts are never shared.
+    """
 
     def __init__(
         self, ctx: SchedulingContext, pod: PodInfo, claims: PodClaims, remember: bool = True
@@ -58,10 +69,19 @@ class PodPlan:
         self.ctx = ctx
         self.pod = pod
         self.claims = claims
-        self.epoch = ctx.state.epoch
-        # A what-if plan (preemption, explain) must not leave results bind could reuse.
+        # A what-if plan (preemption, explain) must neither leave results bind could reuse
+        # nor share verdicts computed against a hypothetical state.
         self.remember = remember
         self._allocator: Allocator | None = None
+        self._remembered = ctx.remembered_for(pod.uid) if remember and claims.to_allocate else {}
+        self._claim_keys = tuple(f"{c.namespace}/{c.name}" for c in claims.to_allocate)
+        self._spec = orjson.dumps(
+            [c.raw.get("spec") for c in claims.to_allocate], option=orjson.OPT_SORT_KEYS
+        )
+
+    def remembered(self, node_name: str) -> Remembered | None:
+        """This pod's filter result on the node, while the node is unchanged."""
+        return self.ctx.still_valid(self._remembered.get(node_name), node_name)
 
     def use_allocator(self, allocator: Allocator) -> None:
         self._allocator = allocator
@@ -83,41 +103,72 @@ class PodPlan:
 
     def evaluate(self, node: Node, phase: str = "filter") -> NodeVerdict:
         """Decide one node; raises FatalAllocation for errors that hold on every node."""
-        outcome = self.ctx.metrics.allocation_attempts
         reason = unavailable_on(self.claims, node)
         if reason is not None:
-            outcome.labels(phase, "unavailable").inc()
+            self.ctx.metrics.attempt(phase, "unavailable")
             return NodeVerdict(False, reason)
         if not self.claims.to_allocate:
             return NodeVerdict(True)
+        signature = self.ctx.state.node_signature(node.name)
+        shareable = self.remember and self.ctx.state.nodes.get(node.name) == node
+        verdict = self._shared(node.name, signature) if shareable else None
+        if verdict is None:
+            verdict = self._allocate(node, phase)
+            if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
+                self.ctx.verdicts[(self._spec, node.name)] = CachedVerdict(
+                    signature,
+                    self._claim_keys,
+                    verdict.fits,
+                    verdict.reason,
+                    verdict.resolvable,
+                    verdict.results,
+                )
+        else:
+            self.ctx.metrics.attempt(phase, "cached")
+        if verdict.fits and self.remember:
+            uids = tuple(c.uid for c in self.claims.to_allocate)
+            self._remembered[node.name] = Remembered(signature, uids, verdict.results)
+        return verdict
+
+    def _shared(self, node_name: str, signature: tuple[int, ...]) -> NodeVerdict | None:
+        hit = self.ctx.verdicts.get((self._spec, node_name))
+        if hit is None or hit.node_signature != signature:
+            return None
+        reason = hit.reason
+        for old, new in zip(hit.claim_keys, self._claim_keys, strict=True):
+            if old != new:
+                reason = reason.replace(f"claim {old}", f"claim {new}")
+        return NodeVerdict(hit.fits, reason, hit.resolvable, hit.results)
+
+    def _allocate(self, node: Node, phase: str) -> NodeVerdict:
+        outcome = self.ctx.metrics.attempt
         try:
             results = self.allocator.allocate(node, self.claims.to_allocate)
         except AllocationTimeout:
-            outcome.labels(phase, "timeout").inc()
-            return NodeVerdict(False, "timed out trying to allocate devices")
+            outcome(phase, "timeout")
+            return NodeVerdict(False, TIMEOUT)
         except NodeAllocationFailure as exc:
-            outcome.labels(phase, "unavailable").inc()
+            outcome(phase, "unavailable")
             return NodeVerdict(False, exc.message)
         except AllocationError as exc:
-            outcome.labels(phase, "error").inc()
+            outcome(phase, "error")
             raise FatalAllocation(exc.message) from None
         if results is None:
-            outcome.labels(phase, "nofit").inc()
-            reason = getattr(self.allocator, "last_failure", "") or "cannot allocate all claims"
+            outcome(phase, "nofit")
+            reason = self.allocator.last_failure or "cannot allocate all claims"
             return NodeVerdict(False, reason, resolvable=self._devices_in_use_near(node))
-        outcome.labels(phase, "fit").inc()
-        verdict = NodeVerdict(True, results=tuple(results))
-        if self.remember:
-            self.ctx.remembered[(self.pod.uid, node.name)] = Remembered(
-                self.epoch, tuple(c.uid for c in self.claims.to_allocate), verdict.results
-            )
-        return verdict
+        outcome(phase, "fit")
+        return NodeVerdict(True, results=tuple(results))
 
     def _devices_in_use_near(self, node: Node) -> bool:
         per_pool = self.ctx.state.inuse.per_pool
         return bool(per_pool) and any(
             pool in per_pool for pool in self.ctx.state.slices.pools_for_node(node.name)
         )
+
+
+def _has_shares(results: tuple[AllocationResult, ...]) -> bool:
+    return any(d.share_id for r in results for d in r.devices)
 
 
 def filter_nodes(

@@ -82,8 +82,8 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
 
 def _results(ctx: SchedulingContext, plan: PodPlan, name: str) -> tuple[AllocationResult, ...] | None:
     """The node's allocation: remembered from filter when still valid, else recomputed."""
-    remembered = ctx.remembered.get((plan.pod.uid, name))
-    if remembered is not None and remembered.epoch == ctx.state.epoch:
+    remembered = plan.remembered(name)
+    if remembered is not None:
         return remembered.results
     node = ctx.state.nodes.get(name)
     if node is None:

@@ -73,6 +73,8 @@ class InUse:
         self.capacity: dict[DeviceID, dict[str, Quantity]] = {}
         # Distinct devices in use per (driver, pool): a cheap "could eviction free anything here".
         self.per_pool: Counter[tuple[str, str]] = Counter()
+        # Bumped whenever anything in use in a pool changes: part of a node's signature.
+        self.pool_versions: Counter[tuple[str, str]] = Counter()
         self.inflight: dict[str, InFlight] = {}
         self._owners: dict[Owner, Contribution] = {}
         self._device_refs: Counter[DeviceID] = Counter()
@@ -94,7 +96,14 @@ class InUse:
             self._add(owner, new)
         return True
 
+    def _touch(self, c: Contribution) -> None:
+        for pool in (
+            {d[:2] for d in c.devices} | {s[0][:2] for s in c.shares} | {d[:2] for d, _ in c.capacity}
+        ):
+            self.pool_versions[pool] += 1
+
     def _add(self, owner: Owner, c: Contribution) -> None:
+        self._touch(c)
         for device in c.devices:
             if self._device_refs[device] == 0:
                 self.devices.add(device)
@@ -109,6 +118,7 @@ class InUse:
             self._recompute_capacity(device)
 
     def _remove(self, owner: Owner, c: Contribution) -> None:
+        self._touch(c)
         for device in c.devices:
             self._device_refs[device] -= 1
             if self._device_refs[device] == 0:

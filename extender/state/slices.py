@@ -1,8 +1,8 @@
 """ResourceSlices indexed the way the allocator asks for them (the ``SliceSource`` protocol).
 
 Order is the cache's insertion order, which stands for the informer's list order; an update
-keeps a slice's place (dict assignment does). Invalidation: ``_for_node`` memoizes the
-per-node lists and is cleared on every slice change, as is ``devices_per_pool``.
+keeps a slice's place (dict assignment does). Invalidation: ``_for_node`` and ``_pools_for_node``
+memoize per-node lists and are cleared on every slice change, as is ``devices_per_pool``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class SliceIndex:
         self._no_node: dict[str, ResourceSlice] = {}
         self._by_pool: dict[tuple[str, str], dict[str, ResourceSlice]] = {}
         self._for_node: dict[str | None, list[ResourceSlice]] = {}
+        self._pools_for_node: dict[str, tuple[tuple[str, str], ...]] = {}
         self._devices_per_pool: Counter[tuple[str, str]] | None = None
 
     def __len__(self) -> int:
@@ -68,6 +69,7 @@ class SliceIndex:
 
     def _invalidate(self) -> None:
         self._for_node.clear()
+        self._pools_for_node.clear()
         self._devices_per_pool = None
 
     def for_node(self, node_name: str | None) -> Sequence[ResourceSlice]:
@@ -82,8 +84,13 @@ class SliceIndex:
     def pool_slices(self, driver: str, pool: str) -> Sequence[ResourceSlice]:
         return list(self._by_pool.get((driver, pool), {}).values())
 
-    def pools_for_node(self, node_name: str) -> set[tuple[str, str]]:
-        return {_pool_of(rs) for rs in self.for_node(node_name)}
+    def pools_for_node(self, node_name: str) -> tuple[tuple[str, str], ...]:
+        """The pools whose devices the node can see, in a stable order."""
+        pools = self._pools_for_node.get(node_name)
+        if pools is None:
+            pools = tuple(dict.fromkeys(_pool_of(rs) for rs in self.for_node(node_name)))
+            self._pools_for_node[node_name] = pools
+        return pools
 
     def devices_per_pool(self) -> Counter[tuple[str, str]]:
         if self._devices_per_pool is None:

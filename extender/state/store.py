@@ -2,9 +2,10 @@
 
 Sources (a Kubernetes watch or the local store) feed it plain API dicts through
 ``apply`` / ``delete`` / ``replace``; every object is parsed once, here, and the hot path
-only reads the parsed form. ``epoch`` counts changes that can alter an allocation decision
-(slices, classes, nodes, devices in use); a remembered filter result is only reused while
-the epoch is unchanged.
+only reads the parsed form. ``node_signature`` changes whenever anything that can alter an
+allocation decision on that node changes (slices, classes, nodes: the inventory epoch;
+devices in use in the node's pools: per-pool versions); results computed for a node are
+reused only while its signature is unchanged.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def _rv(obj: Mapping[str, Any]) -> int | None:
         return None
 
 
+def _class_content(dc: DeviceClass) -> tuple[Any, ...]:
+    return (dc.selectors, dc.config, dc.extended_resource_name)
+
+
 def _parse_template(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     key = object_key("ResourceClaimTemplate", obj)
     spec = obj.get("spec")
@@ -74,7 +79,7 @@ class ClusterState:
         self.templates: dict[ObjKey, Mapping[str, Any]] = {}
         self.pods: dict[ObjKey, PodInfo] = {}
         self.inuse = InUse(consumable_capacity=gates.get("DRAConsumableCapacity", True))
-        self.epoch = 0
+        self.inventory_epoch = 0
         self._synced: set[str] = set()
         # Claims whose cached version was written by us (assume cache, dra-scheduling.md §4.3).
         self._assumed: set[ObjKey] = set()
@@ -92,14 +97,20 @@ class ClusterState:
             self.pods[key] = parse_pod(obj)
         elif kind == "ResourceSlice":
             self.slices.put(parse_resource_slice(obj))
-            self.epoch += 1
+            self.inventory_epoch += 1
         elif kind == "DeviceClass":
-            self.classes[key[1]] = parse_device_class(obj)
-            self.epoch += 1
+            parsed_class = parse_device_class(obj)
+            held_class = self.classes.get(key[1])
+            self.classes[key[1]] = parsed_class
+            if held_class is None or _class_content(held_class) != _class_content(parsed_class):
+                self.inventory_epoch += 1
         elif kind == "Node":
-            self.nodes[key[1]] = parse_node(obj)
+            parsed_node = parse_node(obj)
             self._node_raw[key[1]] = obj
-            self.epoch += 1
+            # Status heartbeats update nodes constantly; only name and labels matter here.
+            if self.nodes.get(key[1]) != parsed_node:
+                self.nodes[key[1]] = parsed_node
+                self.inventory_epoch += 1
         else:
             self.templates[key] = _parse_template(obj)
 
@@ -110,20 +121,19 @@ class ClusterState:
             self._assumed.discard(key)
             if claim is not None:
                 self.claims_by_uid.pop(claim.uid, None)
-                if self.inuse.set_owner(("claim", claim.uid), None):
-                    self.epoch += 1
+                self.inuse.set_owner(("claim", claim.uid), None)
         elif kind == "Pod":
             self.pods.pop(key, None)
         elif kind == "ResourceSlice":
             if self.slices.remove(key[1]):
-                self.epoch += 1
+                self.inventory_epoch += 1
         elif kind == "DeviceClass":
             if self.classes.pop(key[1], None) is not None:
-                self.epoch += 1
+                self.inventory_epoch += 1
         elif kind == "Node":
             self._node_raw.pop(key[1], None)
             if self.nodes.pop(key[1], None) is not None:
-                self.epoch += 1
+                self.inventory_epoch += 1
         else:
             self.templates.pop(key, None)
 
@@ -163,35 +173,35 @@ class ClusterState:
         claim = parse_resource_claim(obj)
         if held is not None and held.uid != claim.uid:
             self.claims_by_uid.pop(held.uid, None)
-            if self.inuse.set_owner(("claim", held.uid), None):
-                self.epoch += 1
+            self.inuse.set_owner(("claim", held.uid), None)
         self.claims[key] = claim
         self.claims_by_uid[claim.uid] = claim
         if assumed:
             self._assumed.add(key)
         else:
             self._assumed.discard(key)
-        if self.inuse.set_owner(("claim", claim.uid), claim.allocation):
-            self.epoch += 1
+        self.inuse.set_owner(("claim", claim.uid), claim.allocation)
 
     # --- in-flight commits ----------------------------------------------------------------
 
     def add_inflight(self, entry: InFlight) -> None:
         self.inuse.add_inflight(entry)
-        self.epoch += 1
 
     def remove_inflight(self, claim_uid: str) -> None:
-        if self.inuse.remove_inflight(claim_uid):
-            self.epoch += 1
+        self.inuse.remove_inflight(claim_uid)
 
     def expire_inflight(self) -> list[str]:
         gone = self.inuse.expire()
         if gone:
-            self.epoch += 1
             log.warning("in-flight allocations expired (abandoned bind?): %s", ", ".join(gone))
         return gone
 
     # --- reads ----------------------------------------------------------------------------
+
+    def node_signature(self, node_name: str) -> tuple[int, ...]:
+        """Changes whenever an allocation on this node could come out differently."""
+        versions = self.inuse.pool_versions
+        return (self.inventory_epoch, *(versions[pool] for pool in self.slices.pools_for_node(node_name)))
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self.claims.get((namespace, name))

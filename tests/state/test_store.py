@@ -32,6 +32,21 @@ def network_slice(name: str, devices: list[dict]) -> dict:
     return obj
 
 
+def test_node_signature_ignores_heartbeats_but_not_labels_or_other_pools():
+    state = ClusterState()
+    state.apply("Node", node("node-0", zone="a"))
+    state.apply("ResourceSlice", node_slice("node-0", gpus(1)))
+    state.apply("ResourceSlice", node_slice("node-1", gpus(1)))
+    before = state.node_signature("node-0")
+    heartbeat = node("node-0", zone="a")
+    heartbeat["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    state.apply("Node", heartbeat)
+    state.apply("ResourceClaim", allocated_claim("c", "u", [result("gpu-0", pool="node-1")]))
+    assert state.node_signature("node-0") == before
+    state.apply("Node", node("node-0", zone="b"))
+    assert state.node_signature("node-0") != before
+
+
 def test_synced_only_when_every_kind_is():
     state = ClusterState()
     for kind in KINDS[:-1]:
@@ -64,10 +79,11 @@ def test_slices_for_node_keep_order_and_append_network_slices():
 def test_allocated_claims_mark_devices_in_use_and_deletion_frees_them():
     state = ClusterState(GATES)
     obj = allocated_claim("c", "u1", [result("gpu-0"), result("gpu-1", adminAccess=True)])
-    epoch = state.epoch
+    state.apply("ResourceSlice", node_slice("node-0", gpus(2)))
+    before = state.node_signature("node-0")
     state.apply("ResourceClaim", obj)
     assert state.inuse.devices == {(DRIVER, "node-0", "gpu-0")}  # admin access consumes nothing
-    assert state.epoch > epoch
+    assert state.node_signature("node-0") != before
     state.delete("ResourceClaim", obj)
     assert not state.inuse.devices and not state.inuse.per_pool
 
