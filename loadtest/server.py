@@ -87,14 +87,16 @@ class ExtenderServer:
 
     def _wait_ready(self, started: float) -> None:
         assert self.process is not None
-        while time.monotonic() - started < self.ready_timeout:
-            if self.process.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-2000:]
-                raise ServerError(f"dra-extender exited with {self.process.returncode} before ready:\n{tail}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/readyz", timeout=2.0).status_code == 200:
-                    return
-            time.sleep(0.1)
+        with httpx.Client(base_url=self.url, timeout=2.0) as client:
+            while time.monotonic() - started < self.ready_timeout:
+                if self.process.poll() is not None:
+                    tail = self.log_path.read_text(errors="replace")[-2000:]
+                    code = self.process.returncode
+                    raise ServerError(f"dra-extender exited with {code} before ready:\n{tail}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get("/readyz").status_code == 200:
+                        return
+                time.sleep(0.1)
         raise ServerError(f"dra-extender not ready after {self.ready_timeout:.0f}s (log: {self.log_path})")
 
     def peak_rss_bytes(self) -> int | None:
