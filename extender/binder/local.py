@@ -8,12 +8,11 @@ pod already bound elsewhere is not re-bound.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from extender.binder import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, BindError, PodRef
 from extender.model import ResourceClaim
-from extender.sources.local import LocalCluster, now_rfc3339
+from extender.sources.local import LocalCluster, clone, now_rfc3339
 
 
 class LocalBinder:
@@ -24,7 +23,7 @@ class LocalBinder:
         held = self.cluster.state.claim(claim.namespace, claim.name)
         if held is None or held.uid != claim.uid:
             raise BindError(f"claim {claim.namespace}/{claim.name} got deleted in the meantime")
-        return copy.deepcopy(dict(held.raw))
+        return clone(dict(held.raw))
 
     async def write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
         obj = self._current(claim)
@@ -40,7 +39,7 @@ class LocalBinder:
             finalizers = meta.setdefault("finalizers", [])
             if DELETE_PROTECTION_FINALIZER not in finalizers:
                 finalizers.append(DELETE_PROTECTION_FINALIZER)
-            status["allocation"] = copy.deepcopy(allocation)
+            status["allocation"] = clone(allocation)
         elif not status.get("allocation"):
             raise BindError(f"claim {claim.namespace}/{claim.name} is not allocated")
         reserved = status.setdefault("reservedFor", [])
@@ -60,7 +59,7 @@ class LocalBinder:
             if held.node_name == node:
                 return  # a retried bind: already done
             raise BindError(f"pod {pod.namespace}/{pod.name} is already bound to node {held.node_name}")
-        obj = copy.deepcopy(dict(held.raw))
+        obj = clone(dict(held.raw))
         obj.setdefault("spec", {})["nodeName"] = node
         conditions = obj.setdefault("status", {}).setdefault("conditions", [])
         conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]

@@ -9,7 +9,6 @@ through :meth:`LocalCluster.write`, which stamps a new resourceVersion like the 
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import uuid
 from collections.abc import Iterable, Mapping
@@ -18,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from extender.binder import DELETE_PROTECTION_FINALIZER
@@ -40,8 +40,23 @@ _MAX_BASE_LEN = 57  # the resourceclaim controller leaves room for "-" and 5 cha
 _LOAD_ORDER = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
 
 
+# libyaml's safe loader is ~10x faster than the pure-Python one on big state directories.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class ManifestError(ValueError):
     """An object or file the local store refuses, with the place it came from."""
+
+
+def clone(obj: Any) -> Any:
+    """A deep copy in plain JSON types (YAML timestamps become RFC 3339 strings, as in the API).
+
+    orjson is several times faster than copy.deepcopy on API objects.
+    """
+    try:
+        return orjson.loads(orjson.dumps(obj))
+    except TypeError as exc:
+        raise ManifestError(f"not representable as JSON: {exc}") from None
 
 
 def now_rfc3339() -> str:
@@ -116,7 +131,7 @@ class LocalCluster:
         if api_version is not None and api_version != API_VERSIONS[kind]:
             want = API_VERSIONS[kind]
             raise ManifestError(f"{kind}: apiVersion {api_version!r} is not supported, use {want}")
-        obj = copy.deepcopy(dict(obj))
+        obj = clone(obj)
         try:
             namespace, name = object_key(kind, obj)
         except ValueError as exc:
@@ -180,7 +195,7 @@ class LocalCluster:
             self._release_pod_claims(raw)
         elif kind == "ResourceClaim" and self._has_consumers(raw):
             # The finalizer keeps an in-use claim; the controller finishes once consumers go.
-            obj = copy.deepcopy(dict(raw))
+            obj = clone(dict(raw))
             obj["metadata"]["deletionTimestamp"] = now_rfc3339()
             self.write(kind, obj)
             return True
@@ -254,7 +269,7 @@ class LocalCluster:
                     }
                 ],
             },
-            "spec": copy.deepcopy(dict(tmpl_spec["spec"])),
+            "spec": clone(dict(tmpl_spec["spec"])),
         }
         if tmpl_meta.get("labels"):
             claim["metadata"]["labels"] = dict(tmpl_meta["labels"])
@@ -266,7 +281,7 @@ class LocalCluster:
             if pod.namespace == namespace and any(
                 c.template_name == template_name and c.name not in pod.claim_statuses for c in pod.claims
             ):
-                self._apply_pod(copy.deepcopy(dict(pod.raw)))
+                self._apply_pod(clone(dict(pod.raw)))
 
     @staticmethod
     def _has_consumers(raw: Mapping[str, Any]) -> bool:
@@ -280,7 +295,7 @@ class LocalCluster:
             claim = self.state.claim(pod.namespace, name)
             if claim is None:
                 continue
-            obj = copy.deepcopy(dict(claim.raw))
+            obj = clone(dict(claim.raw))
             meta, status = obj["metadata"], obj.setdefault("status", {})
             reserved = [r for r in status.get("reservedFor") or () if r.get("uid") != pod.uid]
             status["reservedFor"] = reserved
@@ -306,7 +321,7 @@ def read_manifests(paths: Iterable[Path]) -> list[tuple[str, Any]]:
     for path in paths:
         try:
             with path.open(encoding="utf-8") as fh:
-                loaded = list(yaml.safe_load_all(fh))
+                loaded = list(yaml.load_all(fh, Loader=_SAFE_LOADER))
         except (OSError, yaml.YAMLError) as exc:
             raise ManifestError(f"{path}: {exc}") from None
         for i, doc in enumerate(loaded):
