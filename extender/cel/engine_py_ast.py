@@ -390,6 +390,8 @@ def _unescape(body: str, as_bytes: bool) -> list[str | bytes]:
             v = int(body[i + 2 : i + 4], 16)
             out.append(bytes([v]) if as_bytes else chr(v))
             i += 4
+        elif e in "uU" and as_bytes:
+            raise ParseFailure("Syntax error: unicode escape sequences are not allowed in bytes literals")
         elif e in "uU":
             width = 4 if e == "u" else 8
             digits = body[i + 2 : i + 2 + width]

@@ -21,6 +21,8 @@ from extender.cel.engine_py_eval import (
     build_call,
     build_comprehension,
     make_and,
+    make_bind,
+    make_bind_ref,
     make_cond,
     make_has,
     make_index,
@@ -63,6 +65,8 @@ from extender.cel.engine_py_types import (
 from extender.cel.engine_py_values import CelType, EvalError, UInt
 
 _NOCONST = object()
+# Scope key flagging a cel.bind variable, whose initializer cel-go evaluates lazily.
+_LAZY = "\0lazy "
 _QUANTIFIERS = frozenset({"all", "exists", "exists_one", "existsOne"})
 _MAP_KEY_TYPES = (INT, UINT, BOOL, STRING, DYN)
 
@@ -148,6 +152,8 @@ class Compiler:
 
     def _ident(self, name: str, scope: dict[str, Type]) -> Compiled:
         if name in scope:
+            if _LAZY + name in scope:
+                return Compiled(scope[name], make_bind_ref(name))
             return Compiled(scope[name], lambda ctx: ctx.vars[name])
         if name in TYPE_IDENTS:
             return _const(CelType(name), TYPE)
@@ -160,7 +166,7 @@ class Compiler:
             return DEVICE_FIELDS[field]
         if t == DYN:
             return DYN
-        if isinstance(t, tuple) and t[0] == "map" and t[1] in (STRING, DYN):
+        if isinstance(t, tuple) and t[0] == "map":
             return t[2]
         if isinstance(t, tuple) and t[0] == "optional_type":
             return optional_of(_strip_optional(self._field_type(t[1], field)))
@@ -322,8 +328,8 @@ class Compiler:
                 return None
             var = _var_name(args[0])
             init = self.compile(args[1], scope)
-            body = self.compile(args[2], {**scope, var: init.type})
-            return Compiled(body.type, _make_bind(var, init.fn, body.fn), cost=init.cost + body.cost)
+            body = self.compile(args[2], {**scope, var: init.type, _LAZY + var: True})
+            return Compiled(body.type, make_bind(var, init.fn, body.fn), cost=init.cost + body.cost)
         if name == "map" and len(args) in (2, 3):
             return self._comprehension("map", target, args[:1], args[1:], scope)
         if name in ("transformList", "transformMap") and len(args) in (3, 4):
@@ -346,6 +352,8 @@ class Compiler:
         rng = self.compile(target, scope)
         var_types = _range_var_types(rng.type, len(names))
         inner = {**scope, **dict(zip(names, var_types, strict=True))}
+        for n in names:
+            inner.pop(_LAZY + n, None)
         bodies = [self.compile(b, inner) for b in body_nodes]
         predicate_count = {
             "map": len(bodies) - 1,
@@ -371,22 +379,6 @@ class Compiler:
 
 def _no_overload(function: str, applied: str) -> CompileFailure:
     return CompileFailure(f"found no matching overload for '{function}' applied to '{applied}'")
-
-
-def _make_bind(var: str, init: Fn, body: Fn) -> Fn:
-    def bind(ctx: Ctx) -> Any:
-        value = init(ctx)
-        saved = ctx.vars.get(var, _NOCONST)
-        ctx.vars[var] = value
-        try:
-            return body(ctx)
-        finally:
-            if saved is _NOCONST:
-                del ctx.vars[var]
-            else:
-                ctx.vars[var] = saved
-
-    return bind
 
 
 def _range_var_types(t: Type, count: int) -> list[Type]:

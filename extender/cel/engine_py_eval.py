@@ -264,6 +264,58 @@ def build_call(name: str, overloads: list[Overload], args: list[Fn], dispatch: b
     return lambda ctx: impl(*[f(ctx) for f in args])
 
 
+# --- cel.bind --------------------------------------------------------------------------------
+
+
+class LazyValue:
+    """A cel.bind variable: cel-go evaluates the initializer on first use, in the scope the
+    bind was written in (so an unused failing initializer is no error)."""
+
+    __slots__ = ("error", "fn", "scope", "state", "value")
+
+    def __init__(self, fn: Fn, scope: dict[str, Any]) -> None:
+        self.fn = fn
+        self.scope = scope
+        self.state = 0  # 0 pending, 1 value, 2 error
+        self.value: Any = None
+        self.error: EvalError | None = None
+
+    def get(self, ctx: Ctx) -> Any:
+        if self.state == 0:
+            outer = Ctx(self.scope)
+            outer.cost = ctx.cost
+            try:
+                self.value = self.fn(outer)
+                self.state = 1
+            except EvalError as e:
+                self.error = e
+                self.state = 2
+            finally:
+                ctx.cost = outer.cost
+        if self.state == 2:
+            raise self.error  # type: ignore[misc]
+        return self.value
+
+
+def make_bind(var: str, init: Fn, body: Fn) -> Fn:
+    def bind(ctx: Ctx) -> Any:
+        saved = ctx.vars.get(var, _UNSET)
+        ctx.vars[var] = LazyValue(init, dict(ctx.vars))
+        try:
+            return body(ctx)
+        finally:
+            if saved is _UNSET:
+                del ctx.vars[var]
+            else:
+                ctx.vars[var] = saved
+
+    return bind
+
+
+def make_bind_ref(var: str) -> Fn:
+    return lambda ctx: ctx.vars[var].get(ctx)
+
+
 # --- comprehensions --------------------------------------------------------------------------
 
 

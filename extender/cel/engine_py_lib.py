@@ -9,6 +9,7 @@ strings and lists, ``compareTo`` for quantities and semvers) are simply several 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -143,6 +144,12 @@ _decl("@in", False, (K, map_of(K, V)), BOOL, member_of)
 # --- conversions -----------------------------------------------------------------------------
 
 
+# strconv.ParseInt/ParseUint in base 10: no spaces, no underscores, no sign for unsigned.
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_GO_UINT = re.compile(r"[0-9]+")
+_GO_FLOAT = re.compile(r"[+-]?(?:(?i:inf|infinity|nan)|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+
+
 def _to_int(v: Any) -> int:
     t = type(v)
     if t is int or t is UInt:
@@ -152,11 +159,10 @@ def _to_int(v: Any) -> int:
             raise EvalError(f"range error converting {_fmt_double(v)} to int")
         return int(v)
     if t is str:
-        try:
-            parsed = int(v, 10)
-        except ValueError:
-            raise EvalError(f'strconv.ParseInt: parsing "{v}": invalid syntax') from None
-        if parsed < INT_MIN or parsed > INT_MAX or v != v.strip() or "_" in v:
+        if not _GO_INT.fullmatch(v):
+            raise EvalError(f'strconv.ParseInt: parsing "{v}": invalid syntax')
+        parsed = int(v, 10)
+        if parsed < INT_MIN or parsed > INT_MAX:
             raise EvalError(f'strconv.ParseInt: parsing "{v}": value out of range')
         return parsed
     raise EvalError(f"no such overload: int({type_name(v)})")
@@ -173,11 +179,10 @@ def _to_uint(v: Any) -> UInt:
             raise EvalError(f"range error converting {_fmt_double(v)} to uint")
         return UInt(int(v))
     if t is str:
-        try:
-            parsed = int(v, 10)
-        except ValueError:
-            raise EvalError(f'strconv.ParseUint: parsing "{v}": invalid syntax') from None
-        if parsed < 0 or parsed > UINT_MAX or "_" in v or v.startswith(("+", "-")):
+        if not _GO_UINT.fullmatch(v):
+            raise EvalError(f'strconv.ParseUint: parsing "{v}": invalid syntax')
+        parsed = int(v, 10)
+        if parsed > UINT_MAX:
             raise EvalError(f'strconv.ParseUint: parsing "{v}": value out of range')
         return UInt(parsed)
     raise EvalError(f"no such overload: uint({type_name(v)})")
@@ -190,10 +195,9 @@ def _to_double(v: Any) -> float:
     if t is int or t is UInt:
         return float(v)
     if t is str:
-        try:
-            return float(v)
-        except ValueError:
-            raise EvalError(f'strconv.ParseFloat: parsing "{v}": invalid syntax') from None
+        if not _GO_FLOAT.fullmatch(v):
+            raise EvalError(f'strconv.ParseFloat: parsing "{v}": invalid syntax')
+        return float(v)
     raise EvalError(f"no such overload: double({type_name(v)})")
 
 
@@ -338,13 +342,24 @@ def _find(s: str, pattern: str) -> str:
 
 
 def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    if limit == 0:
-        return []
-    out = []
-    for m in _regex(pattern).finditer(s):
-        out.append(m.group(0))
-        if len(out) == limit:
+    """Go's ``FindAllString``: an empty match right after the previous match is skipped."""
+    regex = _regex(pattern)
+    out: list[str] = []
+    pos, previous_end = 0, -1
+    while pos <= len(s) and len(out) != limit:
+        m = regex.search(s, pos)
+        if m is None:
             break
+        start, end = m.span()
+        accept = True
+        if end == start:
+            accept = start != previous_end
+            pos = end + 1
+        else:
+            pos = end
+        previous_end = end
+        if accept:
+            out.append(m.group(0))
     return out
 
 
@@ -420,12 +435,12 @@ def _split(s: str, sep: str, n: int = -1) -> list[str]:
 def _substring(s: str, start: int, end: int | None = None) -> str:
     if end is None:
         end = len(s)
+    elif start > end:
+        raise EvalError(f"invalid substring range. start: {start}, end: {end}")
     if start < 0 or start > len(s):
         raise _range_error(start)
     if end < 0 or end > len(s):
         raise _range_error(end)
-    if start > end:
-        raise EvalError(f"invalid substring range. start: {start}, end: {end}")
     return s[start:end]
 
 
