@@ -84,7 +84,7 @@ def build_config(claim: ResourceClaim, chosen: Sequence[RequestData]) -> tuple[C
 
 
 def build_node_selector(
-    claim: ResourceClaim, picks: Sequence[Pick], node: Node | None, binding: bool
+    claim: ResourceClaim, picks: Sequence[Pick], node: Node | None
 ) -> NodeSelector | None:
     expressions: list[Requirement] = []
     fields: list[Requirement] = []
@@ -94,7 +94,7 @@ def build_node_selector(
             name, selector = device.node_name, device.node_selector
         else:
             name, selector = slice_.node_name, slice_.node_selector
-        if name or (binding and device.binds_to_node):
+        if name or device.binds_to_node:
             target = node.name if node is not None else name
             only = Requirement(key="metadata.name", operator="In", values=(target,))
             return NodeSelector(
@@ -104,7 +104,7 @@ def build_node_selector(
             continue  # allNodes: usable everywhere
         if len(selector.terms) > 1:
             raise AllocationError(
-                f"create NodeSelector for claim {claim.key}: unsupported ResourceSlice.NodeSelector with "
+                f"create NodeSelector for claim {claim.name}: unsupported ResourceSlice.NodeSelector with "
                 f"{len(selector.terms)} terms"
             )
         for term in selector.terms:
@@ -132,5 +132,5 @@ def build_result(
     return AllocationResult(
         devices=tuple(device_result(p, binding) for p in picks),
         config=build_config(claim, chosen),
-        node_selector=build_node_selector(claim, picks, node, binding),
+        node_selector=build_node_selector(claim, picks, node),
     )

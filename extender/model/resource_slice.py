@@ -133,6 +133,8 @@ def _attribute(f: Fields, raw: Any, path: str) -> AttributeValue:
             continue
         py_type = _PY_TYPES[kind]
         items = f.sequence(raw[member], f"{path}.{member}") if is_list else [raw[member]]
+        if not items:
+            continue  # an empty list carries no value, like an unset member
         for item in items:
             if not isinstance(item, py_type) or (py_type is int and isinstance(item, bool)):
                 raise f.error(f"{path}.{member}", f"must hold {kind} values, got {item!r}")

@@ -214,3 +214,9 @@ def test_allocation_round_trip() -> None:
     )
     assert claim.allocation is not None and claim.allocation.to_api() == api
     assert claim.reserved_for[0].name == "p"
+
+
+def test_an_empty_list_attribute_has_no_value() -> None:
+    s = parse_resource_slice(slice_obj(devices=[{"name": "d", "attributes": {"ids": {"ints": []}}}]))
+    value = s.devices[0].attribute("drv/ids")
+    assert value is not None and value.kind is None
