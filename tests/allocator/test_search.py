@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from extender.allocator import AllocatedState, AllocationError
 from tests.allocator.builders import (
     allocator,
@@ -134,11 +136,8 @@ def test_multi_allocatable_device_is_shared_between_requests_with_fresh_share_id
 
 
 def test_pods_with_very_many_devices_get_an_error_not_a_crash() -> None:
+    # 1280 devices: far deeper than the search's recursion can go with Python's default limit.
     slices = [resource_slice(devices=[dev(f"d{i}") for i in range(32 * 40)])]
     claims = [claim(request(count=32), name=f"c{i}") for i in range(40)]
-    try:
-        results = allocator(slices).allocate(node(), claims)
-    except AllocationError as exc:
-        assert "more devices than the search can track" in exc.message
-    else:
-        assert results is not None and sum(len(r.devices) for r in results) == 32 * 40
+    with pytest.raises(AllocationError, match="more devices than the search can track"):
+        allocator(slices).allocate(node(), claims)
