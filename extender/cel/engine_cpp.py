@@ -15,6 +15,7 @@ The C++ checker gives cel-go's static typing; what it lacks is patched here:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -110,15 +111,29 @@ def _quantity_key(q: Quantity) -> str:
 _QUANTITIES: LRUCache[str, Quantity] = LRUCache(maxsize=65536)
 
 
+# Quantity text -> its message; devices share few distinct capacity values, and a text
+# always denotes one value. The runtime copies a message it is given, so sharing is safe.
+_MESSAGES: LRUCache[str, tuple[str, Any]] = LRUCache(maxsize=65536)
+
+
 def quantity_message(q: Quantity) -> Any:
-    key = _quantity_key(q)
-    _QUANTITIES[key] = q
-    return _QuantityMsg(**{_KEY_FIELD: key})
+    text = str(q)
+    cached = _MESSAGES.get(text)
+    if cached is None:
+        key = _quantity_key(q)
+        cached = _MESSAGES[text] = (key, _QuantityMsg(**{_KEY_FIELD: key}))
+    _QUANTITIES[cached[0]] = q
+    return cached[1]
 
 
 def semver_message(v: Semver) -> Any:
     # Build metadata is dropped so message equality ignores it, like Semver.__eq__.
-    return _SemverMsg(**{_KEY_FIELD: str(v).split("+", 1)[0]})
+    return _semver_message_for(str(v).split("+", 1)[0])
+
+
+@lru_cache(maxsize=4096)
+def _semver_message_for(key: str) -> Any:
+    return _SemverMsg(**{_KEY_FIELD: key})
 
 
 @lru_cache(maxsize=4096)
@@ -160,7 +175,13 @@ def _is_semver(v: Any) -> bool:
 
 
 def _quantity(s: str) -> Any:
-    return quantity_message(Quantity.parse(s))
+    return quantity_message(_parse_quantity(s))
+
+
+@lru_cache(maxsize=4096)
+def _parse_quantity(s: str) -> Quantity:
+    """Selectors repeat the same literals (``quantity("40Gi")``) on every device."""
+    return Quantity.parse(s)
 
 
 def _is_quantity_string(s: str) -> bool:
@@ -442,36 +463,79 @@ def _split_top(toks: list[_Token], lo: int, hi: int, sep: str) -> list[tuple[int
     return [(a, b) for a, b in parts if a < b]
 
 
-def homogeneity_probes(source: str, toks: list[_Token]) -> Iterator[tuple[_Token, str]]:
-    """For each list or map literal of two or more entries, a variant of ``source`` whose
-    checking fails exactly when the entries' types differ.
+# A variant bigger than this (nested map literals double per level) is not checked.
+MAX_PROBE_CHARS = 64 * 1024
+# Compilations spent finding which literal a failing variant is about.
+MAX_LOCATING_PROBES = 64
+
+
+def _literal_probe(toks: list[_Token], i: int, close: int, render: Callable[[int, int], str]) -> str:
+    """The homogeneity probe of the literal ``toks[i..close]``, its entries spelled by ``render``;
+    empty when the literal is not probed."""
+    entries = _split_top(toks, i + 1, close, ",")
+    if len(entries) < 2:
+        return ""
+    if toks[i].text == "[":
+        return "(" + " + ".join(f"[{render(a, b)}]" for a, b in entries) + ")"
+    pairs = [_split_top(toks, a, b, ":") for a, b in entries]
+    if any(len(p) != 2 or toks[p[0][0]].text == "?" for p in pairs):
+        return ""  # optional entries `?k: v` or a ternary in a key: not probed
+    keys = " + ".join(f"[{render(*p[0])}]" for p in pairs)
+    values = " + ".join(f"[{render(*p[1])}]" for p in pairs)
+    literal = "{" + ", ".join(f"{render(*p[0])}: {render(*p[1])}" for p in pairs) + "}"
+    return f"cel.bind(k8sdra_keys, {keys}, cel.bind(k8sdra_values, {values}, {literal}))"
+
+
+def _literals(toks: list[_Token]) -> Iterator[tuple[int, int]]:
+    for i, tok in enumerate(toks):
+        if tok.text in ("[", "{") and _opens_literal(toks, i):
+            close = _closing(toks, i)
+            if close is not None:
+                yield i, close
+
+
+def homogeneity_variant(source: str, toks: list[_Token]) -> str | None:
+    """``source`` with every list and map literal of two or more entries spelled so that
+    checking fails exactly when some literal's entries differ in type; None if there is none.
 
     cel-go's HomogeneousAggregateLiterals rejects ``[1, "a"]``; the C++ checker types it
     list(dyn). ``[a] + [b]`` makes it unify the element types instead.
     """
-    for i, tok in enumerate(toks):
-        if tok.text not in ("[", "{") or not _opens_literal(toks, i):
-            continue
-        close = _closing(toks, i)
-        if close is None:
-            continue
-        entries = _split_top(toks, i + 1, close, ",")
-        if len(entries) < 2:
-            continue
+    closes = dict(_literals(toks))
 
-        def text(a: int, b: int) -> str:
-            return source[toks[a].start : toks[b - 1].end]
+    def render(lo: int, hi: int) -> str:
+        out: list[str] = []
+        pos = toks[lo].start
+        j = lo
+        while j < hi:
+            close = closes.get(j)
+            probe = _literal_probe(toks, j, close, render) if close is not None and close < hi else ""
+            if probe:
+                out += [source[pos : toks[j].start], probe]
+                pos = toks[close].end
+                j = close + 1
+            else:
+                j += 1
+        out.append(source[pos : toks[hi - 1].end])
+        return "".join(out)
 
-        if tok.text == "[":
-            probe = "(" + " + ".join(f"[{text(a, b)}]" for a, b in entries) + ")"
-        else:
-            pairs = [_split_top(toks, a, b, ":") for a, b in entries]
-            if any(len(p) != 2 or toks[p[0][0]].text == "?" for p in pairs):
-                continue  # optional entries `?k: v` or a ternary in a key: not probed
-            keys = " + ".join(f"[{text(*p[0])}]" for p in pairs)
-            values = " + ".join(f"[{text(*p[1])}]" for p in pairs)
-            probe = f"cel.bind(k8sdra_keys, {keys}, cel.bind(k8sdra_values, {values}, {text(i, close + 1)}))"
-        yield tok, source[: tok.start] + probe + source[toks[close].end :]
+    if not toks or not closes:
+        return None
+    variant = source[: toks[0].start] + render(0, len(toks)) + source[toks[-1].end :]
+    return variant if variant != source and len(variant) <= MAX_PROBE_CHARS else None
+
+
+def homogeneity_probes(source: str, toks: list[_Token]) -> Iterator[tuple[_Token, str]]:
+    """Per literal, ``source`` with only that literal spelled as in :func:`homogeneity_variant`:
+    locates the literal a failing variant is about."""
+
+    def text(a: int, b: int) -> str:
+        return source[toks[a].start : toks[b - 1].end]
+
+    for i, close in _literals(toks):
+        probe = _literal_probe(toks, i, close, text)
+        if probe:
+            yield toks[i], source[: toks[i].start] + probe + source[toks[close].end :]
 
 
 def rewrite(source: str, toks: list[_Token]) -> str:
@@ -740,17 +804,33 @@ class CppEngine:
         raise CelCompileError(_compile_text(raw, expression, toks), expression)
 
     def _check_homogeneous(self, expression: str, toks: list[_Token]) -> None:
-        for tok, probe in homogeneity_probes(expression, toks):
-            try:
-                self._env.compile(probe)
-            except RuntimeError as exc:
-                m = _MIXED_LISTS.search(str(exc))
-                if m is not None:
-                    line, col = _position(expression, tok.start)
-                    raise CelCompileError(
-                        f"ERROR: <input>:{line}:{col}: expected type '{m.group(1)}' but found '{m.group(2)}'",
-                        expression,
-                    ) from None
+        variant = homogeneity_variant(expression, toks)
+        if variant is None:
+            return
+        mismatch = self._mixed_literal(variant)
+        if mismatch is None:
+            return
+        where: _Token | None = None
+        for tok, probe in itertools.islice(homogeneity_probes(expression, toks), MAX_LOCATING_PROBES):
+            located = self._mixed_literal(probe)
+            if located is not None:
+                where, mismatch = tok, located
+                break
+        line, col = _position(expression, where.start) if where else (1, 1)
+        raise CelCompileError(
+            f"ERROR: <input>:{line}:{col}: expected type '{mismatch[0]}' but found '{mismatch[1]}'",
+            expression,
+        )
+
+    def _mixed_literal(self, probe: str) -> tuple[str, str] | None:
+        """The two element types a probe's checking found different, if it did."""
+        try:
+            self._env.compile(probe)
+        except RuntimeError as exc:
+            m = _MIXED_LISTS.search(str(exc))
+            if m is not None:
+                return m.group(1), m.group(2)
+        return None
 
     def _fold_conversions(self, expression: str, toks: list[_Token]) -> None:
         for tok, call in _literal_conversions(toks):

@@ -176,6 +176,9 @@ def test_conversions_of_values_fail_at_run_time(engine: CppEngine) -> None:
         ('{"a": 1, 2: 1}.size() == 2', "expected type 'string' but found 'int'"),
         ('[[1], ["a"]].size() == 2', "expected type 'list(int)' but found 'list(string)'"),
         ("[1, 1u].size() == 2", "expected type 'int' but found 'uint'"),
+        ('[[1, "a"]].size() == 1', "1:2: expected type 'int' but found 'string'"),
+        ('[{"a": [1, "x"]}].size() == 1', "1:8: expected type 'int' but found 'string'"),
+        ("[1, 2].map(x, [x, 'a']).size() == 2", "1:15: expected type 'int' but found 'string'"),
     ],
 )
 def test_aggregate_literals_are_homogeneous(engine: CppEngine, expression: str, message: str) -> None:
@@ -189,6 +192,8 @@ def test_aggregate_literals_are_homogeneous(engine: CppEngine, expression: str, 
         f'{G}.model in ["a100", "h100"]',
         f"[{G}.numa, {G}.model].size() == 2",
         '{"a": [1], "b": []}.size() == 2',
+        " && ".join(["[1, 2] == [1, 2]"] * 200),
+        '[{"a": 1, "b": 2}, {"c": 3}].size() == 2',
     ],
 )
 def test_homogeneous_literals_accepted(engine: CppEngine, expression: str) -> None:
@@ -346,3 +351,8 @@ def test_tokens(source: str, texts: list[str]) -> None:
 
 def test_tokens_unknown_character() -> None:
     assert _tokens("a # b") is None
+
+
+def test_deep_nesting_is_a_compile_error(engine: CppEngine) -> None:
+    # The C++ parser stops at depth 32 (cel-go at 250): a limit of this engine.
+    assert "recursion" in compile_error(engine, "(" * 40 + "true" + ")" * 40)
