@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import httpx
+
 from loadtest import report
 from loadtest.driver import DriverConfig
 from loadtest.matrix import markdown, run_matrix
@@ -149,6 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, ServerError, RuntimeError) as e:
+    except (ValueError, ServerError, RuntimeError, httpx.HTTPError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

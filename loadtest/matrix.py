@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import httpx
+
 from loadtest.runner import RunSpec, run
 from loadtest.server import ServerError
 
@@ -69,7 +71,7 @@ def run_matrix(
             progress(f"running {workload} at {nodes} nodes ...")
             try:
                 result = run(spec).result
-            except (ServerError, OSError, ValueError) as e:
+            except (ServerError, OSError, ValueError, httpx.HTTPError) as e:
                 result = {"workload": workload, "nodes": nodes, "error": str(e).splitlines()[0]}
             results.append(result)
     return results

@@ -13,7 +13,7 @@ import httpx
 from loadtest import checks, promtext
 from loadtest.churn import Churn
 from loadtest.driver import DriverConfig, SchedulerDriver
-from loadtest.server import ExtenderServer
+from loadtest.server import ExtenderServer, ServerError
 from loadtest.stats import LatencyLog
 from loadtest.workloads import Workload, WorkloadParams, generate, write_state
 
@@ -169,9 +169,19 @@ async def drive(
     return result, driver.log
 
 
+def _require_ready(url: str) -> None:
+    try:
+        status = httpx.get(f"{url.rstrip('/')}/readyz", timeout=5.0).status_code
+    except httpx.HTTPError as e:
+        raise ServerError(f"no extender reachable at {url}: {e}") from None
+    if status != 200:
+        raise ServerError(f"the extender at {url} is not ready (/readyz answered {status})")
+
+
 def run(spec: RunSpec) -> RunOutcome:
     workload = generate(spec.workload, spec.params)
     if spec.url is not None:
+        _require_ready(spec.url)
         result, log = asyncio.run(drive(workload, spec.url, spec))
         result["server_peak_rss_mb"] = None
         result["server_cpu_ms_per_pod"] = None

@@ -107,3 +107,9 @@ def test_highest_score_wins_and_ties_follow_the_seed() -> None:
     first = asyncio.run(picks(1))
     assert set(first) == {"n2", "n3"}  # both tied nodes get picked, nothing else does
     assert asyncio.run(picks(1)) == first
+
+
+def test_unreachable_url_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "--nodes", "2", "--pods", "1", "--url", "http://127.0.0.1:1", "--no-plot"]
+    assert main(args) == 2
+    assert "no extender reachable at http://127.0.0.1:1" in capsys.readouterr().err
