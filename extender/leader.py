@@ -56,6 +56,9 @@ class LeaderElector:
         self._renewed_at: float | None = None
         self._observed_record: dict[str, Any] | None = None
         self._observed_at = 0.0
+        # The acquire/renew round running in a thread; cancellation cannot stop it, so shutdown
+        # waits for it before releasing (else a late renewal could re-take the released lease).
+        self._round: asyncio.Future[bool] | None = None
         self.changed = asyncio.Event()
 
     def is_leader(self) -> bool:
@@ -69,11 +72,17 @@ class LeaderElector:
                 await self._acquire()
                 await self._renew_until_lost()
         finally:
+            if self._round is not None:
+                await asyncio.wait([self._round])
             if self._renewed_at is not None:
                 await asyncio.shield(asyncio.to_thread(self._release))
 
+    async def _try_round(self) -> bool:
+        self._round = asyncio.ensure_future(asyncio.to_thread(self._try_acquire_or_renew))
+        return await asyncio.shield(self._round)
+
     async def _acquire(self) -> None:
-        while not await asyncio.to_thread(self._try_acquire_or_renew):
+        while not await self._try_round():
             await asyncio.sleep(self._retry_period * random.uniform(1.0, 2.0))  # client-go JitterFactor 1.2
         log.info("became leader of lease %s/%s as %s", self.namespace, self.name, self.identity)
         self._set_leading(True)
@@ -81,7 +90,7 @@ class LeaderElector:
     async def _renew_until_lost(self) -> None:
         while True:
             await asyncio.sleep(self._retry_period)
-            while not await asyncio.to_thread(self._try_acquire_or_renew):
+            while not await self._try_round():
                 if not self.is_leader():
                     log.warning("lost lease %s/%s: no successful renewal within %.1fs", self.namespace,
                                 self.name, self._renew_deadline)
