@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 # Kubernetes gate name -> Features field
 GATE_FIELDS: dict[str, str] = {
@@ -63,7 +63,3 @@ class Features:
     def binding(self) -> bool:
         """Upstream folds the two gates into one "binding and status" switch."""
         return self.device_binding_conditions and self.resource_claim_device_status
-
-    def gate_names(self) -> list[str]:
-        on = {f.name for f in fields(self) if getattr(self, f.name)}
-        return [gate for gate, name in GATE_FIELDS.items() if name in on]

@@ -44,7 +44,6 @@ class RequestData:
 
 # Per claim: per request, the request itself or its subrequests in order.
 ClaimRequests = list[list[RequestData]]
-AllDevices = Callable[[RequestData], list[Candidate]]
 
 
 def _prefix(claim: ResourceClaim, name: str) -> str:

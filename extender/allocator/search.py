@@ -57,7 +57,6 @@ class Search:
         self.requests: list[ClaimRequests] = []
         self.constraints: list[list[ConstraintState]] = []
         self._selectable: dict[int, list[bool | None]] = {}
-        self.visits = 0
 
     # -- candidate filtering (§4) ------------------------------------------------------------
 
@@ -110,7 +109,6 @@ class Search:
     def visit(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> int:
         crossed = False  # a claim boundary was passed in this frame: MAX_SIZE becomes FAIL
         while True:
-            self.visits += 1
             if self.deadline is not None and time.monotonic() > self.deadline:
                 raise AllocationTimeout("filter operation aborted: context deadline exceeded")
             if c == len(self.requests):
