@@ -236,20 +236,14 @@ def _convert(t: Any) -> Any:
         break
     if data == "expr":
         return Cond(_convert(kids[0]), _convert(kids[1]), _convert(kids[2]))
-    if data == "conditionalor":
-        return Or(_convert(kids[0]), _convert(kids[1]))
-    if data == "conditionaland":
-        return And(_convert(kids[0]), _convert(kids[1]))
+    if data in ("conditionalor", "conditionaland"):
+        return _balanced(Or if data == "conditionalor" else And, _chain_operands(t))
     if data in ("relation", "addition", "multiplication"):
         op_tree, right = kids
         fn = _BINARY[op_tree.data]
-        left = _convert(op_tree.children[0])
-        if fn == "@in":
-            return Call("@in", None, (left, _convert(right)))
-        return Call(fn, None, (left, _convert(right)))
+        return Call(fn, None, (_convert(op_tree.children[0]), _convert(right)))
     if data == "unary":
-        op, operand = kids
-        return Call("!_" if op.data == "unary_not" else "-_", None, (_convert(operand),))
+        return _unary(t)
     if data == "member_dot":
         name = str(kids[1])
         _check_ident(name)
@@ -289,6 +283,43 @@ def _convert(t: Any) -> Any:
     if data == "literal":
         return Lit(_literal(kids[0]))
     raise ParseFailure(f"Syntax error: unsupported construct {data}")
+
+
+def _chain_operands(t: Tree[Any]) -> list[Any]:
+    """The operands of a left-deep ``a || b || c`` chain, walked without recursion."""
+    rights = []
+    node = t
+    while node.data == t.data and len(node.children) == 2:
+        rights.append(node.children[1])
+        node = node.children[0]
+    return [_convert(n) for n in [node, *reversed(rights)]]
+
+
+def _balanced(kind: type, operands: list[Any]) -> Any:
+    """cel-go balances ``&&``/``||`` chains, so a long chain is shallow (and evaluates alike)."""
+    if len(operands) == 1:
+        return operands[0]
+    mid = len(operands) // 2
+    return kind(_balanced(kind, operands[:mid]), _balanced(kind, operands[mid:]))
+
+
+def _unary(t: Tree[Any]) -> Any:
+    """cel-go folds a run of ``!`` or ``-`` by parity (``!!x`` is ``x``)."""
+    ops = []
+    node = t
+    while node.data == "unary" and len(node.children) == 2:
+        ops.append(node.children[0].data)
+        node = node.children[1]
+    operand = _convert(node)
+    i = len(ops)
+    while i > 0:
+        j = i
+        while j > 0 and ops[j - 1] == ops[i - 1]:
+            j -= 1
+        if (i - j) % 2:
+            operand = Call("!_" if ops[i - 1] == "unary_not" else "-_", None, (operand,))
+        i = j
+    return operand
 
 
 def _convert_list(exprlist: Tree[Any]) -> tuple[Any, ...]:

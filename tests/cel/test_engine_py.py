@@ -170,6 +170,16 @@ CASES: list[tuple[str, bool | str]] = [
     ("1.exists(x, x > 0)", "compile-error"),
     ("[1].exists(x.y, true)", "compile-error"),
     ("type(1) == int && type('a') == string && type(1u) != int", True),
+    ("cel.bind(x, 1 / 0, true) && cel.bind(x, 1 / 0, x == 1 || true)", True),  # lazy initializer
+    ("cel.bind(x, 1 / 0, x == 1)", "error"),
+    ("cel.bind(y, 5, cel.bind(x, y, [1].exists(y, x == 5)))", True),  # initializer sees its own scope
+    ('"baaab".findAll("a*") == ["", "aaa", ""]', True),  # Go skips an empty match after a match
+    ('int("+12") == 12 && double("-1.5e3") == -1500.0 && double("Inf") > 0.0', True),
+    ('int(" 1") == 1', "compile-error"),
+    ('uint("+1") == 1u', "compile-error"),
+    ('b"\\u00e9".size() == 2', "compile-error"),
+    ("!!true && !!!false && --1 == 1", True),
+    ("{1: 2}.a == 2", "error"),
     ("{'a': 1, 'a': 2}.size() == 1", "error"),
     # Kubernetes libraries this engine does not implement
     ('url("https://x").getHost() == "x"', "compile-error"),
@@ -269,6 +279,12 @@ def test_expression_size_limit() -> None:
     ENGINE.compile("true" + padding)
     with pytest.raises(CelCompileError, match="too long"):
         ENGINE.compile("true " + padding)
+
+
+def test_long_logical_chains_are_balanced_not_too_deep() -> None:
+    terms = [f'device.driver == "d{i}"' for i in range(350)]
+    assert ENGINE.compile(" || ".join(terms)).evaluate(make_view()) is False
+    assert ENGINE.compile(" && ".join(["true"] * 1200)).evaluate(make_view()) is True
 
 
 def test_deeply_nested_expression_is_a_compile_error_not_a_crash() -> None:
