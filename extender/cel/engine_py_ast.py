@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from celpy.celparser import CELParseError, CELParser
-from lark import Token, Tree
-from lark.exceptions import LarkError
+import celpy
+from celpy.celparser import CELParser
+from lark import Lark, Token, Tree
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
 from extender.cel.engine_py_values import INT_MAX, INT_MIN, UINT_MAX, UInt
 
@@ -123,21 +126,40 @@ _BINARY = {
     "multiplication_mod": "_%_",
 }
 
-_parser: CELParser | None = None
+
+@cache
+def _lark() -> Lark:
+    """cel-python's grammar and identifier/literal callback, without position tracking
+    (which roughly doubles cel-python's own parse time and is never used here)."""
+    grammar = (Path(celpy.__file__).parent / "cel.lark").read_text()
+    return Lark(
+        grammar,
+        parser="lalr",
+        start="expr",
+        g_regex_flags=re.M,
+        lexer_callbacks={"IDENT": CELParser.ambiguous_literals},
+        propagate_positions=False,
+        maybe_placeholders=False,
+        priority="invert",
+    )
 
 
 def parse(source: str) -> Any:
     """Parse CEL ``source`` into the node classes above; raise :class:`ParseFailure`."""
-    global _parser
     if "zzOpt" in source:
         raise ParseFailure("reserved identifier prefix 'zzOpt'")
-    if _parser is None:
-        _parser = CELParser()
+    text = _rewrite_optional_syntax(source)
     try:
-        tree = _parser.parse(_rewrite_optional_syntax(source))
-    except CELParseError as e:
-        first = str(e.args[0]).splitlines()[0] if e.args else "syntax error"
-        raise ParseFailure(f"Syntax error: {first}") from None
+        tree = _lark().parse(text)
+    except UnexpectedEOF:
+        raise ParseFailure("Syntax error: mismatched input '<EOF>'") from None
+    except UnexpectedToken as e:
+        found = "<EOF>" if e.token.type == "$END" else str(e.token)
+        raise ParseFailure(f"Syntax error: mismatched input '{found}' at column {e.column}") from None
+    except UnexpectedCharacters as e:
+        char = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
+        message = f"token recognition error at: '{char}' (column {e.column})"
+        raise ParseFailure(f"Syntax error: {message}") from None
     except LarkError as e:
         raise ParseFailure(f"Syntax error: {e}") from None
     return _convert(tree)
