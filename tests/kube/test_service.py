@@ -6,6 +6,7 @@ with the pod JSON as the API server holds it (which is what the scheduler's info
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from extender.api import create_app
 from extender.binder.kube import KubeBinder
+from extender.cli import _parser, build_app, config_from_args
 from extender.config import Config
 from extender.kubeclient import RawClient
 from extender.metrics import Metrics
@@ -123,3 +125,24 @@ async def test_a_failed_claim_write_fails_the_bind_and_leaves_the_pod_unbound(ap
         # once the API recovers, the scheduler's retry succeeds with a fresh allocation
         node, _ = await schedule(http, apiserver, "pod-0")
     assert node in NODES
+
+
+async def test_the_cli_kube_seam_serves_from_a_kubeconfig(apiserver: ApiServer, tmp_path) -> None:
+    """``dra-extender serve --kube --kubeconfig …`` as built by the CLI, against the test server."""
+    kubeconfig = tmp_path / "kubeconfig"
+    apiserver.write_kubeconfig(str(kubeconfig))
+    seed(apiserver, pods=1)
+    args = _parser().parse_args(["serve", "--kube", "--kubeconfig", str(kubeconfig)])
+    app = build_app(config_from_args(args))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://extender") as http:
+            async def ready() -> bool:
+                return (await http.get("/readyz")).status_code == 200
+
+            deadline = asyncio.get_running_loop().time() + 5
+            while not await ready():
+                assert asyncio.get_running_loop().time() < deadline, "never became ready"
+                await asyncio.sleep(0.05)
+            node, _ = await schedule(http, apiserver, "pod-0")
+    assert apiserver.store.get(BY_KIND["Pod"], "default", "pod-0")["spec"]["nodeName"] == node
