@@ -85,12 +85,12 @@ class Metrics:
         self._attempts: dict[tuple[str, str], Any] = {}
         self.registry.register(_CelCollector())
 
-    def attempt(self, phase: str, outcome: str) -> None:
-        """Count one allocation decision; children are cached, labels() is costly per node."""
+    def attempt(self, phase: str, outcome: str, n: int = 1) -> None:
+        """Count allocation decisions; children are cached, labels() is costly."""
         child = self._attempts.get((phase, outcome))
         if child is None:
             child = self._attempts[(phase, outcome)] = self.allocation_attempts.labels(phase, outcome)
-        child.inc()
+        child.inc(n)
 
     def watch_state(self, counts: Callable[[], Mapping[str, int]], inflight: Callable[[], int]) -> None:
         self.registry.register(_StateCollector(counts, inflight))

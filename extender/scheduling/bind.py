@@ -67,6 +67,8 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> list[_Writ
                 verdict = plan.evaluate(node, phase="bind")
             except FatalAllocation as exc:
                 raise BindFailed(str(exc)) from None
+            finally:
+                plan.flush_metrics()
             if not verdict.fits:
                 raise BindFailed(f"pod {plan.pod.ref} no longer fits on node {node_name}: {verdict.reason}")
             results = verdict.results

@@ -48,6 +48,8 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
         except FatalAllocation as exc:
             out["verdict"] = f"fails on every node: {exc}"
             return out
+        finally:
+            what_if.flush_metrics()
         entry: dict[str, Any] = {"fits": verdict.fits, "reason": verdict.reason or None}
         if verdict.fits:
             entry["allocation"] = {

@@ -19,6 +19,7 @@ Outcome classification (dra-scheduling.md §5.1, extender-protocol.md §6):
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -75,13 +76,16 @@ class PodPlan:
         self._allocator: Allocator | None = None
         self._remembered = ctx.remembered_for(pod.uid) if remember and claims.to_allocate else {}
         self._claim_keys = tuple(f"{c.namespace}/{c.name}" for c in claims.to_allocate)
+        self._claim_uids = tuple(c.uid for c in claims.to_allocate)
+        self.outcomes: Counter[tuple[str, str]] = Counter()
         self._spec = orjson.dumps(
             [c.raw.get("spec") for c in claims.to_allocate], option=orjson.OPT_SORT_KEYS
         )
 
-    def remembered(self, node_name: str) -> Remembered | None:
-        """This pod's filter result on the node, while the node is unchanged."""
-        return self.ctx.still_valid(self._remembered.get(node_name), node_name)
+    def remembered(self, node_name: str, validate: bool = True) -> Remembered | None:
+        """This pod's filter result on the node; with ``validate`` only while the node is unchanged."""
+        entry = self._remembered.get(node_name)
+        return self.ctx.still_valid(entry, node_name) if validate else entry
 
     def use_allocator(self, allocator: Allocator) -> None:
         self._allocator = allocator
@@ -103,19 +107,22 @@ class PodPlan:
 
     def evaluate(self, node: Node, phase: str = "filter") -> NodeVerdict:
         """Decide one node; raises FatalAllocation for errors that hold on every node."""
-        reason = unavailable_on(self.claims, node)
-        if reason is not None:
-            self.ctx.metrics.attempt(phase, "unavailable")
-            return NodeVerdict(False, reason)
+        if self.claims.allocated:
+            reason = unavailable_on(self.claims, node)
+            if reason is not None:
+                self.outcomes[(phase, "unavailable")] += 1
+                return NodeVerdict(False, reason)
         if not self.claims.to_allocate:
             return NodeVerdict(True)
-        signature = self.ctx.state.node_signature(node.name)
-        shareable = self.remember and self.ctx.state.nodes.get(node.name) == node
+        state = self.ctx.state
+        signature = state.node_signature(node.name)
+        held = state.nodes.get(node.name)
+        shareable = self.remember and (held is node or held == node)
         verdict = self._shared(node.name, signature) if shareable else None
         if verdict is None:
             verdict = self._allocate(node, phase)
             if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
-                self.ctx.verdicts[(self._spec, node.name)] = CachedVerdict(
+                cached = CachedVerdict(
                     signature,
                     self._claim_keys,
                     verdict.fits,
@@ -123,12 +130,18 @@ class PodPlan:
                     verdict.resolvable,
                     verdict.results,
                 )
+                self.ctx.share_verdict((self._spec, node.name), cached)
         else:
-            self.ctx.metrics.attempt(phase, "cached")
+            self.outcomes[(phase, "cached")] += 1
         if verdict.fits and self.remember:
-            uids = tuple(c.uid for c in self.claims.to_allocate)
-            self._remembered[node.name] = Remembered(signature, uids, verdict.results)
+            self._remembered[node.name] = Remembered(signature, self._claim_uids, verdict.results)
         return verdict
+
+    def flush_metrics(self) -> None:
+        """Per-node outcomes are counted locally and published once per request."""
+        for (phase, outcome), n in self.outcomes.items():
+            self.ctx.metrics.attempt(phase, outcome, n)
+        self.outcomes.clear()
 
     def _shared(self, node_name: str, signature: tuple[int, ...]) -> NodeVerdict | None:
         hit = self.ctx.verdicts.get((self._spec, node_name))
@@ -141,23 +154,23 @@ class PodPlan:
         return NodeVerdict(hit.fits, reason, hit.resolvable, hit.results)
 
     def _allocate(self, node: Node, phase: str) -> NodeVerdict:
-        outcome = self.ctx.metrics.attempt
+        outcomes = self.outcomes
         try:
             results = self.allocator.allocate(node, self.claims.to_allocate)
         except AllocationTimeout:
-            outcome(phase, "timeout")
+            outcomes[(phase, "timeout")] += 1
             return NodeVerdict(False, TIMEOUT)
         except NodeAllocationFailure as exc:
-            outcome(phase, "unavailable")
+            outcomes[(phase, "unavailable")] += 1
             return NodeVerdict(False, exc.message)
         except AllocationError as exc:
-            outcome(phase, "error")
+            outcomes[(phase, "error")] += 1
             raise FatalAllocation(exc.message) from None
         if results is None:
-            outcome(phase, "nofit")
+            outcomes[(phase, "nofit")] += 1
             reason = self.allocator.last_failure or "cannot allocate all claims"
             return NodeVerdict(False, reason, resolvable=self._devices_in_use_near(node))
-        outcome(phase, "fit")
+        outcomes[(phase, "fit")] += 1
         return NodeVerdict(True, results=tuple(results))
 
     def _devices_in_use_near(self, node: Node) -> bool:
@@ -195,6 +208,7 @@ def filter_nodes(
         try:
             verdict = plan.evaluate(node)
         except FatalAllocation as exc:
+            plan.flush_metrics()
             # Upstream aborts the whole attempt: nodes decided before this one fail too.
             return FilterOutcome(unresolvable=dict.fromkeys(names, str(exc)))
         if verdict.fits:
@@ -203,4 +217,5 @@ def filter_nodes(
             out.failed[name] = verdict.reason
         else:
             out.unresolvable[name] = verdict.reason
+    plan.flush_metrics()
     return out

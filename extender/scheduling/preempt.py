@@ -59,4 +59,6 @@ def nodes_worth_preempting(
                 kept.add(name)
         except FatalAllocation:
             return set()
+        finally:
+            what_if.flush_metrics()
     return kept

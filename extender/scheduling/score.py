@@ -14,7 +14,7 @@ fit scores 0, and when every node ties nobody is preferred (all 0). ``none`` sco
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from extender.model import AllocationResult, ResourceClaim
 from extender.scheduling.claims import PodWaits
@@ -26,12 +26,18 @@ MAX_SCORE = 10
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
 
 
-def prioritized_score(claims: Sequence[ResourceClaim], results: Sequence[AllocationResult]) -> int:
+def subrequest_order(claims: Sequence[ResourceClaim]) -> list[dict[str, list[str]]]:
+    """Per claim: request name -> its subrequest names in preference order (prioritized lists only)."""
+    return [
+        {r.name: [s.name for s in r.first_available] for r in c.requests if r.first_available} for c in claims
+    ]
+
+
+def prioritized_score(order: Sequence[Mapping[str, list[str]]], results: Sequence[AllocationResult]) -> int:
     total = 0
-    for claim, result in zip(claims, results, strict=True):
-        subrequests = {
-            r.name: [s.name for s in r.first_available] for r in claim.requests if r.first_available
-        }
+    for subrequests, result in zip(order, results, strict=True):
+        if not subrequests:
+            continue
         seen: set[str] = set()
         for device in result.devices:
             request, _, sub = device.request.partition("/")
@@ -65,13 +71,15 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     except PodWaits:
         return scores
     keys: dict[str, tuple[int, int]] = {}
+    order = subrequest_order(plan.claims.to_allocate)
     for name in names:
         results = _results(ctx, plan, name)
         if results is None:
             continue
         free = _free_after(ctx, name, results)
-        prio = prioritized_score(plan.claims.to_allocate, results)
+        prio = prioritized_score(order, results)
         keys[name] = (prio, -free if ctx.config.score_policy == "binpack" else free)
+    plan.flush_metrics()
     ranked = sorted(set(keys.values()), reverse=True)
     if len(ranked) > 1:
         rank = {key: i for i, key in enumerate(ranked)}
@@ -81,8 +89,12 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
 
 
 def _results(ctx: SchedulingContext, plan: PodPlan, name: str) -> tuple[AllocationResult, ...] | None:
-    """The node's allocation: remembered from filter when still valid, else recomputed."""
-    remembered = plan.remembered(name)
+    """The node's allocation as filter saw it, else computed now.
+
+    Scoring is a preference, so a remembered result is used even if the node changed since
+    filter (bind re-validates); this saves a signature check per node.
+    """
+    remembered = plan.remembered(name, validate=False)
     if remembered is not None:
         return remembered.results
     node = ctx.state.nodes.get(name)
