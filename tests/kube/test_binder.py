@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from extender.binder import DELETE_PROTECTION_FINALIZER, BindError, PodRef
@@ -197,3 +199,21 @@ async def test_invalid_allocation_is_rejected_by_the_schema(apiserver: ApiServer
     bad["devices"]["results"][0]["devcie"] = "typo"
     with pytest.raises(BindError, match="devcie"):
         await binder(client).write_claim(parse_resource_claim(raw), bad, pod)
+
+
+async def test_timed_out_writes_are_retried_without_duplicates(apiserver: ApiServer) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    impatient = RawClient(apiserver.api_client(), request_timeout=0.3)
+    # The server still applies both delayed writes after the client gave up on them.
+    apiserver.faults.delay(0.6, "update", "resourceclaims", subresource="status")
+    apiserver.faults.delay(0.6, "create", "pods", subresource="binding")
+    kube = binder(impatient)
+    await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    await kube.bind_pod(pod, "node-a")
+    await asyncio.sleep(0.5)  # let the delayed originals land too
+    status = apiserver.store.get(CLAIM, "default", "gpu-claim")["status"]
+    assert status["reservedFor"] == [{"resource": "pods", "name": "trainer", "uid": pod.uid}]
+    assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
+    assert writes(apiserver).count(("update", "resourceclaims", "status")) >= 2  # the timeout did happen
+    assert writes(apiserver).count(("create", "pods", "binding")) >= 2
