@@ -46,6 +46,9 @@ class PythonProgram:
             raise CelRuntimeError(
                 "expression nesting exceeds the evaluator's depth", self._expression
             ) from None
+        except Exception as e:
+            # A bug in this engine must fail the one selector loudly, never the scheduler.
+            raise CelRuntimeError(f"internal error: {type(e).__name__}: {e}", self._expression) from e
         if type(result) is not bool:
             raise CelRuntimeError(
                 f"CEL result of type {type_name(result)} could not be converted to bool", self._expression
@@ -72,7 +75,7 @@ class PythonEngine:
         if not isinstance(expression, str):
             kind = type(expression).__name__
             raise CelCompileError(f"expression must be a string, not {kind}", str(expression))
-        size = len(expression.encode("utf-8"))
+        size = len(expression.encode("utf-8", "surrogatepass"))
         if size > MAX_EXPRESSION_BYTES:
             raise CelCompileError(
                 f"expression is too long: {size} bytes, the limit is {MAX_EXPRESSION_BYTES}", expression
@@ -84,6 +87,8 @@ class PythonEngine:
             raise CelCompileError(str(e), expression) from None
         except RecursionError:
             raise CelCompileError("expression nesting is too deep", expression) from None
+        except Exception as e:
+            raise CelCompileError(f"internal error: {type(e).__name__}: {e}", expression) from e
         if result_type not in (BOOL, DYN):
             raise CelCompileError(
                 f"must evaluate to bool or the unknown type, not {display(result_type)}", expression

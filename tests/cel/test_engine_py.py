@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import engine_py_lib as lib
 from extender.cel.device import DeviceView, build_device_view
 from extender.cel.engine import make_engine
 from extender.cel.engine_py import MAX_EXPRESSION_BYTES, PythonEngine
+from extender.cel.engine_py_types import STRING
 
 ENGINE = PythonEngine()
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -290,6 +292,16 @@ def test_long_logical_chains_are_balanced_not_too_deep() -> None:
 def test_deeply_nested_expression_is_a_compile_error_not_a_crash() -> None:
     with pytest.raises(CelCompileError):
         ENGINE.compile("(" * 3000 + "true" + ")" * 3000)
+
+
+def test_a_bug_in_a_library_function_is_a_runtime_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(_: str) -> str:
+        raise TypeError("boom")
+
+    monkeypatch.setitem(lib.FUNCTIONS, ("trim", True), [lib.Overload((STRING,), STRING, broken)])
+    program = ENGINE.compile(f'{A}.model.trim() == "a100"')
+    with pytest.raises(CelRuntimeError, match="internal error: TypeError: boom"):
+        program.evaluate(make_view())
 
 
 def test_make_engine_selects_this_engine() -> None:
