@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 
 from extender.allocator.counters import CounterValues
 from extender.allocator.diagnose import explain_failure
-from extender.allocator.errors import AllocationError, NodeAllocationFailure
+from extender.allocator.errors import NodeAllocationFailure
 from extender.allocator.features import Features
 from extender.allocator.pools import Pool, gather_pools
 from extender.allocator.requests import validate_claims
 from extender.allocator.result import build_result
-from extender.allocator.search import DONE, Search
+from extender.allocator.search import Search
 from extender.allocator.selection import SelectorCache
 from extender.allocator.sources import SliceSource
 from extender.allocator.state import AllocatedState
@@ -64,16 +64,7 @@ class Allocator:
             self.features, self.allocated, node, pools, claims, self._selectors, self._counters, self.deadline
         )
         search.prepare(validate_claims(claims, self.features, self.classes, search.fill_all))
-        try:
-            outcome = search.visit(0, 0, 0, 0, False, 0)
-        except RecursionError:
-            # The search recurses once per picked device; only pods with hundreds of devices
-            # across their claims get here, and they get a clear error instead of a crash.
-            total = sum(len(r) for r in search.results)
-            raise AllocationError(
-                f"allocation needs more devices than the search can track at once ({total} picked so far)"
-            ) from None
-        if outcome != DONE:
+        if not search.run():
             invalid = [p for p in pools if p.invalid is not None]
             if invalid:
                 details = "; ".join(f"{p.driver}/{p.name}: {p.invalid}" for p in invalid)

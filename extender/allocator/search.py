@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 
 from extender.allocator.capacity import capacity_fits, consumed_capacity
 from extender.allocator.constraints import ConstraintState, new_state
@@ -25,6 +25,10 @@ from extender.model import DeviceID, Node, ResourceClaim
 FAIL, DONE, MAX_SIZE = 0, 1, 2
 
 Undo = Callable[[], None]
+# A search step: yields the (c, r, s, d, in_sub, start) of the step it needs next, is sent
+# that step's outcome, and returns its own outcome.
+Call = tuple[int, int, int, int, bool, int]
+Frame = Generator[Call, int, int]
 
 
 class Search:
@@ -106,7 +110,28 @@ class Search:
         lists = self.features.list_type_attributes
         self.constraints = [[new_state(con, lists) for con in claim.constraints] for claim in self.claims]
 
-    def visit(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> int:
+    def run(self) -> bool:
+        """Drive the search from the first slot; True when every claim got its devices.
+
+        Each ``_visit`` step is a generator that yields the arguments of the step it needs
+        next and receives that step's outcome, so the search depth lives on an explicit
+        stack instead of Python's call stack (pods may need hundreds of picks).
+        """
+        frames: list[Frame] = [self._visit(0, 0, 0, 0, False, 0)]
+        outcome = FAIL
+        sent: int | None = None
+        while frames:
+            try:
+                call = frames[-1].send(sent)
+            except StopIteration as finished:
+                frames.pop()
+                outcome = sent = finished.value
+                continue
+            frames.append(self._visit(*call))
+            sent = None
+        return outcome == DONE
+
+    def _visit(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> Frame:
         crossed = False  # a claim boundary was passed in this frame: MAX_SIZE becomes FAIL
         while True:
             if self.deadline is not None and time.monotonic() > self.deadline:
@@ -121,7 +146,7 @@ class Search:
             variants = claim_requests[r]
             data = variants[s]
             if not in_sub and data.has_parent:
-                outcome = self._try_subrequests(c, r, variants)
+                outcome = yield from self._try_subrequests(c, r, variants)
             elif data.all_mode and not data.all_devices:
                 outcome = FAIL
             elif d >= data.num_devices:
@@ -130,15 +155,15 @@ class Search:
             elif len(self.results[c]) + data.num_devices - d > MAX_DEVICES_PER_CLAIM:
                 outcome = MAX_SIZE
             elif data.all_mode:
-                outcome = self._visit_all(c, r, s, d, in_sub, data)
+                outcome = yield from self._visit_all(c, r, s, d, in_sub, data)
             else:
-                outcome = self._visit_exact(c, r, s, d, in_sub, start, data)
+                outcome = yield from self._visit_exact(c, r, s, d, in_sub, start, data)
             return FAIL if crossed and outcome == MAX_SIZE else outcome
 
-    def _try_subrequests(self, c: int, r: int, variants: list[RequestData]) -> int:
+    def _try_subrequests(self, c: int, r: int, variants: list[RequestData]) -> Frame:
         all_exceeded = True
         for s2 in range(len(variants)):
-            outcome = self.visit(c, r, s2, 0, True, 0)
+            outcome = yield (c, r, s2, 0, True, 0)
             if outcome == MAX_SIZE:
                 continue
             all_exceeded = False
@@ -147,18 +172,18 @@ class Search:
                 return DONE
         return MAX_SIZE if all_exceeded else FAIL
 
-    def _visit_all(self, c: int, r: int, s: int, d: int, in_sub: bool, data: RequestData) -> int:
+    def _visit_all(self, c: int, r: int, s: int, d: int, in_sub: bool, data: RequestData) -> Frame:
         undo = self.try_pick(c, data, data.all_devices[d], must=True)
         if undo is None:
             return FAIL
-        outcome = self.visit(c, r, s, d + 1, in_sub, 0)
+        outcome = yield (c, r, s, d + 1, in_sub, 0)
         if outcome != DONE:
             undo()
         return outcome
 
     def _visit_exact(
         self, c: int, r: int, s: int, d: int, in_sub: bool, start: int, data: RequestData
-    ) -> int:
+    ) -> Frame:
         committed = self.state.allocated_devices
         allocating = self.allocating
         admin = data.admin
@@ -183,7 +208,7 @@ class Search:
             undo = self.try_pick(c, data, candidate, must=False)
             if undo is None:
                 continue
-            outcome = self.visit(c, r, s, d + 1, in_sub, index + 1)
+            outcome = yield (c, r, s, d + 1, in_sub, index + 1)
             if outcome == DONE:
                 return DONE
             undo()
