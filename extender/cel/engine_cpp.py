@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cachetools import LRUCache
 from cel_expr_python import cel
@@ -43,6 +43,7 @@ _KEY_FIELD = "k8s_dra_internal_key"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
+_GO_NUMBER_SYNTAX = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
 _CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
 # Extensions of Kubernetes' base environment that the C++ library ships (env config names).
 _CONFIG_YAML = """\
@@ -374,8 +375,7 @@ _TOKEN_RE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
     kind: str
     text: str
     start: int
@@ -564,16 +564,39 @@ def rewrite(source: str, toks: list[_Token]) -> str:
     return source
 
 
-def _literal_conversions(toks: list[_Token]) -> Iterator[tuple[_Token, str]]:
-    """Calls of a conversion function on one literal, e.g. ``uint(-1)``, with their source."""
+def _literal_conversions(toks: list[_Token]) -> Iterator[tuple[_Token, str, _Token]]:
+    """Calls of a conversion function on one literal, e.g. ``uint(-1)``: the function's token,
+    the call's source and the literal's token."""
     for i, tok in enumerate(toks):
         if tok.kind != "id" or tok.text not in _CONVERSIONS or not _is_root(toks, i):
             continue
         rest = _texts(toks, i + 1, 4)
         if len(rest) >= 3 and rest[0] == "(" and rest[2] == ")" and toks[i + 2].kind in ("str", "num"):
-            yield tok, f"{tok.text}({rest[1]})"
+            yield tok, f"{tok.text}({rest[1]})", toks[i + 2]
         elif len(rest) == 4 and rest[:2] == ("(", "-") and toks[i + 3].kind == "num" and rest[3] == ")":
-            yield tok, f"{tok.text}(-{rest[2]})"
+            yield tok, f"{tok.text}(-{rest[2]})", toks[i + 3]
+
+
+_REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
+
+
+def _literal_patterns(toks: list[_Token]) -> Iterator[_Token]:
+    """String literals used as the pattern of matches/find/findAll (member or global form)."""
+    for i, tok in enumerate(toks):
+        if tok.text not in _REGEX_FUNCTIONS or _texts(toks, i + 1, 1) != ("(",):
+            continue
+        if i > 0 and toks[i - 1].text == ".":
+            arg = i + 2
+        elif tok.text == "matches" and _is_root(toks, i):
+            close = _closing(toks, i + 1)
+            args = _split_top(toks, i + 2, close, ",") if close is not None else []
+            if len(args) != 2:
+                continue
+            arg = args[1][0]
+        else:
+            continue
+        if arg < len(toks) and toks[arg].kind == "str" and _texts(toks, arg + 1, 1) in ((")",), (",",)):
+            yield toks[arg]
 
 
 _RELATIONS = frozenset({"<", "<=", ">", ">=", "==", "!=", "in"})
@@ -652,6 +675,10 @@ def _status_text(raw: str) -> str:
     return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", raw.strip()))
 
 
+# cel-go's wording where the C++ runtime's differs.
+_RUNTIME_WORDING = {"divide by zero": "division by zero"}
+
+
 def _runtime_text(raw: str) -> str:
     text = _status_text(raw)
     if text.startswith("Key not found in map : "):
@@ -663,7 +690,7 @@ def _runtime_text(raw: str) -> str:
         return "no such overload: " + text.removeprefix("No matching overloads found : ")
     if "Iteration budget exceeded" in text:
         return "operation cancelled: actual cost limit exceeded"
-    return text
+    return _RUNTIME_WORDING.get(text, text)
 
 
 def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
@@ -681,9 +708,16 @@ def _called(toks: list[_Token], name: str) -> bool:
     return any(t.text == name and _texts(toks, i + 1, 1) == ("(",) for i, t in enumerate(toks))
 
 
+# Two-variable comprehensions whose runtime helper (cel.@mapInsert) this C++ build lacks.
+_UNSUPPORTED_MACROS = frozenset({"transformMap", "transformMapEntry"})
+
+
 def _lint(source: str, toks: list[_Token]) -> None:
-    """Reject what the message encoding would otherwise expose to expressions."""
+    """Reject what the message encoding would otherwise expose to expressions, and what the
+    runtime would only fail on at evaluation."""
     for i, tok in enumerate(toks):
+        if tok.text in _UNSUPPORTED_MACROS and i > 0 and toks[i - 1].text == ".":
+            raise CelCompileError(lib.unsupported_message(tok.text), source)
         if tok.text == _KEY_FIELD:
             line, col = _position(source, tok.start)
             raise CelCompileError(f"ERROR: <input>:{line}:{col}: undefined field '{tok.text}'", source)
@@ -775,7 +809,7 @@ class CppEngine:
         if toks is None:
             return CppProgram(self, expression, checked)
         _lint(expression, toks)
-        self._fold_conversions(expression, toks)
+        self._check_constants(expression, toks)
         self._check_homogeneous(expression, toks)
         source_toks = toks if source == expression else _tokens(source)
         rewritten = source if source_toks is None else rewrite(source, source_toks)
@@ -832,18 +866,32 @@ class CppEngine:
                 return m.group(1), m.group(2)
         return None
 
-    def _fold_conversions(self, expression: str, toks: list[_Token]) -> None:
-        for tok, call in _literal_conversions(toks):
-            try:
-                result = self._env.compile(call).eval()
-            except RuntimeError as exc:
-                detail = _status_text(str(exc))
-            else:
-                if result.type() != T.ERROR:
-                    continue
-                detail = _status_text(str(result.value()))
-            line, col = _position(expression, tok.start)
-            raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+    def _check_constants(self, expression: str, toks: list[_Token]) -> None:
+        """What cel-go settles while building the program: conversions of a literal and
+        literal regular expressions; their failure is a compile error."""
+        for tok, call, arg in _literal_conversions(toks):
+            detail = self._constant_error(call)
+            if detail is None and tok.text in _GO_NUMBER_SYNTAX and arg.kind == "str":
+                # Go's strconv is stricter than the C++ runtime (no blanks; no sign for uint).
+                text = self._env.compile(arg.text).eval().value()
+                if not _GO_NUMBER_SYNTAX[tok.text].fullmatch(text):
+                    detail = f"cannot convert string to {tok.text}"
+            if detail is not None:
+                line, col = _position(expression, tok.start)
+                raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+        for pattern in _literal_patterns(toks):
+            detail = self._constant_error(f'"".matches({pattern.text})')
+            if detail is not None:
+                line, col = _position(expression, pattern.start)
+                raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+
+    def _constant_error(self, source: str) -> str | None:
+        """The error evaluating a constant expression gives, if any."""
+        try:
+            result = self._env.compile(source).eval()
+        except RuntimeError as exc:
+            return _status_text(str(exc))
+        return _status_text(str(result.value())) if result.type() == T.ERROR else None
 
     def activation(self, view: DeviceView) -> Any:
         return self._env.Activation(

@@ -154,7 +154,22 @@ def regex_find(s: str, pattern: str) -> str:
 
 
 def regex_find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    if limit == 0:
-        return []
-    found = [m.group(0) for m in _regex(pattern).finditer(s)]
-    return found if limit < 0 else found[:limit]
+    """Go's ``FindAllString``: an empty match right where the previous match ended is skipped
+    (Python's ``finditer`` keeps it)."""
+    rx = _regex(pattern)
+    found: list[str] = []
+    pos, prev_end = 0, -1
+    while pos <= len(s) and (limit < 0 or len(found) < limit):
+        m = rx.search(s, pos)
+        if m is None:
+            break
+        accept = True
+        if m.end() == pos:
+            accept = m.start() != prev_end
+            pos += 1
+        else:
+            pos = m.end()
+        prev_end = m.end()
+        if accept:
+            found.append(m.group(0))
+    return found

@@ -301,7 +301,38 @@ def test_lists_and_regex_libraries(engine: CppEngine, expression: str) -> None:
 def test_library_runtime_errors(engine: CppEngine) -> None:
     assert runtime_error(engine, "[].min() == 1") == "min called on empty list"
     assert "overflow" in runtime_error(engine, "[9223372036854775807, 1].sum() > 0")
-    assert "error parsing regexp" in runtime_error(engine, '"a".find("(") == ""')
+    assert "error parsing regexp" in runtime_error(engine, '"a".find(device.driver + "(") == ""')
+    assert runtime_error(engine, "1 / 0 == 0") == "division by zero"
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'device.driver.matches("[")',
+        'matches(device.driver, "(")',
+        '"a".find("(") == ""',
+        '"a".findAll("[", 1).size() == 0',
+        'int(" 1") == 1',
+        'uint("+1") == 1u',
+    ],
+)
+def test_constants_are_checked_at_compile_time(engine: CppEngine, expression: str) -> None:
+    assert compile_error(engine, expression).startswith("ERROR: <input>:1:")
+
+
+def test_go_number_syntax_accepts_a_sign_for_int(engine: CppEngine) -> None:
+    assert run(engine, 'int("+12") == 12 && int("-3") == -3 && uint("7") == 7u') is True
+
+
+def test_find_all_skips_empty_match_after_a_match(engine: CppEngine) -> None:
+    assert run(engine, '"baaab".findAll("a*") == ["", "aaa", ""]') is True
+
+
+def test_transform_map_is_unsupported(engine: CppEngine) -> None:
+    assert compile_error(engine, "{'a': 1}.transformMap(k, v, v + 1).size() == 1") == (
+        "function transformMap is not supported"
+    )
+    assert run(engine, "[1, 2].transformList(i, v, i + v) == [1, 3]") is True
 
 
 @pytest.mark.parametrize(
