@@ -29,6 +29,7 @@ from extender.model.resource_slice import (
     Taint,
     parse_resource_slice,
 )
+from extender.model.taint_rules import DeviceTaintRule, apply_taint_rules, parse_device_taint_rule
 
 __all__ = [
     "AllocationResult",
@@ -44,6 +45,7 @@ __all__ = [
     "DeviceID",
     "DeviceRequest",
     "DeviceResult",
+    "DeviceTaintRule",
     "ExactRequest",
     "Node",
     "NodeSelector",
@@ -55,8 +57,10 @@ __all__ = [
     "SelectorTerm",
     "Taint",
     "Toleration",
+    "apply_taint_rules",
     "parse_allocation",
     "parse_device_class",
+    "parse_device_taint_rule",
     "parse_node",
     "parse_resource_claim",
     "parse_resource_slice",

@@ -10,7 +10,7 @@ from extender.allocator import AllocatedState
 from extender.allocator.capacity import capacity_fits, consumed_for, violates
 from extender.allocator.taints import tolerates
 from extender.cel.quantity import Quantity
-from extender.model import Device, Taint, Toleration
+from extender.model import Device, Taint, Toleration, apply_taint_rules, parse_device_taint_rule
 from tests.allocator.builders import allocator, claim, node, picked, request, resource_slice
 
 
@@ -120,3 +120,14 @@ def test_shared_counters_limit_partitions_including_committed_ones() -> None:
         allocated_devices={("driver-a", "pool-1", "part-0"), ("driver-a", "pool-1", "part-1")}
     )
     assert allocator(slices, state=full).allocate(node(), [claim(request())]) is None
+
+
+def test_taints_from_device_taint_rules_block_allocation() -> None:
+    maintenance = parse_device_taint_rule(
+        {
+            "metadata": {"name": "maintenance"},
+            "spec": {"deviceSelector": {"device": "d0"}, "taint": {"key": "m", "effect": "NoSchedule"}},
+        }
+    )
+    slices = [apply_taint_rules(resource_slice(devices=[{"name": "d0"}, {"name": "d1"}]), [maintenance])]
+    assert picked(allocator(slices).allocate(node(), [claim(request())])) == [[("req-0", "d1")]]
