@@ -335,6 +335,46 @@ def _declarations() -> Iterator[_Decl]:
     )
 
 
+# The strings extension declares indexOf/lastIndexOf for strings only, and a declared
+# function cannot be extended; calls are renamed to these same-length aliases, which serve
+# both strings (through the extension itself) and Kubernetes' lists library.
+_SEARCH_ALIASES = {"indexOf": "_ndexOf", "lastIndexOf": "_astIndexOf"}
+
+
+@lru_cache(maxsize=1)
+def _strings_env() -> Any:
+    return cel.NewEnv(
+        config=cel.NewEnvConfigFromYaml(_CONFIG_YAML),
+        variables={"s": T.STRING, "sub": T.STRING, "off": T.INT},
+    )
+
+
+@lru_cache(maxsize=4)
+def _string_search_program(name: str, with_offset: bool) -> Any:
+    return _strings_env().compile(f"s.{name}(sub, off)" if with_offset else f"s.{name}(sub)")
+
+
+def _string_search(name: str) -> Callable[..., int]:
+    def impl(s: str, sub: str, offset: int | None = None) -> int:
+        program = _string_search_program(name, offset is not None)
+        result = program.eval(data={"s": s, "sub": sub, "off": offset or 0})
+        if result.type() == T.ERROR:
+            raise ValueError(_status_text(str(result.value())))
+        return int(result.value())
+
+    return impl
+
+
+def _search_declarations() -> Iterator[_Decl]:
+    list_impls = {"indexOf": lib.list_index_of, "lastIndexOf": lib.list_last_index_of}
+    for name, alias in _SEARCH_ALIASES.items():
+        impl = _string_search(name)
+        yield _Decl(alias, f"string_{name}", T.INT, (T.STRING, T.STRING), True, impl)
+        yield _Decl(alias, f"string_{name}_int", T.INT, (T.STRING, T.STRING, T.INT), True, impl)
+        for arg_name, arg in (*_INCLUDES_ARGS, ("bytes", T.BYTES), ("quantity", QT)):
+            yield _Decl(alias, f"list_{name}_{arg_name}", T.INT, (T.List(T.DYN), arg), True, list_impls[name])
+
+
 def _kind(t: Any) -> str:
     """The runtime registry's key for a parameter type: all messages share one kind, all lists
     another; overloads whose kinds coincide must share one implementation."""
@@ -347,7 +387,7 @@ def _kind(t: Any) -> str:
 def _function_decls() -> list[Any]:
     by_name: dict[str, list[Any]] = {}
     registered: set[tuple[str, bool, tuple[str, ...]]] = set()
-    for decl in _declarations():
+    for decl in itertools.chain(_declarations(), _search_declarations()):
         signature = (decl.name, decl.member, tuple(_kind(p) for p in decl.params))
         kwargs: dict[str, Any] = {}
         if signature not in registered:
@@ -422,8 +462,13 @@ def _closing(toks: list[_Token], i: int) -> int | None:
 def field_presence(source: str, toks: list[_Token]) -> str:
     """Turn ``has(device.<field>)`` into ``true``: the device object always has its fields,
     while the checker would type a presence test on a qualified variable as the variable.
-    Padding keeps every offset, so error positions still match the user's text."""
+    Also give ``indexOf``/``lastIndexOf`` calls their alias (see _SEARCH_ALIASES).
+    Every replacement keeps the length, so error positions still match the user's text."""
     for i, tok in enumerate(toks):
+        alias = _SEARCH_ALIASES.get(tok.text)
+        if alias is not None and i > 0 and toks[i - 1].text == "." and _texts(toks, i + 1, 1) == ("(",):
+            source = source[: tok.start] + alias + source[tok.end :]
+            continue
         if tok.text != "has" or not _is_root(toks, i) or _texts(toks, i + 1, 3) != ("(", "device", "."):
             continue
         if _texts(toks, i + 4, 2) in {(field, ")") for field in DEVICE_FIELDS}:
@@ -680,7 +725,7 @@ _RUNTIME_WORDING = {"divide by zero": "division by zero"}
 
 
 def _runtime_text(raw: str) -> str:
-    text = _status_text(raw)
+    text = _unalias(_status_text(raw))
     if text.startswith("Key not found in map : "):
         key = text.removeprefix("Key not found in map : ")
         if len(key) >= 2 and key[0] == key[-1] == '"':
@@ -693,8 +738,14 @@ def _runtime_text(raw: str) -> str:
     return _RUNTIME_WORDING.get(text, text)
 
 
+def _unalias(text: str) -> str:
+    for name, alias in _SEARCH_ALIASES.items():
+        text = text.replace(alias, name)
+    return text
+
+
 def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
-    text = _status_text(raw)
+    text = _unalias(_status_text(raw))
     for m in _UNDECLARED.finditer(text):
         name = m.group(3)
         if name.startswith("device."):

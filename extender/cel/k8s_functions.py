@@ -173,3 +173,11 @@ def regex_find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
         if accept:
             found.append(m.group(0))
     return found
+
+
+def list_index_of(items: list[Any], value: Any) -> int:
+    return next((i for i, item in enumerate(items) if cel_equal(item, value)), -1)
+
+
+def list_last_index_of(items: list[Any], value: Any) -> int:
+    return next((i for i in range(len(items) - 1, -1, -1) if cel_equal(items[i], value)), -1)

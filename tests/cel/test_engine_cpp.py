@@ -292,6 +292,10 @@ def test_includes_limits_list_length(engine: CppEngine) -> None:
         '"a1b2c3".findAll("[0-9]") == ["1", "2", "3"]',
         '"a1b2c3".findAll("[0-9]", 2) == ["1", "2"]',
         '"abc".find("x") == ""',
+        "[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && [1].indexOf(5) == -1",
+        f'{G}.names.indexOf("bird") == 1 && {G}.ids.lastIndexOf(3.0) == 2',
+        '"héllo".indexOf("l") == 2 && "abcabc".lastIndexOf("b") == 4 && "abc".indexOf("b", 2) == -1',
+        f'{G}.model.indexOf("1") == 1',
     ],
 )
 def test_lists_and_regex_libraries(engine: CppEngine, expression: str) -> None:
@@ -303,6 +307,10 @@ def test_library_runtime_errors(engine: CppEngine) -> None:
     assert "overflow" in runtime_error(engine, "[9223372036854775807, 1].sum() > 0")
     assert "error parsing regexp" in runtime_error(engine, '"a".find(device.driver + "(") == ""')
     assert runtime_error(engine, "1 / 0 == 0") == "division by zero"
+    assert runtime_error(engine, '"abc".indexOf("b", 5) == -1') == "index out of range: 5"
+    assert "found no matching overload for 'indexOf' applied to '(string, int)'" in compile_error(
+        engine, '"abc".indexOf(1) == 0'
+    )
 
 
 @pytest.mark.parametrize(
