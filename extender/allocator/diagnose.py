@@ -42,15 +42,21 @@ def _shortfall(search: Search, data: RequestData) -> str | None:
 
 
 def explain_failure(search: Search) -> str:
+    reason = _first_shortfall(search)
+    if reason is None:
+        keys = ", ".join(claim.key for claim in search.claims)
+        reason = f"claims {keys}: no combination of devices satisfies all requests and constraints"
     incomplete = [f"{p.driver}/{p.name}" for p in search.pools if p.incomplete]
+    if incomplete:
+        # Devices of pools being updated are not offered; say so, it is often the real cause.
+        reason += f"; resource pools being updated: {', '.join(incomplete)}"
+    return reason
+
+
+def _first_shortfall(search: Search) -> str | None:
     for c, claim_requests in enumerate(search.requests):
-        claim = search.claims[c]
         for variants in claim_requests:
             reasons = [_shortfall(search, data) for data in variants]
             if all(reasons):
-                name = variants[0].parent
-                return f"claim {claim.key}, request {name}: {reasons[0]}"
-    if incomplete:
-        return f"resource pools being updated: {', '.join(incomplete)}"
-    keys = ", ".join(claim.key for claim in search.claims)
-    return f"claims {keys}: no combination of devices satisfies all requests and constraints"
+                return f"claim {search.claims[c].key}, request {variants[0].parent}: {reasons[0]}"
+    return None

@@ -136,3 +136,16 @@ def test_last_failure_when_only_the_combination_fails() -> None:
     alloc = allocator(slices)
     assert alloc.allocate(node(), [c]) is None
     assert "no combination of devices satisfies" in alloc.last_failure
+
+
+def test_last_failure_mentions_pools_being_updated_and_taints() -> None:
+    slices = [
+        resource_slice(devices=[{"name": "d0", "taints": [{"key": "k", "effect": "NoSchedule"}]}]),
+        resource_slice("partial", [dev("p0")], pool="pool-2", count=2),
+    ]
+    alloc = allocator(slices)
+    assert alloc.allocate(node(), [claim(request())]) is None
+    assert alloc.last_failure == (
+        "claim default/claim-0, request req-0: 0 of 1 devices available (1 match the selectors, 0 in use, "
+        "1 tainted); resource pools being updated: driver-a/pool-2"
+    )
