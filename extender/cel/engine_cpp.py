@@ -851,7 +851,7 @@ class CppEngine:
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
             toks = _tokens(source)
-        checked, source = self._check(source, toks)
+        checked, source = self._check(expression, source, toks)
         result = checked.return_type()
         if result not in (T.BOOL, T.DYN):
             raise CelCompileError(
@@ -874,19 +874,20 @@ class CppEngine:
             ) from None
         return CppProgram(self, expression, program)
 
-    def _check(self, expression: str, toks: list[_Token] | None) -> tuple[Any, str]:
-        """Type-check; returns the checked program and the source it was compiled from."""
+    def _check(self, original: str, source: str, toks: list[_Token] | None) -> tuple[Any, str]:
+        """Type-check ``source`` (``original`` after same-length rewrites); returns the checked
+        program and the source it was compiled from."""
         try:
-            return self._env.compile(expression), expression
+            return self._env.compile(source), source
         except RuntimeError as exc:
             raw = str(exc)
-        widened = None if toks is None else _widen_numeric_comparisons(expression, toks, _status_text(raw))
+        widened = None if toks is None else _widen_numeric_comparisons(source, toks, _status_text(raw))
         if widened is not None:
             try:
                 return self._env.compile(widened), widened
             except RuntimeError:
                 pass
-        raise CelCompileError(_compile_text(raw, expression, toks), expression)
+        raise CelCompileError(_compile_text(raw, source, toks), original)
 
     def _check_homogeneous(self, expression: str, toks: list[_Token]) -> None:
         variant = homogeneity_variant(expression, toks)
