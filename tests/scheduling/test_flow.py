@@ -349,3 +349,70 @@ def test_abandoned_inflight_entries_expire():
     assert (DRIVER, "node-0", "gpu-0") in svc.state.inuse.devices
     chosen, error = svc.run(lambda c: schedule(c, svc.pod("p"), ["node-0"]))
     assert (chosen, error) == ("node-0", "")
+
+
+def test_interleaved_filter_and_bind_of_many_pods_stay_consistent():
+    pods = [pod(f"p{i}", templates={"gpu": "one"}) for i in range(20)]
+    svc = Service([*gpu_cluster(nodes=2, per_node=3), template("one"), *pods])
+    svc.ctx.binder = SlowBinder(svc.ctx.binder, 0.001)
+
+    async def flow(client):
+        return await asyncio.gather(
+            *(schedule(client, svc.pod(f"p{i}"), svc.node_names()) for i in range(20))
+        )
+
+    outcomes = svc.run(flow)
+    bound = [node_name for node_name, error in outcomes if not error]
+    assert len(bound) == 6
+    devices = allocated_devices(svc.claims().values())
+    assert len(devices) == len(set(devices)) == 6
+    reserved = [
+        c["status"]["reservedFor"][0]["name"]
+        for c in svc.claims().values()
+        if c.get("status", {}).get("allocation")
+    ]
+    assert sorted(reserved) == sorted(f"p{i}" for i, (n, e) in enumerate(outcomes) if not e)
+
+
+def test_shared_claim_refuses_a_257th_consumer():
+    objs = [*gpu_cluster(nodes=1, per_node=1), claim("shared"), pod("extra", claims={"g": "shared"})]
+    svc = Service(objs)
+    raw = dict(svc.state.claim("default", "shared").raw)
+    raw["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": "node-0", "device": "gpu-0"}]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": f"p{i}", "uid": f"u{i}"} for i in range(256)],
+    }
+    svc.cluster.write("ResourceClaim", raw)
+    result = svc.run(lambda c: filter_call(c, svc.pod("extra"), ["node-0"]))
+    assert "256 consumers" in result["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_prioritized_list_needs_its_feature_gate():
+    from extender.config import parse_feature_gates
+
+    spec = claim_spec({"name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": DRIVER}]})
+    objs = [*gpu_cluster(nodes=1), claim("c", spec), pod("p", claims={"c": "c"})]
+    svc = Service(objs, feature_gates=parse_feature_gates("DRAPrioritizedList=false"))
+    result = svc.run(lambda c: filter_call(c, svc.pod("p"), ["node-0"]))
+    assert "DRAPrioritizedList feature is disabled" in result["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_claim_being_deleted_makes_the_pod_wait():
+    objs = [*gpu_cluster(nodes=1), claim("c"), pod("p", claims={"c": "c"})]
+    svc = Service(objs)
+    raw = dict(svc.state.claim("default", "c").raw)
+    raw["metadata"] = {**raw["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}
+    svc.cluster.write("ResourceClaim", raw)
+    result = svc.run(lambda c: filter_call(c, svc.pod("p"), ["node-0"]))
+    assert 'resourceclaim "c" is being deleted' in result["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_pod_without_claims_is_bound_as_is():
+    svc = Service([*gpu_cluster(nodes=1), pod("plain")])
+    assert svc.run(lambda c: bind_call(c, svc.pod("plain"), "node-0")) == ""
+    assert svc.state.pod("default", "plain").node_name == "node-0"
+    assert not svc.state.inuse.devices

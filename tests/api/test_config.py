@@ -1,0 +1,71 @@
+"""Flags → Config: feature gates in kube-scheduler syntax, validation, the --kube seam."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from extender import cli
+from extender.config import DEFAULT_GATES, Config, ConfigError, parse_feature_gates
+
+
+def test_feature_gates_default_to_the_newest_release_and_accept_overrides():
+    gates = parse_feature_gates("")
+    assert gates == dict(DEFAULT_GATES)
+    assert gates["DRAPartitionableDevices"] and not gates["DRAListTypeAttributes"]
+    gates = parse_feature_gates("DRAPartitionableDevices=false, DRAListTypeAttributes=TRUE")
+    assert not gates["DRAPartitionableDevices"] and gates["DRAListTypeAttributes"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("DRAAdminAccess", "expected NAME=true"),
+        ("DRAAdminAccess=maybe", "expected NAME=true"),
+        ("DynamicResourceAllocation=true", "unknown feature gate"),
+    ],
+)
+def test_bad_feature_gates_are_errors(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_feature_gates(text)
+
+
+def test_config_validation_and_debug_view():
+    with pytest.raises(ConfigError, match="score policy"):
+        Config(score_policy="random")
+    with pytest.raises(ConfigError, match="exclude each other"):
+        Config(kube=True, state_dir=cli.Path("/tmp"))
+    view = Config(feature_gates=parse_feature_gates("DRADeviceTaints=false")).describe()
+    assert view["mode"] == "local" and view["featureGates"]["DRADeviceTaints"] is False
+
+
+def test_flags_reach_the_config():
+    args = cli._parser().parse_args(
+        [
+            "serve",
+            "--port",
+            "9999",
+            "--score-policy",
+            "spread",
+            "--scheduler-name",
+            "a",
+            "--scheduler-name",
+            "b",
+        ]
+    )
+    config = cli.config_from_args(args)
+    assert (config.port, config.score_policy, config.scheduler_names) == (9999, "spread", ("a", "b"))
+
+
+def test_kube_mode_without_its_modules_says_so(monkeypatch, capsys):
+    real = importlib.import_module
+
+    def missing(name, *args):
+        if name in ("extender.sources.kube", "extender.binder.kube"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args)
+
+    monkeypatch.setattr(cli.importlib, "import_module", missing)
+    assert cli.main(["serve", "--kube"]) == 2
+    assert "--kube is not available" in capsys.readouterr().err
