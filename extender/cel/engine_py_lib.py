@@ -17,17 +17,20 @@ from typing import Any
 
 import re2
 
+from extender.cel import engine_py_time as cel_time
 from extender.cel import k8s_functions
 from extender.cel.engine_py_types import (
     BOOL,
     BYTES,
     DOUBLE,
+    DURATION,
     DYN,
     INT,
     NULL,
     QUANTITY,
     SEMVER,
     STRING,
+    TIMESTAMP,
     TYPE,
     UINT,
     A,
@@ -83,13 +86,15 @@ FUNCTIONS: dict[tuple[str, bool], list[Overload]] = {}
 
 # Type conversions: cel-go folds them over constant arguments when the program is built, so
 # a failing constant conversion is a compile error.
-CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn", "type"})
+CONVERSIONS = frozenset(
+    {"int", "uint", "double", "string", "bytes", "bool", "dyn", "type", "duration", "timestamp"}
+)
 
 # Functions whose argument at this position, when constant, is a regex compiled up front.
 REGEX_ARG = {"matches": 1, "find": 1, "findAll": 1}
 
 # Everything here is deterministic, so a call over constants may be evaluated at compile time.
-NOT_SUPPORTED = (k8s_functions.ALL | {"format", "timestamp", "duration"}) - {"includes"}
+NOT_SUPPORTED = (k8s_functions.ALL | {"format"}) - {"includes"}
 
 
 def unsupported_message(name: str) -> str:
@@ -678,6 +683,35 @@ _decl("patch", True, (SEMVER,), INT, lambda v: v.patch)
 _decl("compareTo", True, (SEMVER, SEMVER), INT, lambda a, b: a.compare(b))
 _decl("isGreaterThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) > 0)
 _decl("isLessThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) < 0)
+
+# --- timestamps and durations ----------------------------------------------------------------
+
+
+def _ordering(fn: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    return lambda a, b: fn(a.nanos, b.nanos)
+
+
+for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", greater_eq)):
+    for _t in (TIMESTAMP, DURATION):
+        _decl(_op, False, (_t, _t), BOOL, _ordering(_fn))
+_decl("_+_", False, (DURATION, DURATION), DURATION, cel_time.add)
+_decl("_+_", False, (TIMESTAMP, DURATION), TIMESTAMP, cel_time.add)
+_decl("_+_", False, (DURATION, TIMESTAMP), TIMESTAMP, cel_time.add)
+_decl("_-_", False, (DURATION, DURATION), DURATION, cel_time.sub)
+_decl("_-_", False, (TIMESTAMP, DURATION), TIMESTAMP, cel_time.sub)
+_decl("_-_", False, (TIMESTAMP, TIMESTAMP), DURATION, cel_time.sub)
+for _t in (STRING, DURATION):
+    _decl("duration", False, (_t,), DURATION, cel_time.to_duration)
+for _t in (STRING, INT, TIMESTAMP):
+    _decl("timestamp", False, (_t,), TIMESTAMP, cel_time.to_timestamp)
+_decl("string", False, (TIMESTAMP,), STRING, cel_time.format_timestamp)
+_decl("string", False, (DURATION,), STRING, cel_time.format_duration)
+_decl("int", False, (TIMESTAMP,), INT, cel_time.timestamp_to_int)
+for _name, _getter in cel_time.TIMESTAMP_GETTERS.items():
+    _decl(_name, True, (TIMESTAMP,), INT, _getter)
+    _decl(_name, True, (TIMESTAMP, STRING), INT, _getter)
+for _name, _getter in cel_time.DURATION_GETTERS.items():
+    _decl(_name, True, (DURATION,), INT, _getter)
 
 # Names that are types when used as plain identifiers (``type(x) == int``).
 TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "map", TYPE})

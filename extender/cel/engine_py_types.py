@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
+from extender.cel.engine_py_time import Duration, Timestamp
 from extender.cel.engine_py_values import CelOptional, CelType, DeviceValue, UInt
 from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
@@ -19,6 +20,7 @@ INT, UINT, DOUBLE, BOOL, STRING, BYTES = "int", "uint", "double", "bool", "strin
 NULL, DYN, TYPE = "null_type", "dyn", "type"
 QUANTITY, SEMVER = "kubernetes.Quantity", "kubernetes.Semver"
 DEVICE = "kubernetes.DRADevice"
+TIMESTAMP, DURATION = "google.protobuf.Timestamp", "google.protobuf.Duration"
 A, B, K, V = "A", "B", "K", "V"
 TYPE_PARAMS = frozenset({A, B, K, V})
 
@@ -106,6 +108,8 @@ _RUNTIME_CHECKS: dict[str, Any] = {
     SEMVER: Semver,
     TYPE: CelType,
     DEVICE: DeviceValue,
+    TIMESTAMP: Timestamp,
+    DURATION: Duration,
 }
 
 

@@ -110,7 +110,7 @@ def type_name(v: Any) -> str:
         return "optional_type"
     if t is CelType:
         return "type"
-    return t.__name__
+    return str(getattr(t, "cel_type_name", t.__name__))
 
 
 # Kubernetes charges string and list growth to the cost budget (about 0.1 per character);

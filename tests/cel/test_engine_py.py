@@ -183,6 +183,17 @@ CASES: list[tuple[str, bool | str]] = [
     ("!!true && !!!false && --1 == 1", True),
     ("{1: 2}.a == 2", "error"),
     ("{'a': 1, 'a': 2}.size() == 1", "error"),
+    # timestamps and durations (Go parsing and printing, UTC getters)
+    ('duration("1h30m") == duration("90m") && duration("1.5h") > duration("89m")', True),
+    ('string(duration("1.5s")) == "1.5s" && string(duration("1h")) == "3600s"', True),
+    ('timestamp("2020-01-01T00:00:00Z") + duration("24h") == timestamp("2020-01-02T00:00:00Z")', True),
+    ('string(timestamp("2020-01-01T01:02:03.500+01:00")) == "2020-01-01T00:02:03.5Z"', True),
+    ('cel.bind(t, timestamp("2020-03-01T00:00:00Z"), t.getDayOfWeek() == 0 && t.getMonth() == 2)', True),
+    ('timestamp("2020-03-01T00:00:00Z").getHours("America/New_York") == 19', True),
+    ('timestamp("2020-03-01T00:00:00Z").getHours("No/Such_Zone") == 19', "error"),
+    ('timestamp("9999-12-31T23:59:59Z") + duration("1s") > timestamp("2020-01-01T00:00:00Z")', "error"),
+    ('duration("2562048h") > duration("1h")', "compile-error"),  # beyond Go's int64 nanoseconds
+    ('timestamp("2020-13-01T00:00:00Z") < timestamp("2021-01-01T00:00:00Z")', "compile-error"),
     # Kubernetes libraries this engine does not implement
     ('url("https://x").getHost() == "x"', "compile-error"),
     ('isIP("1.2.3.4")', "compile-error"),
