@@ -2,7 +2,9 @@
 
 cel-python 0.5.0's own evaluator differs from cel-go where selectors notice (heterogeneous
 equality, overflow, error absorption, no type checking, no strings extension or ``cel.bind``),
-so only its Lark grammar is used; checking and evaluation live in the ``engine_py_*`` helpers.
+so only its Lark grammar is used; checking and evaluation live in the ``engine_py_*`` helpers:
+``_ast`` (parse), ``_compile`` (type check, constant folding, closures), ``_eval`` (closure
+builders, cost budget), ``_lib`` (function table), ``_types``, ``_values``, ``_time``.
 """
 
 from __future__ import annotations

@@ -114,7 +114,6 @@ def _both(name: str, params: tuple[Type, ...], result: Type, impl: Callable[...,
 # --- operators -------------------------------------------------------------------------------
 
 _NUMERIC = (INT, UINT, DOUBLE)
-_ORDERED = ((s, s) for s in (STRING, BYTES, BOOL))
 
 for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", greater_eq)):
     for _l in _NUMERIC:

@@ -92,11 +92,6 @@ def join(types: list[Type]) -> Type:
     return first if all(t == first for t in types[1:]) else DYN
 
 
-def is_concrete(t: Type) -> bool:
-    """No ``dyn`` at the top level, so a value of this type needs no runtime dispatch."""
-    return t != DYN
-
-
 _RUNTIME_CHECKS: dict[str, Any] = {
     INT: int,
     UINT: UInt,
