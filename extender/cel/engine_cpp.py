@@ -15,6 +15,7 @@ The C++ checker gives cel-go's static typing; what it lacks is patched here:
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import re
 from collections.abc import Callable, Iterator
@@ -55,29 +56,39 @@ extensions:
 """
 
 
-def _build_messages() -> tuple[descriptor_pool.DescriptorPool, type, type]:
-    """Define kubernetes.Quantity and kubernetes.Semver as one-field proto3 messages."""
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="extender/kubernetes_cel_types.proto", package="kubernetes", syntax="proto3"
-    )
-    for name in ("Quantity", "Semver"):
-        msg = fdp.message_type.add(name=name)
-        msg.field.add(
-            name=_KEY_FIELD,
-            number=1,
-            type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
-        )
+def _build_messages() -> tuple[descriptor_pool.DescriptorPool, dict[str, type]]:
+    """Each library type as a proto3 message with one field: its value-canonical key."""
     pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    quantity_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(QUANTITY_TYPE_NAME))
-    semver_cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(SEMVER_TYPE_NAME))
-    return pool, quantity_cls, semver_cls
+    classes: dict[str, type] = {}
+    for package, names in (("kubernetes", ("Quantity", "Semver")), ("net", ("IP", "CIDR"))):
+        fdp = descriptor_pb2.FileDescriptorProto(
+            name=f"extender/{package}_cel_types.proto", package=package, syntax="proto3"
+        )
+        for name in names:
+            fdp.message_type.add(name=name).field.add(
+                name=_KEY_FIELD,
+                number=1,
+                type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+            )
+        pool.Add(fdp)
+        for name in names:
+            full = f"{package}.{name}"
+            classes[full] = message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+    return pool, classes
 
 
-_POOL, _QuantityMsg, _SemverMsg = _build_messages()
+_POOL, _CLASSES = _build_messages()
+_QuantityMsg = _CLASSES[QUANTITY_TYPE_NAME]
+_SemverMsg = _CLASSES[SEMVER_TYPE_NAME]
+_IPMsg = _CLASSES["net.IP"]
+_CIDRMsg = _CLASSES["net.CIDR"]
 QT = T(QUANTITY_TYPE_NAME)
 ST = T(SEMVER_TYPE_NAME)
+IPT = T("net.IP")
+CIDRT = T("net.CIDR")
+# The packages of these names are not reachable from expressions (see _lint).
+_TYPE_PACKAGES = frozenset({"kubernetes", "net"})
 
 
 # --- value conversion between the Python objects and the messages -------------------------
@@ -375,10 +386,71 @@ def _search_declarations() -> Iterator[_Decl]:
             yield _Decl(alias, f"list_{name}_{arg_name}", T.INT, (T.List(T.DYN), arg), True, list_impls[name])
 
 
+def _ip_message(address: lib.Address) -> Any:
+    return _IPMsg(**{_KEY_FIELD: str(address)})
+
+
+def _cidr_message(prefix: lib.Prefix) -> Any:
+    # The address as written is kept (cidr("10.0.0.1/8").ip() is 10.0.0.1), as in Go.
+    return _CIDRMsg(**{_KEY_FIELD: f"{prefix.ip}/{prefix.network.prefixlen}"})
+
+
+def _ip_of(value: Any) -> lib.Address:
+    return lib.parse_ip(value if isinstance(value, str) else getattr(value, _KEY_FIELD))
+
+
+def _cidr_of(value: Any) -> lib.Prefix:
+    return lib.parse_cidr(value if isinstance(value, str) else getattr(value, _KEY_FIELD))
+
+
+def _ip_declarations() -> Iterator[_Decl]:
+    yield _Decl("ip", "string_to_ip", IPT, (T.STRING,), False, lambda s: _ip_message(lib.parse_ip(s)))
+    yield _Decl("isIP", "is_ip", T.BOOL, (T.STRING,), False, lambda s: lib.is_valid(lib.parse_ip, s))
+    yield _Decl("ip.isCanonical", "ip_is_canonical", T.BOOL, (T.STRING,), False, lib.ip_is_canonical)
+    predicates: dict[str, Callable[[lib.Address], Any]] = {
+        "family": lib.ip_family,
+        "isUnspecified": lambda a: a.is_unspecified,
+        "isLoopback": lambda a: a.is_loopback,
+        "isLinkLocalMulticast": lib.ip_is_link_local_multicast,
+        "isLinkLocalUnicast": lambda a: a.is_link_local,
+        "isGlobalUnicast": lib.ip_is_global_unicast,
+    }
+    for name, predicate in predicates.items():
+        result = T.INT if name == "family" else T.BOOL
+        yield _Decl(name, f"ip_{name}", result, (IPT,), True, lambda m, p=predicate: p(_ip_of(m)))
+    yield _Decl(
+        "cidr", "string_to_cidr", CIDRT, (T.STRING,), False, lambda s: _cidr_message(lib.parse_cidr(s))
+    )
+    yield _Decl("isCIDR", "is_cidr", T.BOOL, (T.STRING,), False, lambda s: lib.is_valid(lib.parse_cidr, s))
+
+    def contains_ip(cidr: Any, address: Any) -> bool:
+        return lib.cidr_contains_ip(_cidr_of(cidr), _ip_of(address))
+
+    def contains_cidr(cidr: Any, other: Any) -> bool:
+        return lib.cidr_contains_cidr(_cidr_of(cidr), _cidr_of(other))
+
+    yield _Decl("containsIP", "cidr_contains_ip_ip", T.BOOL, (CIDRT, IPT), True, contains_ip)
+    yield _Decl("containsIP", "cidr_contains_ip_string", T.BOOL, (CIDRT, T.STRING), True, contains_ip)
+    yield _Decl("containsCIDR", "cidr_contains_cidr", T.BOOL, (CIDRT, CIDRT), True, contains_cidr)
+    yield _Decl("containsCIDR", "cidr_contains_cidr_string", T.BOOL, (CIDRT, T.STRING), True, contains_cidr)
+    yield _Decl("ip", "cidr_ip", IPT, (CIDRT,), True, lambda c: _ip_message(_cidr_of(c).ip))
+    yield _Decl(
+        "masked",
+        "cidr_masked",
+        CIDRT,
+        (CIDRT,),
+        True,
+        lambda c: _cidr_message(ipaddress.ip_interface(_cidr_of(c).network)),
+    )
+    yield _Decl(
+        "prefixLength", "cidr_prefix_length", T.INT, (CIDRT,), True, lambda c: _cidr_of(c).network.prefixlen
+    )
+
+
 def _kind(t: Any) -> str:
     """The runtime registry's key for a parameter type: all messages share one kind, all lists
     another; overloads whose kinds coincide must share one implementation."""
-    if t in (QT, ST):
+    if t in (QT, ST, IPT, CIDRT):
         return "message"
     name = t.name()
     return name.split("(", 1)[0].split("<", 1)[0].lower()
@@ -387,7 +459,7 @@ def _kind(t: Any) -> str:
 def _function_decls() -> list[Any]:
     by_name: dict[str, list[Any]] = {}
     registered: set[tuple[str, bool, tuple[str, ...]]] = set()
-    for decl in itertools.chain(_declarations(), _search_declarations()):
+    for decl in itertools.chain(_declarations(), _search_declarations(), _ip_declarations()):
         signature = (decl.name, decl.member, tuple(_kind(p) for p in decl.params))
         kwargs: dict[str, Any] = {}
         if signature not in registered:
@@ -744,8 +816,15 @@ def _unalias(text: str) -> str:
     return text
 
 
+_STRING_OF_NET = re.compile(r"found no matching overload for 'string' applied to '\((net\.(?:IP|CIDR))\)'")
+
+
 def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
     text = _unalias(_status_text(raw))
+    m = _STRING_OF_NET.search(text)
+    if m is not None:
+        # Declared conversions cannot be extended in the C++ checker.
+        return f"function string is not supported for {m.group(1)}"
     for m in _UNDECLARED.finditer(text):
         name = m.group(3)
         if name.startswith("device."):
@@ -772,10 +851,10 @@ def _lint(source: str, toks: list[_Token]) -> None:
         if tok.text == _KEY_FIELD:
             line, col = _position(source, tok.start)
             raise CelCompileError(f"ERROR: <input>:{line}:{col}: undefined field '{tok.text}'", source)
-        if tok.text == "kubernetes" and _is_root(toks, i) and _texts(toks, i + 1, 1) == (".",):
+        if tok.text in _TYPE_PACKAGES and _is_root(toks, i) and _texts(toks, i + 1, 1) == (".",):
             line, col = _position(source, tok.start)
             raise CelCompileError(
-                f"ERROR: <input>:{line}:{col}: undeclared reference to 'kubernetes'", source
+                f"ERROR: <input>:{line}:{col}: undeclared reference to '{tok.text}'", source
             )
 
 

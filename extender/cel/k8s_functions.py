@@ -7,6 +7,7 @@ learns the selector is valid Kubernetes CEL that this scheduler cannot run.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import re
 from typing import Any
@@ -181,3 +182,81 @@ def list_index_of(items: list[Any], value: Any) -> int:
 
 def list_last_index_of(items: list[Any], value: Any) -> int:
     return next((i for i in range(len(items) - 1, -1, -1) if cel_equal(items[i], value)), -1)
+
+
+# --- IP and CIDR (Go netip semantics, as Kubernetes' ip/cidr libraries) ------------------
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Prefix = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
+
+def _reject_zone_and_mapped(s: str, kind: str, address: Address) -> None:
+    if "%" in s:
+        raise ValueError(f"{kind} with zone value is not allowed")
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise ValueError(f"IPv4-mapped IPv6 {kind} is not allowed")
+
+
+def parse_ip(s: str) -> Address:
+    try:
+        address = ipaddress.ip_address(s)
+    except ValueError as exc:
+        raise ValueError(f"IP Address {s!r} parse error during conversion from string: {exc}") from None
+    _reject_zone_and_mapped(s, "IP address", address)
+    return address
+
+
+def parse_cidr(s: str) -> Prefix:
+    """A prefix keeping its address as written (``10.0.0.1/8``), like Go's netip.Prefix."""
+    if "/" not in s:
+        raise ValueError(f"network address parse error during conversion from string: no '/' in {s!r}")
+    address_text, _, bits = s.partition("/")
+    if not bits.isascii() or not bits.isdigit() or (len(bits) > 1 and bits[0] == "0"):
+        raise ValueError(f"network address parse error during conversion from string: bad bits in {s!r}")
+    try:
+        prefix = ipaddress.ip_interface(s)
+    except ValueError as exc:
+        raise ValueError(f"network address parse error during conversion from string: {exc}") from None
+    _reject_zone_and_mapped(address_text, "subnet address", prefix.ip)
+    return prefix
+
+
+def is_valid(parse: Any, s: str) -> bool:
+    try:
+        parse(s)
+    except ValueError:
+        return False
+    return True
+
+
+def ip_is_canonical(s: str) -> bool:
+    return str(parse_ip(s)) == s
+
+
+def ip_family(a: Address) -> int:
+    return a.version
+
+
+def ip_is_link_local_multicast(a: Address) -> bool:
+    if a.version == 4:
+        return a in ipaddress.IPv4Network("224.0.0.0/24")
+    return (int(a) >> 112) & 0xFF0F == 0xFF02
+
+
+def ip_is_global_unicast(a: Address) -> bool:
+    """Go's IsGlobalUnicast: private ranges count as global, unlike Python's is_global."""
+    if a.version == 4 and int(a) == 0xFFFFFFFF:
+        return False
+    return not (a.is_unspecified or a.is_loopback or a.is_multicast or a.is_link_local)
+
+
+def cidr_contains_ip(prefix: Prefix, address: Address) -> bool:
+    return address.version == prefix.version and address in prefix.network
+
+
+def cidr_contains_cidr(prefix: Prefix, other: Prefix) -> bool:
+    return (
+        other.version == prefix.version
+        and other.ip in prefix.network
+        and prefix.network.prefixlen <= other.network.prefixlen
+    )

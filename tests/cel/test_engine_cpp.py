@@ -124,8 +124,9 @@ def test_has_device_field_is_true(engine: CppEngine, field: str) -> None:
         ('"a" + 1 == "a1"', "found no matching overload for '_+_' applied to '(string, int)'"),
         ("1 == 1.0", "found no matching overload for '_==_'"),
         ('"a" < 1', "found no matching overload for '_<_'"),
-        ('ip("10.0.0.1").family() == 4', "function ip is not supported"),
         ('url("https://x").getHost() == "x"', "function url is not supported"),
+        ('string(ip("1.2.3.4")) == "1.2.3.4"', "function string is not supported for net.IP"),
+        ('net.IP{} == ip("1.1.1.1")', "undeclared reference to 'net'"),
         ('quantity("1").k8s_dra_internal_key == "1"', "undefined field 'k8s_dra_internal_key'"),
         ('kubernetes.Quantity{} == quantity("0")', "undeclared reference to 'kubernetes'"),
         ('quantity("1").compareTo(semver("1.0.0")) == 0', "found no matching overload for 'compareTo'"),
@@ -395,3 +396,38 @@ def test_tokens_unknown_character() -> None:
 def test_deep_nesting_is_a_compile_error(engine: CppEngine) -> None:
     # The C++ parser stops at depth 32 (cel-go at 250): a limit of this engine.
     assert "recursion" in compile_error(engine, "(" * 40 + "true" + ")" * 40)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'ip("10.0.0.1").family() == 4 && ip("::1").family() == 6',
+        'isIP("1.2.3.4") && !isIP("1.2.3") && !isIP("01.2.3.4")',
+        'ip.isCanonical("2001:db8::1") && !ip.isCanonical("2001:DB8::1")',
+        'ip("::1").isLoopback() && ip("0.0.0.0").isUnspecified()',
+        'ip("10.0.0.1").isGlobalUnicast() && !ip("255.255.255.255").isGlobalUnicast()',
+        'ip("224.0.0.1").isLinkLocalMulticast() && ip("ff02::1").isLinkLocalMulticast()',
+        'ip("169.254.1.1").isLinkLocalUnicast() && ip("fe80::1").isLinkLocalUnicast()',
+        'cidr("10.0.0.0/8").containsIP(ip("10.1.2.3")) && cidr("10.0.0.0/8").containsIP("10.1.2.3")',
+        'cidr("10.0.0.0/8").containsCIDR("10.1.0.0/16")',
+        '!cidr("10.0.0.0/16").containsCIDR(cidr("10.0.0.0/8"))',
+        '!cidr("10.0.0.0/8").containsIP(ip("::1"))',
+        'cidr("10.0.0.1/8").ip() == ip("10.0.0.1") && cidr("10.0.0.1/8").masked() == cidr("10.0.0.0/8")',
+        'cidr("10.0.0.1/8").prefixLength() == 8 && isCIDR("::/0") && !isCIDR("10.0.0.0/08")',
+        'ip("1.2.3.4") == ip("1.2.3.4") && cidr("10.0.0.1/8") != cidr("10.0.0.0/8")',
+    ],
+)
+def test_ip_and_cidr_libraries(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ('ip("::ffff:1.2.3.4").family() == 6', "IPv4-mapped IPv6 IP address is not allowed"),
+        ('ip("fe80::1%eth0").family() == 6', "zone value is not allowed"),
+        ('cidr("10.0.0.0").prefixLength() == 0', "no '/'"),
+    ],
+)
+def test_ip_and_cidr_errors(engine: CppEngine, expression: str, message: str) -> None:
+    assert message in runtime_error(engine, expression)
