@@ -72,6 +72,7 @@ from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
 
 INCLUDES_MAX_LIST = 48
+SET_PAIRS_LIMIT = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,11 +558,20 @@ _decl("indexOf", True, (list_of(A), A), INT, _list_index_of)
 _decl("lastIndexOf", True, (list_of(A), A), INT, _list_last_index_of)
 
 
+def _pairwise_budget(a: Any, b: Any) -> None:
+    """Kubernetes charges set operations per element pair; an over-budget pair of lists would
+    take seconds here, so it fails up front the way it fails there."""
+    if len(a) * len(b) > SET_PAIRS_LIMIT:
+        raise EvalError("operation cancelled: actual cost limit exceeded")
+
+
 def _sets_contains(a: Any, b: Any) -> bool:
+    _pairwise_budget(a, b)
     return all(member_of(x, a) for x in b)
 
 
 def _sets_intersects(a: Any, b: Any) -> bool:
+    _pairwise_budget(a, b)
     return any(member_of(x, a) for x in b)
 
 

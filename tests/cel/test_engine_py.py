@@ -287,6 +287,13 @@ def test_string_doubling_is_bounded() -> None:
         program.evaluate(make_view())
 
 
+def test_quadratic_set_operation_over_budget_fails_fast() -> None:
+    big = "[" + ", ".join(str(i) for i in range(1100)) + "]"
+    program = ENGINE.compile(f"sets.contains({big}, {big})")
+    with pytest.raises(CelRuntimeError, match="cost limit"):
+        program.evaluate(make_view())
+
+
 def test_expression_size_limit() -> None:
     padding = " " * (MAX_EXPRESSION_BYTES - len("true"))
     ENGINE.compile("true" + padding)
