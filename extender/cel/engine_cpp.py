@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from cachetools import LRUCache
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -116,16 +115,25 @@ def _quantity_key(q: Quantity) -> str:
     return f"{mantissa}e{exponent}" if exponent else str(mantissa)
 
 
-# Message -> the Quantity it was made from. A message can only carry the value (so that
+# These tables are plain dicts, emptied when full: library functions run on the evaluating
+# thread, and a dict's get and set are atomic where an LRU's bookkeeping is not.
+_TABLE_LIMIT = 65536
+
+# Value key -> the Quantity it was made from. A message can only carry the value (so that
 # CEL's message equality is equality by value), while upstream's isInteger/asInteger also
 # depend on the representation (e.g. `1.5 + 0.5` is not an integer there). The most recent
 # object of each value is remembered; a forgotten one is re-parsed from the value.
-_QUANTITIES: LRUCache[str, Quantity] = LRUCache(maxsize=65536)
+_QUANTITIES: dict[str, Quantity] = {}
+
+# Quantity text -> value key and message; devices share few distinct capacity values, and
+# a text always denotes one value. The runtime copies a message it is given, so sharing is safe.
+_MESSAGES: dict[str, tuple[str, Any]] = {}
 
 
-# Quantity text -> its message; devices share few distinct capacity values, and a text
-# always denotes one value. The runtime copies a message it is given, so sharing is safe.
-_MESSAGES: LRUCache[str, tuple[str, Any]] = LRUCache(maxsize=65536)
+def _remember(table: dict[str, Any], key: str, value: Any) -> None:
+    if len(table) >= _TABLE_LIMIT:
+        table.clear()
+    table[key] = value
 
 
 def quantity_message(q: Quantity) -> Any:
@@ -133,8 +141,9 @@ def quantity_message(q: Quantity) -> Any:
     cached = _MESSAGES.get(text)
     if cached is None:
         key = _quantity_key(q)
-        cached = _MESSAGES[text] = (key, _QuantityMsg(**{_KEY_FIELD: key}))
-    _QUANTITIES[cached[0]] = q
+        cached = (key, _QuantityMsg(**{_KEY_FIELD: key}))
+        _remember(_MESSAGES, text, cached)
+    _remember(_QUANTITIES, cached[0], q)
     return cached[1]
 
 
@@ -158,7 +167,7 @@ def _as_quantity(msg: Any) -> Quantity:
     q = _QUANTITIES.get(key)
     if q is None:
         q = Quantity.parse(key)
-        _QUANTITIES[key] = q
+        _remember(_QUANTITIES, key, q)
     return q
 
 
@@ -216,14 +225,11 @@ def _is_semver_string(s: str, normalize: bool = False) -> bool:
     return True
 
 
-def _int_quantity(n: int) -> Quantity:
-    return Quantity.parse(str(n))
-
-
 def _arith(op: str) -> Callable[[Any, Any], Any]:
     def impl(target: Any, other: Any) -> Any:
         q = _as_quantity(target)
-        rhs = _as_quantity(other) if _is_quantity(other) else _int_quantity(other)
+        # An int operand goes in as is: Quantity gives it upstream's representation.
+        rhs = _as_quantity(other) if _is_quantity(other) else other
         return quantity_message(q.add(rhs) if op == "add" else q.sub(rhs))
 
     return impl

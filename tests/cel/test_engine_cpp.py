@@ -212,6 +212,11 @@ def test_quantity_keeps_upstream_representation(engine: CppEngine) -> None:
     expected = Quantity.parse("1.5").add(Quantity.parse("0.5")).is_integer()
     assert run(engine, 'quantity("1.5").add(quantity("0.5")).isInteger()') is expected
     assert run(engine, 'quantity("1.5").add(quantity("0.5")) == quantity("2")') is True
+    for expression, value in (
+        ('quantity("1").add(1)', Quantity.parse("1").add(1)),
+        ('quantity("2").sub(1)', Quantity.parse("2").sub(1)),
+    ):
+        assert run(engine, f"{expression}.isInteger()") is value.is_integer()
 
 
 @pytest.mark.parametrize(
