@@ -93,7 +93,9 @@ def create_app(
             finally:
                 metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
 
-        app.add_api_route(f"/{name}", endpoint, methods=["POST"], name=name)
+        # A plain Starlette route: FastAPI's parameter machinery has nothing to do here and
+        # costs a noticeable share of a filter call.
+        app.router.add_route(f"/{name}", endpoint, methods=["POST"], name=name)
 
     async def do_filter(body: bytes) -> Any:
         args = wire.extender_args(body)
