@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from extender.cel import CelCompileError, CelRuntimeError, environment
+from extender.cel.engine import available_engines, make_engine
 from extender.cel.environment import (
     MAX_EXPRESSION_BYTES,
     compile_selector,
@@ -149,3 +150,17 @@ def test_stats_reset() -> None:
 def test_module_engine_defaults_to_auto(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(environment, "_engine", None)
     assert current_engine_name() in ("cpp", "python")
+
+
+def test_available_engines_lists_the_importable_ones() -> None:
+    expected = [name for name, present in (("cpp", HAVE_CPP), ("python", HAVE_PY)) if present]
+    assert available_engines() == expected
+
+
+def test_make_engine_names_the_engine() -> None:
+    if HAVE_CPP:
+        assert make_engine("cpp").name == "cpp"
+    if HAVE_PY:
+        assert make_engine("python").name == "python"
+    with pytest.raises(ValueError, match="choose one of auto, cpp, python"):
+        make_engine("")
