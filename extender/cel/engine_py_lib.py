@@ -48,7 +48,9 @@ from extender.cel.engine_py_values import (
     UINT_MAX,
     CelOptional,
     CelType,
+    Duration,
     EvalError,
+    Timestamp,
     UInt,
     add,
     cel_compare,
@@ -516,9 +518,10 @@ def _sum(items: Any) -> Any:
     if not items:
         return 0
     total = items[0]
+    adder = cel_time.add if type(total) is Duration else add
     for x in items[1:]:
-        total = add(total, x)
-    if type(total) not in (int, UInt, float):
+        total = adder(total, x)
+    if type(total) not in (int, UInt, float, Duration):
         raise EvalError(f"no such overload: sum(list({type_name(total)}))")
     return total
 
@@ -530,7 +533,7 @@ def _extreme(items: Any, want: int, name: str) -> Any:
     for x in items[1:]:
         if cel_compare(x, best) == want:
             best = x
-    if type(best) not in (int, UInt, float, str, bytes, bool):
+    if type(best) not in (int, UInt, float, str, bytes, bool, Duration, Timestamp):
         raise EvalError(f"no such overload: {name}(list({type_name(best)}))")
     return best
 
@@ -550,7 +553,7 @@ def _list_last_index_of(items: Any, x: Any) -> int:
 
 
 _decl("isSorted", True, (list_of(A),), BOOL, _is_sorted)
-for _t in (INT, UINT, DOUBLE):
+for _t in (INT, UINT, DOUBLE, DURATION):
     _decl("sum", True, (list_of(_t),), _t, _sum)
 _decl("min", True, (list_of(A),), A, lambda items: _extreme(items, -1, "min"))
 _decl("max", True, (list_of(A),), A, lambda items: _extreme(items, 1, "max"))

@@ -13,58 +13,10 @@ import zoneinfo
 from decimal import Decimal
 from typing import Any
 
-from extender.cel.engine_py_values import INT_MAX, INT_MIN, EvalError
+from extender.cel.engine_py_values import Duration, EvalError, Timestamp
 
 _NANOS = 1_000_000_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_MIN_TS = (dt.datetime(1, 1, 1, tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1) * 1000
-_MAX_TS = (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(
-    microseconds=1
-) * 1000 + (_NANOS - 1)
-
-
-class Duration:
-    __slots__ = ("nanos",)
-    cel_type_name = "google.protobuf.Duration"
-
-    def __init__(self, nanos: int) -> None:
-        if nanos < INT_MIN or nanos > INT_MAX:
-            raise EvalError("integer overflow")
-        self.nanos = nanos
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Duration and other.nanos == self.nanos
-
-    def __hash__(self) -> int:
-        return hash(("duration", self.nanos))
-
-    def __lt__(self, other: Duration) -> bool:
-        return self.nanos < other.nanos
-
-    def __gt__(self, other: Duration) -> bool:
-        return self.nanos > other.nanos
-
-
-class Timestamp:
-    __slots__ = ("nanos",)  # since the Unix epoch, UTC
-    cel_type_name = "google.protobuf.Timestamp"
-
-    def __init__(self, nanos: int) -> None:
-        if nanos < _MIN_TS or nanos > _MAX_TS:
-            raise EvalError("timestamp out of range")
-        self.nanos = nanos
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Timestamp and other.nanos == self.nanos
-
-    def __hash__(self) -> int:
-        return hash(("timestamp", self.nanos))
-
-    def __lt__(self, other: Timestamp) -> bool:
-        return self.nanos < other.nanos
-
-    def __gt__(self, other: Timestamp) -> bool:
-        return self.nanos > other.nanos
 
 
 # --- parsing and printing --------------------------------------------------------------------

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from extender.cel.engine_py_time import Duration, Timestamp
-from extender.cel.engine_py_values import CelOptional, CelType, DeviceValue, UInt
+from extender.cel.engine_py_values import CelOptional, CelType, DeviceValue, Duration, Timestamp, UInt
 from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
 

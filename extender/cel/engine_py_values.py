@@ -63,6 +63,55 @@ class CelType:
         return hash(self.name)
 
 
+# Timestamps run from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z (Unix-epoch nanoseconds).
+TIMESTAMP_MIN_NANOS = -62135596800 * 10**9
+TIMESTAMP_MAX_NANOS = 253402300800 * 10**9 - 1
+
+
+class Duration:
+    __slots__ = ("nanos",)
+    cel_type_name = "google.protobuf.Duration"
+
+    def __init__(self, nanos: int) -> None:
+        if nanos < INT_MIN or nanos > INT_MAX:
+            raise EvalError("integer overflow")
+        self.nanos = nanos
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Duration and other.nanos == self.nanos
+
+    def __hash__(self) -> int:
+        return hash(("duration", self.nanos))
+
+    def __lt__(self, other: Duration) -> bool:
+        return self.nanos < other.nanos
+
+    def __gt__(self, other: Duration) -> bool:
+        return self.nanos > other.nanos
+
+
+class Timestamp:
+    __slots__ = ("nanos",)  # since the Unix epoch, UTC
+    cel_type_name = "google.protobuf.Timestamp"
+
+    def __init__(self, nanos: int) -> None:
+        if nanos < TIMESTAMP_MIN_NANOS or nanos > TIMESTAMP_MAX_NANOS:
+            raise EvalError("timestamp out of range")
+        self.nanos = nanos
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Timestamp and other.nanos == self.nanos
+
+    def __hash__(self) -> int:
+        return hash(("timestamp", self.nanos))
+
+    def __lt__(self, other: Timestamp) -> bool:
+        return self.nanos < other.nanos
+
+    def __gt__(self, other: Timestamp) -> bool:
+        return self.nanos > other.nanos
+
+
 class DomainMap(dict):  # type: ignore[type-arg]
     """``device.attributes`` / ``device.capacity``: an unknown domain indexes to an empty map.
 
@@ -216,7 +265,7 @@ def cel_compare(a: Any, b: Any) -> int:
         if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
             raise _NaNCompare
         return -1 if a < b else (1 if a > b else 0)
-    if ta is tb and ta in (str, bytes, bool):
+    if ta is tb and ta in (str, bytes, bool, Duration, Timestamp):
         return -1 if a < b else (1 if a > b else 0)
     raise EvalError(f"no such overload: {type_name(a)} < {type_name(b)}")
 
