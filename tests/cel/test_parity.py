@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from extender.cel import environment
-from extender.cel.parity import Case, load_cases, run_case
+from extender.cel.parity import Case, CaseFileError, load_cases, main, run_case
 
 CASES = load_cases(Path(__file__).with_name("cases.yaml"))
 
@@ -51,3 +51,59 @@ def test_cases_file_is_the_shared_one() -> None:
     if not shared.exists():
         pytest.skip(f"shared conformance cases not present at {shared}")
     assert Path(__file__).with_name("cases.yaml").read_bytes() == shared.read_bytes()
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cases.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+DEVICE = "  device: {driver: gpu.example.com, attributes: {model: {string: a100}}, capacity: {}}\n"
+
+
+def test_main_reports_pass_and_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(
+        tmp_path,
+        "- name: ok\n  expression: device.driver == 'gpu.example.com'\n" + DEVICE + "  expect: true\n"
+        "- name: wrong\n  expression: device.attributes['gpu.example.com'].nope\n"
+        + DEVICE
+        + "  expect: false\n",
+    )
+    assert main([str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert "PASS ok" in lines
+    assert "FAIL wrong (expected false, got error: no such key: nope)" in lines
+    assert lines[-1] == "1 passed, 1 failed"
+
+
+def test_main_exit_zero_when_all_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path, "- name: c\n  expression: '1'\n" + DEVICE + "  expect: compile-error\n")
+    assert main([str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 passed, 0 failed"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{}", "expected a list of cases"),
+        ("- name: x\n  expression: 'true'\n" + DEVICE + "  expect: maybe\n", "expect must be one of"),
+        ("- name: x\n  expression: 1\n" + DEVICE + "  expect: true\n", "expression must be a string"),
+        ("- name: x\n  expression: 'true'\n  device: []\n  expect: true\n", "device must be a mapping"),
+        ("- expression: 'true'\n" + DEVICE + "  expect: true\n", "name must be a non-empty string"),
+        (
+            "- name: x\n  expression: 'true'\n" + DEVICE + "  expect: true\n"
+            "- name: x\n  expression: 'true'\n" + DEVICE + "  expect: true\n",
+            "duplicate case name 'x'",
+        ),
+        ("- [unclosed", "cannot read"),
+    ],
+)
+def test_bad_case_files_are_rejected(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(CaseFileError, match=message):
+        load_cases(_write(tmp_path, text))
+
+
+def test_main_exit_two_on_unreadable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
