@@ -28,15 +28,20 @@ class Remembered:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    fits: bool
+    reason: str = ""
+    resolvable: bool = False  # preemption might help
+    results: tuple[AllocationResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class CachedVerdict:
     """A node's answer for one claim-spec signature (see ``filter.PodPlan``)."""
 
     node_signature: tuple[int, ...]
     claim_keys: tuple[str, ...]  # "ns/name" of the claims it was computed for (named in reasons)
-    fits: bool
-    reason: str
-    resolvable: bool
-    results: tuple[AllocationResult, ...]
+    verdict: NodeVerdict
 
 
 @dataclass

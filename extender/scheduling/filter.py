@@ -28,22 +28,15 @@ import orjson
 from extender.allocator import AllocationError, AllocationTimeout, Allocator, NodeAllocationFailure
 from extender.model import AllocationResult, Node
 from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, resolve, unavailable_on
-from extender.scheduling.context import CachedVerdict, Remembered, SchedulingContext
+from extender.scheduling.context import CachedVerdict, NodeVerdict, Remembered, SchedulingContext
 from extender.state.pods import PodInfo
 
 TIMEOUT = "timed out trying to allocate devices"
+FITS = NodeVerdict(True)
 
 
 class FatalAllocation(Exception):
     """The allocator rejected the pod's claims as such; no node can change that."""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeVerdict:
-    fits: bool
-    reason: str = ""
-    resolvable: bool = False  # preemption might help
-    results: tuple[AllocationResult, ...] = ()
 
 
 @dataclass
@@ -106,52 +99,55 @@ class PodPlan:
         return self._allocator
 
     def evaluate(self, node: Node, phase: str = "filter") -> NodeVerdict:
-        """Decide one node; raises FatalAllocation for errors that hold on every node."""
-        if self.claims.allocated:
-            reason = unavailable_on(self.claims, node)
+        """Decide one node; raises FatalAllocation for errors that hold on every node.
+
+        This runs for every candidate node of every filter call: keep it lean.
+        """
+        claims = self.claims
+        if claims.allocated:
+            reason = unavailable_on(claims, node)
             if reason is not None:
                 self.outcomes[(phase, "unavailable")] += 1
                 return NodeVerdict(False, reason)
-        if not self.claims.to_allocate:
-            return NodeVerdict(True)
+        if not claims.to_allocate:
+            return FITS
+        name = node.name
         state = self.ctx.state
-        signature = state.node_signature(node.name)
-        held = state.nodes.get(node.name)
+        signature = state.node_signature(name)
+        held = state.nodes.get(name)
         shareable = self.remember and (held is node or held == node)
-        verdict = self._shared(node.name, signature) if shareable else None
+        verdict = None
+        if shareable:
+            hit = self.ctx.verdicts.get((self._spec, name))
+            if hit is not None and hit.node_signature == signature:
+                verdict = hit.verdict if hit.claim_keys == self._claim_keys else self._rekey(hit)
+                self.outcomes[(phase, "cached")] += 1
         if verdict is None:
             verdict = self._allocate(node, phase)
             if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
-                cached = CachedVerdict(
-                    signature,
-                    self._claim_keys,
-                    verdict.fits,
-                    verdict.reason,
-                    verdict.resolvable,
-                    verdict.results,
+                self.ctx.share_verdict(
+                    (self._spec, name), CachedVerdict(signature, self._claim_keys, verdict)
                 )
-                self.ctx.share_verdict((self._spec, node.name), cached)
-        else:
-            self.outcomes[(phase, "cached")] += 1
         if verdict.fits and self.remember:
-            self._remembered[node.name] = Remembered(signature, self._claim_uids, verdict.results)
+            self._remembered[name] = Remembered(signature, self._claim_uids, verdict.results)
         return verdict
+
+    def _rekey(self, hit: CachedVerdict) -> NodeVerdict:
+        """Another pod's verdict, with its claim names in the reason replaced by ours."""
+        verdict = hit.verdict
+        if verdict.fits:
+            return verdict
+        reason = verdict.reason
+        for old, new in zip(hit.claim_keys, self._claim_keys, strict=True):
+            if old != new:
+                reason = reason.replace(f"claim {old}", f"claim {new}")
+        return NodeVerdict(False, reason, verdict.resolvable)
 
     def flush_metrics(self) -> None:
         """Per-node outcomes are counted locally and published once per request."""
         for (phase, outcome), n in self.outcomes.items():
             self.ctx.metrics.attempt(phase, outcome, n)
         self.outcomes.clear()
-
-    def _shared(self, node_name: str, signature: tuple[int, ...]) -> NodeVerdict | None:
-        hit = self.ctx.verdicts.get((self._spec, node_name))
-        if hit is None or hit.node_signature != signature:
-            return None
-        reason = hit.reason
-        for old, new in zip(hit.claim_keys, self._claim_keys, strict=True):
-            if old != new:
-                reason = reason.replace(f"claim {old}", f"claim {new}")
-        return NodeVerdict(hit.fits, reason, hit.resolvable, hit.results)
 
     def _allocate(self, node: Node, phase: str) -> NodeVerdict:
         outcomes = self.outcomes
