@@ -288,6 +288,7 @@ _INCLUDES_ARGS = (
     ("string", T.STRING),
     ("bool", T.BOOL),
     ("semver", ST),
+    ("quantity", QT),
 )
 
 
@@ -388,7 +389,7 @@ def _search_declarations() -> Iterator[_Decl]:
         impl = _string_search(name)
         yield _Decl(alias, f"string_{name}", T.INT, (T.STRING, T.STRING), True, impl)
         yield _Decl(alias, f"string_{name}_int", T.INT, (T.STRING, T.STRING, T.INT), True, impl)
-        for arg_name, arg in (*_INCLUDES_ARGS, ("bytes", T.BYTES), ("quantity", QT)):
+        for arg_name, arg in (*_INCLUDES_ARGS, ("bytes", T.BYTES)):
             yield _Decl(alias, f"list_{name}_{arg_name}", T.INT, (T.List(T.DYN), arg), True, list_impls[name])
 
 

@@ -91,18 +91,18 @@ def includes(target: Any, arg: Any) -> bool:
     return cel_equal(target, arg)
 
 
-def _kind(value: Any) -> str:
-    return (
-        "bool"
-        if isinstance(value, bool)
-        else "number"
-        if isinstance(value, int | float)
-        else type(value).__name__
-    )
+def _kind(value: Any, numbers_mix: bool) -> str:
+    """A value's type for the lists library; ints and doubles compare with each other (cross-type
+    comparison) but do not add up (no int + double overload)."""
+    if isinstance(value, bool):
+        return "bool"
+    if numbers_mix and isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
 
 
-def _homogeneous(items: list[Any], function: str) -> None:
-    kinds = {_kind(item) for item in items}
+def _homogeneous(items: list[Any], function: str, numbers_mix: bool = True) -> None:
+    kinds = {_kind(item, numbers_mix) for item in items}
     if len(kinds) > 1:
         raise ValueError(f"no such overload: {function} on a list of mixed types")
     if kinds and kinds <= {"list", "dict", "NoneType"}:
@@ -110,11 +110,11 @@ def _homogeneous(items: list[Any], function: str) -> None:
 
 
 def list_sum(items: list[Any]) -> Any:
-    _homogeneous(items, "sum")
+    _homogeneous(items, "sum", numbers_mix=False)
     if not items:
         return 0
     if isinstance(items[0], str | bytes | bool):
-        raise ValueError(f"no such overload: sum on a list of {_kind(items[0])}")
+        raise ValueError(f"no such overload: sum on a list of {_kind(items[0], False)}")
     total = items[0]
     for item in items[1:]:
         total = total + item

@@ -274,6 +274,7 @@ def test_semver_parse_error(engine: CppEngine) -> None:
         (f"{G}.ids.includes(true)", False),
         (f'{G}.model.includes("a100")', True),
         (f'{G}.driverVersion.includes(semver("1.2.3"))', True),
+        (f'{G}.names.includes(quantity("1"))', False),
     ],
 )
 def test_includes(engine: CppEngine, expression: str, expected: bool) -> None:
@@ -310,6 +311,8 @@ def test_lists_and_regex_libraries(engine: CppEngine, expression: str) -> None:
 
 def test_library_runtime_errors(engine: CppEngine) -> None:
     assert runtime_error(engine, "[].min() == 1") == "min called on empty list"
+    assert "mixed types" in runtime_error(engine, "[dyn(1), dyn(2.5)].sum() == 3.5")
+    assert run(engine, "[dyn(1), dyn(2.5)].max() == 2.5") is True
     assert "overflow" in runtime_error(engine, "[9223372036854775807, 1].sum() > 0")
     assert "error parsing regexp" in runtime_error(engine, '"a".find(device.driver + "(") == ""')
     assert runtime_error(engine, "1 / 0 == 0") == "division by zero"
