@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request, Response
 
 from extender.api import wire
 from extender.api.wire import BadRequest
+from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
 from extender.scheduling.bind import bind_pod
 from extender.scheduling.claims import pod_for_request
@@ -139,7 +140,7 @@ def create_app(
 
     @app.get("/metrics")
     async def prometheus() -> Response:
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/debug/config")
     async def debug_config() -> Response:

@@ -223,9 +223,6 @@ class ClusterState:
         """The raw objects of one kind as the cache holds them (claims with their status)."""
         return list(self._raw_by_key(kind).values())
 
-    def node_raw(self, name: str) -> Mapping[str, Any] | None:
-        return self._node_raw.get(name)
-
     def raw(self, kind: str, key: ObjKey) -> Mapping[str, Any] | None:
         """One object as cached, by (namespace, name); None when absent."""
         name = key[1]
