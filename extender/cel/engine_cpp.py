@@ -895,14 +895,16 @@ class CppProgram:
     def evaluate(self, view: DeviceView) -> bool:
         if view.error is not None:
             raise CelRuntimeError(view.error, self.expression)
-        activation = view.engine_cache.get(self._engine)
-        if activation is None:
-            activation = self._engine.activation(view)
-            view.engine_cache[self._engine] = activation
         try:
+            activation = view.engine_cache.get(self._engine)
+            if activation is None:
+                activation = self._engine.activation(view)
+                view.engine_cache[self._engine] = activation
             result = self._compiled.eval(activation)
         except RuntimeError as exc:  # the iteration budget aborts instead of yielding an error
             raise CelRuntimeError(_runtime_text(str(exc)), self.expression) from None
+        except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
+            raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
         kind = result.type()
         if kind == T.BOOL:
             return bool(result.value())
@@ -933,6 +935,10 @@ class CppEngine:
         )
 
     def compile(self, expression: str) -> CppProgram:
+        try:
+            expression.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise CelCompileError(f"expression is not valid Unicode text: {exc.reason}", expression) from None
         toks = _tokens(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:

@@ -439,3 +439,9 @@ def test_ip_and_cidr_libraries(engine: CppEngine, expression: str) -> None:
 )
 def test_ip_and_cidr_errors(engine: CppEngine, expression: str, message: str) -> None:
     assert message in runtime_error(engine, expression)
+
+
+def test_invalid_unicode_is_a_clear_error(engine: CppEngine) -> None:
+    assert "not valid Unicode" in compile_error(engine, 'device.driver == "\ud800"')
+    device = gpu(bad={"string": "\ud800"})
+    assert runtime_error(engine, f'{G}.bad == ""', device)
