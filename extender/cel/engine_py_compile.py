@@ -38,9 +38,9 @@ from extender.cel.engine_py_lib import (
     REGEX_ARG,
     TYPE_IDENTS,
     Overload,
-    compile_regex,
     unsupported_message,
 )
+from extender.cel.engine_py_strings import compile_regex
 from extender.cel.engine_py_types import (
     BOOL,
     BYTES,
