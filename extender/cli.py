@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -40,6 +42,14 @@ def _parser() -> argparse.ArgumentParser:
         help="schedulerName of pods to handle (repeatable; default: dra-extender-scheduler, dra-scheduler)",
     )
     serve.add_argument("--max-body-bytes", type=int, default=10 * 1024 * 1024)
+    serve.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --kube: only the holder of the Lease binds; standbys report not ready",
+    )
+    serve.add_argument("--lease-name", default="dra-extender")
+    serve.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE") or "dra-system")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return parser
 
@@ -58,6 +68,9 @@ def config_from_args(args: argparse.Namespace) -> Config:
         cel_engine=args.cel_engine,
         score_policy=args.score_policy,
         max_body_bytes=args.max_body_bytes,
+        leader_elect=args.leader_elect,
+        lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace,
         **kwargs,
     )
 
@@ -75,20 +88,38 @@ def _configure_cel(engine: str) -> None:
         raise ConfigError(f"--cel-engine {engine}: {exc}") from None
 
 
-def _kube_parts(config: Config, state: ClusterState) -> tuple[object, Callable[[], Awaitable[None]]]:
-    """The Kubernetes binder and watch, imported only when asked for."""
+@dataclass
+class _KubeParts:
+    binder: object
+    background: list[Callable[[], Awaitable[None]]]
+    is_leader: Callable[[], bool] | None
+
+
+def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
+    """The Kubernetes watch, binder and leader election, imported only when asked for."""
     try:
         source = importlib.import_module("extender.sources.kube")
         binder = importlib.import_module("extender.binder.kube")
         client = importlib.import_module("extender.kubeclient")
+        leader = importlib.import_module("extender.leader")
     except ImportError as exc:
         raise ConfigError(f"--kube is not available in this build: {exc}") from None
-    api_client = client.load_api_client(config.kubeconfig)
+    try:
+        api_client = client.load_api_client(config.kubeconfig)
+    except Exception as exc:  # the kubernetes client raises several unrelated types here
+        raise ConfigError(f"--kube: cannot load a cluster configuration: {exc}") from None
+    raw = client.RawClient(api_client)
 
     async def watch() -> None:
-        await source.run_kube_source(state, kubeconfig=config.kubeconfig)
+        await source.run_kube_source(state, client=raw)
 
-    return binder.KubeBinder(api_client), watch
+    background: list[Callable[[], Awaitable[None]]] = [watch]
+    is_leader = None
+    if config.leader_elect:
+        elector = leader.LeaderElector(raw, name=config.lease_name, namespace=config.lease_namespace)
+        background.append(elector.run)
+        is_leader = elector.is_leader
+    return _KubeParts(binder.KubeBinder(api_client, is_leader=is_leader), background, is_leader)
 
 
 def build_app(config: Config) -> FastAPI:
@@ -96,9 +127,9 @@ def build_app(config: Config) -> FastAPI:
     _configure_cel(config.cel_engine)
     state = ClusterState(config.feature_gates)
     if config.kube:
-        binder, watch = _kube_parts(config, state)
-        ctx = SchedulingContext(config, state, binder, Metrics())  # type: ignore[arg-type]
-        return create_app(ctx, background=[watch])
+        parts = _kube_parts(config, state)
+        ctx = SchedulingContext(config, state, parts.binder, Metrics(), is_leader=parts.is_leader)  # type: ignore[arg-type]
+        return create_app(ctx, background=parts.background)
     cluster = load_local(state, config.state_dir)
     ctx = SchedulingContext(config, state, LocalBinder(cluster), Metrics())
     return create_app(ctx, cluster=cluster)

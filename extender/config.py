@@ -74,6 +74,10 @@ class Config:
     inflight_ttl_s: float = 60.0
     # Upper bound for the claim writes and the pod binding of one bind call.
     bind_timeout_s: float = 30.0
+    # --kube only: one active replica commits binds (Lease in lease_namespace/lease_name).
+    leader_elect: bool = True
+    lease_name: str = "dra-extender"
+    lease_namespace: str = "dra-system"
 
     def __post_init__(self) -> None:
         if self.score_policy not in SCORE_POLICIES:
@@ -117,4 +121,8 @@ class Config:
             "resultTTLSeconds": self.result_ttl_s,
             "inflightTTLSeconds": self.inflight_ttl_s,
             "bindTimeoutSeconds": self.bind_timeout_s,
+            "leaderElection": {
+                "enabled": self.kube and self.leader_elect,
+                "lease": f"{self.lease_namespace}/{self.lease_name}",
+            },
         }

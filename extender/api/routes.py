@@ -134,9 +134,12 @@ def create_app(
 
     @app.get("/readyz")
     async def readyz() -> Response:
-        if state.synced:
-            return Response("ok", media_type="text/plain")
-        return Response("cluster state not synced yet", status_code=503, media_type="text/plain")
+        if not state.synced:
+            return Response("cluster state not synced yet", status_code=503, media_type="text/plain")
+        if not ctx.leading:
+            # Keeps the Service pointed at the leader; the standby's cache stays warm.
+            return Response("standby: not the leader", status_code=503, media_type="text/plain")
+        return Response("ok", media_type="text/plain")
 
     @app.get("/metrics")
     async def prometheus() -> Response:

@@ -102,6 +102,8 @@ async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
 
 async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, node: str) -> str:
     """Bind one pod; returns "" on success, else the error text for the reply."""
+    if not ctx.leading:
+        return "this dra-extender replica is not the leader; binds go to the leader"
     pod = ctx.state.pod(namespace, name)
     if pod is None:
         return f"pod {namespace}/{name} is not known to the extender"

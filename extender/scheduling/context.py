@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cachetools import TTLCache
@@ -58,12 +59,18 @@ class SchedulingContext:
     # thing (every pod of one template). Invalidation: a node-signature mismatch; bounded by
     # dropping everything at MAX_VERDICTS (a plain dict: this is read once per node and pod).
     verdicts: dict[tuple[bytes, str], CachedVerdict] = field(default_factory=dict)
+    # With leader election: only the leader commits binds and reports ready.
+    is_leader: Callable[[], bool] | None = None
     # Pods whose bind is running: a concurrent duplicate bind is refused, not interleaved.
     binding: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.features = Features.from_gate_names(self.config.enabled_gates)
         self.remembered = TTLCache(maxsize=20_000, ttl=self.config.result_ttl_s)
+
+    @property
+    def leading(self) -> bool:
+        return self.is_leader is None or self.is_leader()
 
     def handles(self, pod: PodInfo) -> bool:
         """Pods of another scheduler pass untouched; a pod without schedulerName counts as ours."""

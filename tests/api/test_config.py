@@ -69,3 +69,10 @@ def test_kube_mode_without_its_modules_says_so(monkeypatch, capsys):
     monkeypatch.setattr(cli.importlib, "import_module", missing)
     assert cli.main(["serve", "--kube"]) == 2
     assert "--kube is not available" in capsys.readouterr().err
+
+
+def test_kube_mode_with_an_unreadable_kubeconfig_fails_cleanly(tmp_path, capsys):
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("this: is: not a kubeconfig")
+    assert cli.main(["serve", "--kube", "--kubeconfig", str(broken)]) == 2
+    assert "cannot load a cluster configuration" in capsys.readouterr().err

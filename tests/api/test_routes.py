@@ -231,3 +231,15 @@ def test_preempt_in_full_object_mode_answers_meta_victims(svc):
     result = svc.run(call)
     uid = svc.pod("p")["metadata"]["uid"]
     assert result == {"NodeNameToMetaVictims": {"node-0": {"Pods": [{"UID": uid}], "NumPDBViolations": 2}}}
+
+
+def test_standby_replica_is_not_ready_and_refuses_binds(svc):
+    svc.ctx.is_leader = lambda: False
+
+    async def call(client):
+        return (await client.get("/readyz")), await bind_call(client, svc.pod("p"), "node-0")
+
+    ready, error = svc.run(call)
+    assert ready.status_code == 503 and "not the leader" in ready.text
+    assert "not the leader" in error
+    assert svc.state.pod("default", "p").node_name == ""
