@@ -59,7 +59,7 @@ def _build_messages() -> tuple[descriptor_pool.DescriptorPool, dict[str, type]]:
     """Each library type as a proto3 message with one field: its value-canonical key."""
     pool = descriptor_pool.DescriptorPool()
     classes: dict[str, type] = {}
-    for package, names in (("kubernetes", ("Quantity", "Semver")), ("net", ("IP", "CIDR"))):
+    for package, names in (("kubernetes", ("Quantity", "Semver", "URL")), ("net", ("IP", "CIDR"))):
         fdp = descriptor_pb2.FileDescriptorProto(
             name=f"extender/{package}_cel_types.proto", package=package, syntax="proto3"
         )
@@ -82,10 +82,12 @@ _QuantityMsg = _CLASSES[QUANTITY_TYPE_NAME]
 _SemverMsg = _CLASSES[SEMVER_TYPE_NAME]
 _IPMsg = _CLASSES["net.IP"]
 _CIDRMsg = _CLASSES["net.CIDR"]
+_URLMsg = _CLASSES["kubernetes.URL"]
 QT = T(QUANTITY_TYPE_NAME)
 ST = T(SEMVER_TYPE_NAME)
 IPT = T("net.IP")
 CIDRT = T("net.CIDR")
+URLT = T("kubernetes.URL")
 # The packages of these names are not reachable from expressions (see _lint).
 _TYPE_PACKAGES = frozenset({"kubernetes", "net"})
 
@@ -454,10 +456,33 @@ def _ip_declarations() -> Iterator[_Decl]:
     )
 
 
+def _url_declarations() -> Iterator[_Decl]:
+    # The message keeps the text: parsing is cheap and its parts are all derived from it.
+    def url(s: str) -> Any:
+        lib.parse_url(s)
+        return _URLMsg(**{_KEY_FIELD: s})
+
+    def part(getter: Callable[[lib.GoURL], Any]) -> Callable[[Any], Any]:
+        return lambda msg: getter(lib.parse_url(getattr(msg, _KEY_FIELD)))
+
+    yield _Decl("url", "string_to_url", URLT, (T.STRING,), False, url)
+    yield _Decl("isURL", "is_url", T.BOOL, (T.STRING,), False, lambda s: lib.is_valid(lib.parse_url, s))
+    getters: dict[str, tuple[Any, Callable[[lib.GoURL], Any]]] = {
+        "getScheme": (T.STRING, lambda u: u.scheme),
+        "getHost": (T.STRING, lambda u: u.host),
+        "getHostname": (T.STRING, lib.url_hostname),
+        "getPort": (T.STRING, lib.url_port),
+        "getEscapedPath": (T.STRING, lib.url_escaped_path),
+        "getQuery": (T.Map(T.STRING, T.List(T.STRING)), lib.url_query),
+    }
+    for name, (result, getter) in getters.items():
+        yield _Decl(name, f"url_{name}", result, (URLT,), True, part(getter))
+
+
 def _kind(t: Any) -> str:
     """The runtime registry's key for a parameter type: all messages share one kind, all lists
     another; overloads whose kinds coincide must share one implementation."""
-    if t in (QT, ST, IPT, CIDRT):
+    if t in (QT, ST, IPT, CIDRT, URLT):
         return "message"
     name = t.name()
     return name.split("(", 1)[0].split("<", 1)[0].lower()
@@ -466,7 +491,9 @@ def _kind(t: Any) -> str:
 def _function_decls() -> list[Any]:
     by_name: dict[str, list[Any]] = {}
     registered: set[tuple[str, bool, tuple[str, ...]]] = set()
-    for decl in itertools.chain(_declarations(), _search_declarations(), _ip_declarations()):
+    for decl in itertools.chain(
+        _declarations(), _search_declarations(), _ip_declarations(), _url_declarations()
+    ):
         signature = (decl.name, decl.member, tuple(_kind(p) for p in decl.params))
         kwargs: dict[str, Any] = {}
         if signature not in registered:
@@ -823,7 +850,9 @@ def _unalias(text: str) -> str:
     return text
 
 
-_STRING_OF_NET = re.compile(r"found no matching overload for 'string' applied to '\((net\.(?:IP|CIDR))\)'")
+_STRING_OF_NET = re.compile(
+    r"found no matching overload for 'string' applied to '\((net\.(?:IP|CIDR)|kubernetes\.URL)\)'"
+)
 
 
 def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
@@ -838,6 +867,11 @@ def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
             return f"ERROR: <input>:{m.group(1)}:{m.group(2)}: undefined field '{name.split('.', 1)[1]}'"
         if name in lib.ALL and toks is not None and _called(toks, name):
             return lib.unsupported_message(name)
+        if name == "format" and toks is not None:
+            # The format library's functions live in the `format` namespace.
+            for i, tok in enumerate(toks):
+                if tok.text == "format" and _is_root(toks, i) and _texts(toks, i + 1, 1) == (".",):
+                    return lib.unsupported_message(f"format.{_texts(toks, i + 2, 1)[0]}")
     return text
 
 

@@ -1,8 +1,10 @@
-"""Names of the functions Kubernetes' CEL libraries add to the DRA selector environment.
+"""Kubernetes' CEL libraries for DRA selectors: their function names, and engine-neutral
+implementations over plain Python values (lists, regex, includes, IP/CIDR, URL).
 
-Engines that leave one of these out must reject an expression using it with
+Engines that leave a library function out must reject an expression using it with
 :func:`unsupported_message` rather than cel's generic "undeclared reference", so the user
-learns the selector is valid Kubernetes CEL that this scheduler cannot run.
+learns the selector is valid Kubernetes CEL that this scheduler cannot run. The
+implementations follow Go's semantics (regexp, net/netip, net/url) where Python's differ.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
+from dataclasses import dataclass
 from typing import Any
 
 QUANTITY = frozenset(
@@ -49,9 +52,9 @@ IP = frozenset(
     }
 )
 CIDR = frozenset({"cidr", "isCIDR", "containsIP", "containsCIDR", "masked", "prefixLength"})
-# `format.named(...)` and `.validate(...)`; the bare word `format` is also the strings
-# extension's `"%d".format([1])`, so only the library's own names are listed.
-FORMAT = frozenset({"named", "validate"})
+# Members of the format library's values; its constructors are `format.<name>()`, whose
+# namespace an engine reports as the undeclared identifier `format`.
+FORMAT = frozenset({"validate"})
 # DRAListTypeAttributes' member function on attribute values.
 DRA = frozenset({"includes"})
 
@@ -260,3 +263,154 @@ def cidr_contains_cidr(prefix: Prefix, other: Prefix) -> bool:
         and other.ip in prefix.network
         and prefix.network.prefixlen <= other.network.prefixlen
     )
+
+
+# --- URLs (Go net/url semantics, as Kubernetes' url library) -----------------------------
+
+
+@dataclass(frozen=True)
+class GoURL:
+    """The parts of a Go ``url.URL`` the url library exposes."""
+
+    scheme: str
+    host: str  # unescaped, with port
+    raw_path: str  # as written
+    raw_query: str
+
+
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.")
+_HOST_SUB_DELIMS = frozenset("!$&'()*+,;=:[]<>\"")
+_PATH_SUB_DELIMS = frozenset("!$&'()*+,;=:@[]%")
+_UNRESERVED = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
+_USERINFO_OK = _UNRESERVED | frozenset("!$&'()*+,;=:%@")
+
+
+def _split_scheme(raw: str) -> tuple[str, str]:
+    for i, c in enumerate(raw):
+        if c == ":":
+            if i == 0:
+                raise ValueError("missing protocol scheme")
+            return raw[:i].lower(), raw[i + 1 :]
+        if c not in _SCHEME_CHARS or (i == 0 and not c.isalpha()):
+            return "", raw
+    return "", raw
+
+
+def _unescape(s: str, host: bool = False, plus_is_space: bool = False) -> str:
+    out = bytearray()
+    i = 0
+    raw = s.encode("utf-8")
+    while i < len(raw):
+        c = raw[i]
+        if c == ord("%"):
+            digits = raw[i + 1 : i + 3]
+            if len(digits) < 2 or not all(chr(d) in "0123456789abcdefABCDEF" for d in digits):
+                raise ValueError(f"invalid URL escape {raw[i : i + 3].decode('utf-8', 'replace')!r}")
+            out.append(int(digits, 16))
+            i += 3
+            continue
+        if host and c < 0x80 and chr(c) not in _UNRESERVED and chr(c) not in _HOST_SUB_DELIMS:
+            raise ValueError(f"invalid character {chr(c)!r} in host name")
+        out.append(ord(" ") if plus_is_space and c == ord("+") else c)
+        i += 1
+    return out.decode("utf-8", "replace")
+
+
+def _valid_port(port: str) -> bool:
+    return port == "" or (port[0] == ":" and all(c in "0123456789" for c in port[1:]))
+
+
+def _parse_host(host: str) -> str:
+    if host.startswith("["):
+        end = host.rfind("]")
+        if end < 0:
+            raise ValueError("missing ']' in host")
+        if not _valid_port(host[end + 1 :]):
+            raise ValueError(f"invalid port {host[end + 1 :]!r} after host")
+    else:
+        colon = host.rfind(":")
+        if colon >= 0 and not _valid_port(host[colon:]):
+            raise ValueError(f"invalid port {host[colon:]!r} after host")
+    return _unescape(host, host=True)
+
+
+def _go_parse(raw: str, via_request: bool) -> GoURL:
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in raw):
+        raise ValueError("net/url: invalid control character in URL")
+    if raw == "" and via_request:
+        raise ValueError("empty url")
+    if raw == "*":
+        return GoURL("", "", "*", "")
+    scheme, rest = _split_scheme(raw)
+    if rest.endswith("?") and rest.count("?") == 1:
+        rest, query = rest[:-1], ""
+    else:
+        rest, _, query = rest.partition("?")
+    if not rest.startswith("/"):
+        if scheme:
+            return GoURL(scheme, "", "", query)  # opaque, e.g. mailto:x
+        if via_request:
+            raise ValueError("invalid URI for request")
+        if ":" in rest.partition("/")[0]:
+            raise ValueError("first path segment in URL cannot contain colon")
+    host = ""
+    if (scheme or (not via_request and not rest.startswith("///"))) and rest.startswith("//"):
+        authority, slash, path = rest[2:].partition("/")
+        rest = slash + path
+        userinfo, at, hostport = authority.rpartition("@")
+        if at and not all(c in _USERINFO_OK for c in userinfo):
+            raise ValueError("net/url: invalid userinfo")
+        host = _parse_host(hostport if at else authority)
+    _unescape(rest)  # a bad escape in the path is a parse error
+    return GoURL(scheme, host, rest, query)
+
+
+def parse_url(s: str) -> GoURL:
+    """``url(s)``: ``ParseRequestURI`` validates, ``Parse`` (fragment split off) gives the parts."""
+    try:
+        _go_parse(s, via_request=True)
+        return _go_parse(s.partition("#")[0], via_request=False)
+    except ValueError as exc:
+        raise ValueError(f"URL parse error during conversion from string: {exc}") from None
+
+
+def url_hostname(u: GoURL) -> str:
+    return _split_host_port(u.host)[0]
+
+
+def url_port(u: GoURL) -> str:
+    return _split_host_port(u.host)[1]
+
+
+def _split_host_port(host: str) -> tuple[str, str]:
+    port = ""
+    colon = host.rfind(":")
+    if colon >= 0 and _valid_port(host[colon:]):
+        host, port = host[:colon], host[colon + 1 :]
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, port
+
+
+def url_escaped_path(u: GoURL) -> str:
+    """Go's ``EscapedPath``: the path as written when it is a valid encoding, else re-escaped."""
+    if all(c in _UNRESERVED or c in _PATH_SUB_DELIMS or c == "/" for c in u.raw_path):
+        return u.raw_path
+    path = _unescape(u.raw_path).encode("utf-8")
+    safe = _UNRESERVED | frozenset("$&+,/:;=@")
+    return "".join(chr(b) if chr(b) in safe else f"%{b:02X}" for b in path)
+
+
+def url_query(u: GoURL) -> dict[str, list[str]]:
+    """Go's ``Query``: pairs with a ';' or a bad escape are dropped."""
+    query: dict[str, list[str]] = {}
+    for pair in u.raw_query.split("&"):
+        if not pair or ";" in pair:
+            continue
+        key, _, value = pair.partition("=")
+        try:
+            key, value = _unescape(key, plus_is_space=True), _unescape(value, plus_is_space=True)
+        except ValueError:
+            continue
+        query.setdefault(key, []).append(value)
+    return query

@@ -124,7 +124,11 @@ def test_has_device_field_is_true(engine: CppEngine, field: str) -> None:
         ('"a" + 1 == "a1"', "found no matching overload for '_+_' applied to '(string, int)'"),
         ("1 == 1.0", "found no matching overload for '_==_'"),
         ('"a" < 1', "found no matching overload for '_<_'"),
-        ('url("https://x").getHost() == "x"', "function url is not supported"),
+        ('format.named("dns1123Label").hasValue()', "function format.named is not supported"),
+        (
+            'format.dns1123Label().validate("a") == optional.none()',
+            "function format.dns1123Label is not supported",
+        ),
         ('string(ip("1.2.3.4")) == "1.2.3.4"', "function string is not supported for net.IP"),
         ('net.IP{} == ip("1.1.1.1")', "undeclared reference to 'net'"),
         ('quantity("1").k8s_dra_internal_key == "1"', "undefined field 'k8s_dra_internal_key'"),
@@ -445,3 +449,26 @@ def test_invalid_unicode_is_a_clear_error(engine: CppEngine) -> None:
     assert "not valid Unicode" in compile_error(engine, 'device.driver == "\ud800"')
     device = gpu(bad={"string": "\ud800"})
     assert runtime_error(engine, f'{G}.bad == ""', device)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'url("https://x.io:8080/a?b=1").getHost() == "x.io:8080"',
+        'url("https://x.io:8080/a").getHostname() == "x.io"',
+        'url("https://x.io:8080/a").getPort() == "8080"',
+        'url("https://[::1]:80/").getHostname() == "::1"',
+        'url("https://x.io/a b").getEscapedPath() == "/a%20b"',
+        'url("https://x/%41").getEscapedPath() == "/%41"',
+        'url("https://x.io/?a=1&a=2&b=c+d").getQuery() == {"a": ["1", "2"], "b": ["c d"]}',
+        'url("/only/path").getScheme() == "" && url("HTTPS://x").getScheme() == "https"',
+        'isURL("https://x") && !isURL("x y") && !isURL("rel/path") && !isURL("https://x:abc/")',
+        'url("https://x") == url("https://x")',
+    ],
+)
+def test_url_library(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+def test_url_parse_error(engine: CppEngine) -> None:
+    assert "invalid URI for request" in runtime_error(engine, 'url("rel/x").getScheme() == ""')
