@@ -23,6 +23,7 @@ from extender.model import AllocationResult, ResourceClaim
 from extender.scheduling.claims import PodWaits, reserved_for, unavailable_on
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.scheduling.readiness import first_problem
 from extender.state import InFlight
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     pod = ctx.state.pod(ref.namespace, ref.name)
     assert pod is not None  # checked by the caller without an await in between
     metrics = ctx.metrics
+    plan = None
     try:
         if ctx.handles(pod) and pod.claims:
             plan = PodPlan.build(ctx, pod)
@@ -139,6 +141,8 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
         outcomes = await _run_all([_write(ctx, w, ref) for w in writes], ctx.config.bind_timeout_s)
         errors = []
         for write, outcome in zip(writes, outcomes, strict=True):
+            if isinstance(outcome, TimeoutError):
+                written.append(write)  # it may still land: release it too, best effort
             if isinstance(outcome, BaseException):
                 metrics.claim_writes.labels("error").inc()
                 errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
@@ -147,6 +151,15 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             written.append(write)
         if errors:
             raise BindFailed("; ".join(errors))
+        if plan is not None and ctx.features.binding:
+            readiness = first_problem(_current_claims(ctx, plan))
+            if readiness.failed:
+                await _release(ctx, ref, _ours_to_release(ctx, plan, ref))
+                written = []
+                raise BindFailed(readiness.message)
+            if not readiness.ready:
+                metrics.bind_outcomes.labels("waiting").inc()
+                return readiness.message  # claims stay allocated and reserved for the retry
         try:
             await asyncio.wait_for(ctx.binder.bind_pod(ref, node), ctx.config.bind_timeout_s)
         except Exception as exc:
@@ -162,6 +175,22 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     ctx.forget_pod(ref.uid)
     metrics.bind_outcomes.labels("bound").inc()
     return ""
+
+
+def _current_claims(ctx: SchedulingContext, plan: PodPlan) -> list[Mapping[str, Any]]:
+    held = (ctx.state.claim(c.namespace, c.name) for c in plan.claims.claims)
+    return [c.raw for c in held if c is not None]
+
+
+def _ours_to_release(ctx: SchedulingContext, plan: PodPlan, ref: PodRef) -> list[_Write]:
+    """Every claim reserved for the pod; those nobody else uses are deallocated too."""
+    out = []
+    for claim in plan.claims.claims:
+        held = ctx.state.claim(claim.namespace, claim.name)
+        if held is not None and reserved_for(held, ref.uid):
+            alone = all(r.uid == ref.uid for r in held.reserved_for)
+            out.append(_Write(held, None, alone))
+    return out
 
 
 async def _write(ctx: SchedulingContext, write: _Write, ref: PodRef) -> Mapping[str, Any]:

@@ -16,6 +16,7 @@ from tests.scheduling.cluster import (
     claim_spec,
     device_class,
     filter_call,
+    gpu,
     gpu_cluster,
     gpus,
     node,
@@ -415,4 +416,49 @@ def test_pod_without_claims_is_bound_as_is():
     svc = Service([*gpu_cluster(nodes=1), pod("plain")])
     assert svc.run(lambda c: bind_call(c, svc.pod("plain"), "node-0")) == ""
     assert svc.state.pod("default", "plain").node_name == "node-0"
+    assert not svc.state.inuse.devices
+
+
+def _gated_cluster():
+    device = {**gpu("gpu-0"), "bindingConditions": ["attached"], "bindingFailureConditions": ["broken"]}
+    return [
+        device_class(),
+        node("node-0"),
+        node_slice("node-0", [device]),
+        claim("c"),
+        pod("p", claims={"c": "c"}),
+    ]
+
+
+def _set_device_condition(svc, condition):
+    raw = dict(svc.state.claim("default", "c").raw)
+    device = {"driver": DRIVER, "pool": "node-0", "device": "gpu-0"}
+    raw["status"] = {
+        **raw["status"],
+        "devices": [{**device, "conditions": [{"type": condition, "status": "True"}]}],
+    }
+    svc.cluster.write("ResourceClaim", raw)
+
+
+def test_binding_conditions_hold_the_pod_until_the_device_is_ready():
+    svc = Service(_gated_cluster())
+    first = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert "waiting for binding conditions" in first and "attached" in first
+    status = svc.claims()["c"]["status"]
+    assert status["allocation"]["devices"]["results"][0]["bindingConditions"] == ["attached"]
+    assert status["allocation"]["allocationTimestamp"] and status["reservedFor"][0]["name"] == "p"
+    assert svc.state.pod("default", "p").node_name == ""
+    _set_device_condition(svc, "attached")
+    assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
+    assert svc.state.pod("default", "p").node_name == "node-0"
+
+
+def test_binding_failure_condition_deallocates_for_a_fresh_attempt():
+    svc = Service(_gated_cluster())
+    assert "waiting" in svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    _set_device_condition(svc, "broken")
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert "binding failed" in error and "broken" in error
+    status = svc.claims()["c"].get("status", {})
+    assert "allocation" not in status and "reservedFor" not in status
     assert not svc.state.inuse.devices
