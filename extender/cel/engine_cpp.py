@@ -855,7 +855,7 @@ _STRING_OF_NET = re.compile(
 )
 
 
-def _compile_text(raw: str, source: str, toks: list[_Token] | None) -> str:
+def _compile_text(raw: str, toks: list[_Token] | None) -> str:
     text = _unalias(_status_text(raw))
     m = _STRING_OF_NET.search(text)
     if m is not None:
@@ -1013,7 +1013,7 @@ class CppEngine:
                 return self._env.compile(widened), widened
             except RuntimeError:
                 pass
-        raise CelCompileError(_compile_text(raw, source, toks), original)
+        raise CelCompileError(_compile_text(raw, toks), original)
 
     def _check_homogeneous(self, expression: str, toks: list[_Token]) -> None:
         variant = homogeneity_variant(expression, toks)
