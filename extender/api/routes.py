@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 
 
-class TooLarge(Exception):
-    pass
+class TooLarge(BadRequest):
+    """An oversized body is one more malformed request: 400 like the others, as the issue asks."""
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -87,8 +87,6 @@ def create_app(
             started = time.perf_counter()
             try:
                 return _json(await handler(await _body(request, limit)))
-            except TooLarge as exc:
-                return _problem(413, str(exc))
             except (BadRequest, ValueError) as exc:
                 return _problem(400, f"{name}: {exc}")
             finally:
@@ -193,8 +191,6 @@ def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
                 applied.append(
                     {"kind": written["kind"], "namespace": meta.get("namespace"), "name": meta["name"]}
                 )
-        except TooLarge as exc:
-            return _problem(413, str(exc))
         except BadRequest as exc:
             return _problem(400, f"local/apply: {exc}")
         return _json({"applied": applied})
@@ -207,8 +203,6 @@ def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
             if kind not in KINDS:
                 raise BadRequest(f"kind: expected one of {', '.join(KINDS)}")
             found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
-        except TooLarge as exc:
-            return _problem(413, str(exc))
         except (BadRequest, ManifestError) as exc:
             return _problem(400, f"local/delete: {exc}")
         if not found:

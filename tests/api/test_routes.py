@@ -121,8 +121,15 @@ def test_malformed_requests_get_400_with_a_message(svc, path, body, fragment):
 def test_oversized_body_is_refused():
     small = Service(gpu_cluster(nodes=1), max_body_bytes=100)
     response = small.run(lambda c: c.post("/filter", content=b"x" * 200))
-    assert response.status_code == 413
+    assert response.status_code == 400
     assert "limit of 100 bytes" in response.json()["error"]
+
+    async def chunks():
+        for _ in range(3):
+            yield b"x" * 60
+
+    streamed = small.run(lambda c: c.post("/bind", content=chunks()))  # no Content-Length
+    assert streamed.status_code == 400 and "exceeds the limit" in streamed.json()["error"]
 
 
 def test_unsynced_state_refuses_filter_and_is_not_ready():
