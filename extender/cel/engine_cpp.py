@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -916,6 +917,9 @@ def _value_type_name(t: Any) -> str:
     return _type_name(t).split("(", 1)[0]
 
 
+_FOREIGN_ARENA = "No PyCelArena found"
+
+
 class CppProgram:
     """One compiled selector; evaluation reuses the device's cached activation."""
 
@@ -930,11 +934,8 @@ class CppProgram:
         if view.error is not None:
             raise CelRuntimeError(view.error, self.expression)
         try:
-            activation = view.engine_cache.get(self._engine)
-            if activation is None:
-                activation = self._engine.activation(view)
-                view.engine_cache[self._engine] = activation
-            result = self._compiled.eval(activation)
+            with self._engine.lock:
+                result = self._eval(view)
         except RuntimeError as exc:  # the iteration budget aborts instead of yielding an error
             raise CelRuntimeError(_runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
@@ -948,6 +949,24 @@ class CppProgram:
             f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
 
+    def _eval(self, view: DeviceView) -> Any:
+        # An activation only works on the thread that built it (cel-expr-python keeps its
+        # arenas per thread), so each thread has its own; a thread id reused by a new thread
+        # finds a stale one, which is rebuilt once.
+        key = (self._engine, threading.get_ident())
+        activation = view.engine_cache.get(key)
+        if activation is not None:
+            try:
+                result = self._compiled.eval(activation)
+            except RuntimeError as exc:
+                if _FOREIGN_ARENA not in str(exc):
+                    raise
+            else:
+                if result.type() != T.ERROR or _FOREIGN_ARENA not in str(result.value()):
+                    return result
+        activation = view.engine_cache[key] = self._engine.activation(view)
+        return self._compiled.eval(activation)
+
 
 class CppEngine:
     """Engine protocol implementation on cel-expr-python."""
@@ -955,6 +974,8 @@ class CppEngine:
     name = "cpp"
 
     def __init__(self) -> None:
+        # Serializes every use of the C++ environment (compilation, activations, evaluation).
+        self.lock = threading.RLock()
         self._env = cel.NewEnv(
             _POOL,
             config=cel.NewEnvConfigFromYaml(_CONFIG_YAML),
@@ -973,6 +994,10 @@ class CppEngine:
             expression.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise CelCompileError(f"expression is not valid Unicode text: {exc.reason}", expression) from None
+        with self.lock:
+            return self._compile(expression)
+
+    def _compile(self, expression: str) -> CppProgram:
         toks = _tokens(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 pytest.importorskip("cel_expr_python", reason="cpp engine not installed: cel_expr_python is missing")
@@ -381,9 +383,32 @@ def test_malformed_device_fails_every_evaluation(engine: CppEngine) -> None:
 def test_activation_is_cached_on_the_view(engine: CppEngine) -> None:
     view = view_for(gpu())
     assert engine.compile("true").evaluate(view) is True
-    cached = view.engine_cache[engine]
+    (cached,) = view.engine_cache.values()
     assert engine.compile('device.driver == "gpu.example.com"').evaluate(view) is True
-    assert view.engine_cache[engine] is cached
+    assert list(view.engine_cache.values()) == [cached]
+
+
+def test_evaluation_from_other_threads(engine: CppEngine) -> None:
+    # An activation is bound to the thread that built it; other threads get their own, and a
+    # reused thread id gets a fresh one instead of a failure.
+    program = engine.compile(
+        f'{G}.driverVersion.major() == 1 && device.capacity["gpu.example.com"].memory == quantity("80Gi")'
+    )
+    view = view_for(gpu())
+    assert program.evaluate(view) is True
+    results: list[object] = []
+
+    def work() -> None:
+        try:
+            results.append(program.evaluate(view))
+        except CelRuntimeError as exc:
+            results.append(exc.message)
+
+    for _ in range(3):
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    assert results == [True, True, True]
 
 
 @pytest.mark.parametrize(
