@@ -15,6 +15,7 @@ The C++ checker gives cel-go's static typing; what it lacks is patched here:
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import itertools
 import re
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, message_factory, timestamp_pb2
 
 from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel import k8s_functions as lib
@@ -265,6 +266,25 @@ def _semver_part(part: str) -> Callable[[Any], int]:
     return impl
 
 
+def _dyn_result(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
+    """A dyn result goes back to the runtime by its Python type, which has no case for
+    durations and timestamps; their well-known messages are unwrapped into them."""
+
+    def impl(items: list[Any]) -> Any:
+        result = fn(items)
+        if isinstance(result, datetime.timedelta):
+            message = duration_pb2.Duration()
+            message.FromTimedelta(result)
+            return message
+        if isinstance(result, datetime.datetime):
+            message = timestamp_pb2.Timestamp()
+            message.FromDatetime(result)
+            return message
+        return result
+
+    return impl
+
+
 @dataclass(frozen=True)
 class _Decl:
     name: str
@@ -340,9 +360,9 @@ def _declarations() -> Iterator[_Decl]:
             )
     # Result types vary with the element type, yet overloads on list(int), list(double), ...
     # collide in the C++ checker, so these are declared on list(dyn) and return dyn.
-    yield _Decl("sum", "list_sum", T.DYN, (T.List(T.DYN),), True, lib.list_sum)
-    yield _Decl("min", "list_min", T.DYN, (T.List(T.DYN),), True, lib.list_min)
-    yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, lib.list_max)
+    yield _Decl("sum", "list_sum", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_sum))
+    yield _Decl("min", "list_min", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_min))
+    yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_max))
     yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
     yield _Decl("find", "string_find", T.STRING, (T.STRING, T.STRING), True, lib.regex_find)
     yield _Decl("findAll", "string_findAll", T.List(T.STRING), (T.STRING, T.STRING), True, lib.regex_find_all)

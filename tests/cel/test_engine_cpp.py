@@ -305,6 +305,10 @@ def test_includes_limits_list_length(engine: CppEngine) -> None:
         '"a1b2c3".findAll("[0-9]") == ["1", "2", "3"]',
         '"a1b2c3".findAll("[0-9]", 2) == ["1", "2"]',
         '"abc".find("x") == ""',
+        '[duration("1.5s"), duration("2s")].sum() == duration("3.5s")',
+        '[duration("1s"), duration("-2s")].max() == duration("1s")',
+        '[timestamp("2023-01-01T00:00:00Z"), timestamp("2022-01-01T10:00:00+02:00")].min()'
+        ' == timestamp("2022-01-01T08:00:00Z")',
         "[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && [1].indexOf(5) == -1",
         f'{G}.names.indexOf("bird") == 1 && {G}.ids.lastIndexOf(3.0) == 2',
         '"héllo".indexOf("l") == 2 && "abcabc".lastIndexOf("b") == 4 && "abc".indexOf("b", 2) == -1',
