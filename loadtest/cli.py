@@ -48,7 +48,7 @@ def _driver_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--percentage", type=int, default=0, help="percentageOfNodesToScore (0 = adaptive)")
     p.add_argument("--concurrency", type=_positive, default=16, help="concurrent binding workers")
-    p.add_argument("--max-attempts", type=_positive, default=10, help="scheduling attempts per pod")
+    p.add_argument("--max-attempts", type=_positive, default=20, help="scheduling attempts per pod")
     p.add_argument("--backoff", type=float, default=0.05, help="initial retry backoff in seconds")
     p.add_argument("--timeout", type=float, default=5.0, help="httpTimeout per call in seconds")
     p.add_argument("--url", default=None, help="target a running extender instead of starting one")

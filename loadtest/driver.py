@@ -79,7 +79,7 @@ class DriverConfig:
     candidates: int | None = None  # None: the percentageOfNodesToScore rule
     percentage: int = 0
     bind_concurrency: int = 16
-    max_attempts: int = 10  # each try sees one window of nodes: a nearly full cluster needs several tries
+    max_attempts: int = 20  # each try sees one window of nodes, which may miss the one that fits
     backoff_initial: float = 0.05  # kube-scheduler uses 1s..10s; shorter keeps runs short
     backoff_max: float = 1.0
     prioritize_weight: int = 1

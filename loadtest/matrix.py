@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from loadtest.report import write_json
 from loadtest.runner import RunSpec, run
 from loadtest.server import ServerError
 
@@ -71,6 +72,7 @@ def run_matrix(
             progress(f"running {workload} at {nodes} nodes ...")
             try:
                 result = run(spec).result
+                write_json(result, out_dir / "results.json")
             except (ServerError, OSError, ValueError, httpx.HTTPError) as e:
                 result = {"workload": workload, "nodes": nodes, "error": str(e).splitlines()[0]}
             results.append(result)
