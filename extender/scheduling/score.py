@@ -47,19 +47,30 @@ def prioritized_score(order: Sequence[Mapping[str, list[str]]], results: Sequenc
     return total
 
 
-def _free_after(ctx: SchedulingContext, node: str, results: Sequence[AllocationResult]) -> int:
-    drivers = {d.driver for r in results for d in r.devices}
-    if not drivers:
-        return 0
-    totals = ctx.state.slices.devices_per_pool()
-    in_use = ctx.state.inuse.per_pool
-    free = sum(
-        totals[pool] - in_use.get(pool, 0)
-        for pool in ctx.state.slices.pools_for_node(node)
-        if pool[0] in drivers
-    )
-    taken = sum(1 for r in results for d in r.devices if not d.admin_access)
-    return max(free - taken, 0)
+class _Packing:
+    """Free devices per node after an allocation; the per-call lookups hoisted out of the loop."""
+
+    def __init__(self, ctx: SchedulingContext) -> None:
+        self.totals = ctx.state.slices.devices_per_pool()
+        self.in_use = ctx.state.inuse.per_pool
+        self.pools_for_node = ctx.state.slices.pools_for_node
+
+    def free_after(self, node: str, results: Sequence[AllocationResult]) -> int:
+        drivers = set()
+        taken = 0
+        for result in results:
+            for device in result.devices:
+                drivers.add(device.driver)
+                taken += not device.admin_access
+        if not drivers:
+            return 0
+        in_use = self.in_use
+        free = sum(
+            self.totals[pool] - in_use.get(pool, 0)
+            for pool in self.pools_for_node(node)
+            if pool[0] in drivers
+        )
+        return max(free - taken, 0)
 
 
 def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[str, int]:
@@ -72,13 +83,15 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
         return scores
     keys: dict[str, tuple[int, int]] = {}
     order = subrequest_order(plan.claims.to_allocate)
+    prioritized = any(order)
+    packing = _Packing(ctx)
+    sign = -1 if ctx.config.score_policy == "binpack" else 1
     for name in names:
         results = _results(ctx, plan, name)
         if results is None:
             continue
-        free = _free_after(ctx, name, results)
-        prio = prioritized_score(order, results)
-        keys[name] = (prio, -free if ctx.config.score_policy == "binpack" else free)
+        prio = prioritized_score(order, results) if prioritized else 0
+        keys[name] = (prio, sign * packing.free_after(name, results))
     plan.flush_metrics()
     ranked = sorted(set(keys.values()), reverse=True)
     if len(ranked) > 1:
