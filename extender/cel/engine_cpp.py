@@ -285,6 +285,20 @@ def _dyn_result(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
     return impl
 
 
+def _map_of_pairs(pairs: list[list[Any]]) -> dict[Any, Any]:
+    return {key: value for key, value in pairs}
+
+
+def _map_of_entries(entries: list[dict[Any, Any]]) -> dict[Any, Any]:
+    merged: dict[Any, Any] = {}
+    for entry in entries:
+        for key, value in entry.items():
+            if key in merged:
+                raise ValueError(f"insert failed: key {key} already exists")
+            merged[key] = value
+    return merged
+
+
 @dataclass(frozen=True)
 class _Decl:
     name: str
@@ -364,6 +378,10 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("min", "list_min", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_min))
     yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_max))
     yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
+    yield _Decl("k8sdra_pairs", "k8sdra_pairs", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_pairs)
+    yield _Decl(
+        "k8sdra_entries", "k8sdra_entries", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_entries
+    )
     yield _Decl("find", "string_find", T.STRING, (T.STRING, T.STRING), True, lib.regex_find)
     yield _Decl("findAll", "string_findAll", T.List(T.STRING), (T.STRING, T.STRING), True, lib.regex_find_all)
     yield _Decl(
@@ -710,9 +728,12 @@ def homogeneity_probes(source: str, toks: list[_Token]) -> Iterator[tuple[_Token
             yield toks[i], source[: toks[i].start] + probe + source[toks[close].end :]
 
 
-def rewrite(source: str, toks: list[_Token]) -> str:
-    """Give ``device.attributes``/``device.capacity`` their missing-domain default."""
-    edits: list[tuple[int, int, str]] = []
+# An edit replaces source[start:end] by text; at one position, higher ``order`` ends up later.
+_Edit = tuple[int, int, int, str]
+
+
+def _domain_default_edits(toks: list[_Token]) -> Iterator[_Edit]:
+    """``device.attributes[X]`` -> ``device.attributes[?X].orValue({})`` (and ``.X`` likewise)."""
     for i, tok in enumerate(toks):
         if tok.text != "device" or not _is_root(toks, i):
             continue
@@ -722,16 +743,46 @@ def rewrite(source: str, toks: list[_Token]) -> str:
         if head[2] == "[" and (len(head) < 4 or head[3] != "?"):
             close = _closing(toks, i + 3)
             if close is not None:
-                edits.append((toks[i + 3].end, toks[i + 3].end, "?"))
-                edits.append((toks[close].end, toks[close].end, ".orValue({})"))
+                yield toks[i + 3].end, toks[i + 3].end, 1, "?"
+                yield toks[close].end, toks[close].end, 1, ".orValue({})"
         elif (
             head[2] == "."
             and len(head) == 4
             and toks[i + 4].kind == "id"
             and _texts(toks, i + 5, 1) != ("(",)
         ):
-            edits.append((toks[i + 3].start, toks[i + 4].end, f'[?"{toks[i + 4].text}"].orValue({{}})'))
-    for start, end, text in sorted(edits, reverse=True):
+            yield toks[i + 3].start, toks[i + 4].end, 1, f'[?"{toks[i + 4].text}"].orValue({{}})'
+
+
+# Two-variable comprehensions building maps need a runtime helper (cel.@mapInsert) this C++
+# build lacks; they are run as transformList, whose result a Python function turns into the map.
+_MAP_TRANSFORMS = {"transformMap": "k8sdra_pairs", "transformMapEntry": "k8sdra_entries"}
+
+
+def _map_transform_edits(source: str, toks: list[_Token]) -> Iterator[_Edit]:
+    """``m.transformMap(k, v, [f,] e)`` -> ``m.transformList(k, v, [f,] [k, e]).k8sdra_pairs()``;
+    ``m.transformMapEntry(k, v, [f,] e)`` -> ``m.transformList(k, v, [f,] e).k8sdra_entries()``."""
+    for i, tok in enumerate(toks):
+        helper = _MAP_TRANSFORMS.get(tok.text)
+        if helper is None or i == 0 or toks[i - 1].text != "." or _texts(toks, i + 1, 1) != ("(",):
+            continue
+        close = _closing(toks, i + 1)
+        args = _split_top(toks, i + 2, close, ",") if close is not None else []
+        if close is None or len(args) not in (3, 4):
+            continue
+        yield tok.start, tok.end, 0, "transformList"
+        if tok.text == "transformMap":
+            key = source[toks[args[0][0]].start : toks[args[0][1] - 1].end]
+            first, last = args[-1]
+            yield toks[first].start, toks[first].start, 0, f"[{key}, "
+            yield toks[last - 1].end, toks[last - 1].end, 2, "]"
+        yield toks[close].end, toks[close].end, 2, f".{helper}()"
+
+
+def rewrite(source: str, toks: list[_Token]) -> str:
+    """What the checked expression needs to run as Kubernetes runs it (see the edit makers)."""
+    edits = [*_domain_default_edits(toks), *_map_transform_edits(source, toks)]
+    for start, end, _, text in sorted(edits, key=lambda e: (e[0], e[2]), reverse=True):
         source = source[:start] + text + source[end:]
     return source
 
@@ -900,16 +951,9 @@ def _called(toks: list[_Token], name: str) -> bool:
     return any(t.text == name and _texts(toks, i + 1, 1) == ("(",) for i, t in enumerate(toks))
 
 
-# Two-variable comprehensions whose runtime helper (cel.@mapInsert) this C++ build lacks.
-_UNSUPPORTED_MACROS = frozenset({"transformMap", "transformMapEntry"})
-
-
 def _lint(source: str, toks: list[_Token]) -> None:
-    """Reject what the message encoding would otherwise expose to expressions, and what the
-    runtime would only fail on at evaluation."""
+    """Reject what the message encoding would otherwise expose to expressions."""
     for i, tok in enumerate(toks):
-        if tok.text in _UNSUPPORTED_MACROS and i > 0 and toks[i - 1].text == ".":
-            raise CelCompileError(lib.unsupported_message(tok.text), source)
         if tok.text == _KEY_FIELD:
             line, col = _position(source, tok.start)
             raise CelCompileError(f"ERROR: <input>:{line}:{col}: undefined field '{tok.text}'", source)

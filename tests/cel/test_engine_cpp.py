@@ -355,11 +355,26 @@ def test_find_all_skips_empty_match_after_a_match(engine: CppEngine) -> None:
     assert run(engine, '"baaab".findAll("a*") == ["", "aaa", ""]') is True
 
 
-def test_transform_map_is_unsupported(engine: CppEngine) -> None:
-    assert compile_error(engine, "{'a': 1}.transformMap(k, v, v + 1).size() == 1") == (
-        "function transformMap is not supported"
-    )
-    assert run(engine, "[1, 2].transformList(i, v, i + v) == [1, 3]") is True
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "{'a': 1}.transformMap(k, v, v + 1) == {'a': 2}",
+        "{'a': 1, 'b': 2}.transformMap(k, v, v > 1, v * 10) == {'b': 20}",
+        "[5, 6].transformMap(i, v, v + i) == {0: 5, 1: 7}",
+        "{'a': 1}.transformMapEntry(k, v, {k + 'x': v}) == {'ax': 1}",
+        "[1, 2].transformMapEntry(i, v, v > 1, {v: i}) == {2: 1}",
+        "[1, 2].transformList(i, v, i + v) == [1, 3]",
+        f"{G}.transformMap(k, v, k.size()).size() > 3",
+        "device.attributes.transformMap(d, a, device.attributes[d].size()).size() == 2",
+    ],
+)
+def test_map_building_comprehensions(engine: CppEngine, expression: str) -> None:
+    assert run(engine, expression) is True
+
+
+def test_map_entry_collision_is_a_runtime_error(engine: CppEngine) -> None:
+    message = runtime_error(engine, "[1, 2].transformMapEntry(i, v, {'same': v}).size() == 1")
+    assert message == "insert failed: key same already exists"
 
 
 @pytest.mark.parametrize(
