@@ -1,16 +1,21 @@
 """Google's C++ CEL runtime (``cel_expr_python``) set up as Kubernetes' DRA selector environment.
 
-The C++ checker gives cel-go's static typing; what it lacks is patched here:
+The C++ checker gives cel-go's static typing; what the library lacks or does differently is
+patched here, mostly by rewriting the expression text (see the token scanner below):
 
 - ``device`` is declared as four qualified variables (``device.driver``, ...), because a
-  protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are.
-  The checker then rejects unknown fields exactly like an object type would.
-- The missing-domain default is obtained by rewriting ``device.attributes[X]`` into
-  ``device.attributes[?X].orValue({})``.
-- Quantity and semver are protobuf messages holding a value-canonical key, so that CEL's
-  message equality is Kubernetes' equality by value.
-- Conversions of a literal (``int("9223372036854775808")``) are evaluated at compile time,
-  as cel-go's planner does, so their failure is a compile error.
+  protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are;
+  the checker then rejects unknown fields as an object type would.
+- Missing-domain default: ``device.attributes[X]`` runs as ``device.attributes[?X].orValue({})``.
+- Library types (kubernetes.Quantity/Semver/URL, net.IP/CIDR) are protobuf messages holding a
+  value-canonical key, so CEL's message equality is Kubernetes' equality by value. Functions
+  of one name and argument kinds share one Python implementation (a C++ registry limit).
+- Checks cel-go does that the C++ one does not: homogeneous aggregate literals, conversions of
+  literals and literal regexes at compile time; cross-type comparison of numeric literals
+  (``1 < 1.5``) is admitted by widening an operand to dyn.
+- ``indexOf``/``lastIndexOf`` (strings and Kubernetes' lists) and ``transformMap`` run through
+  aliases, because declared functions cannot be extended.
+- Activations are cached per device view and per thread (the library's arenas are thread-bound).
 """
 
 from __future__ import annotations
