@@ -28,6 +28,7 @@ from extender.scheduling.filter import filter_nodes
 from extender.scheduling.preempt import nodes_worth_preempting
 from extender.scheduling.score import score_nodes
 from extender.sources.local import LocalCluster, ManifestError
+from extender.state.pods import PodInfo
 from extender.state.store import KINDS
 
 log = logging.getLogger(__name__)
@@ -87,8 +88,12 @@ def create_app(
             started = time.perf_counter()
             try:
                 return _json(await handler(await _body(request, limit)))
-            except (BadRequest, ValueError) as exc:
+            except BadRequest as exc:
                 return _problem(400, f"{name}: {exc}")
+            except Exception as exc:
+                # A bug, not the request's fault: say so instead of blaming the input.
+                log.exception("%s failed", name)
+                return _problem(500, f"{name}: internal error: {exc}")
             finally:
                 metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
 
@@ -96,18 +101,27 @@ def create_app(
         # costs a noticeable share of a filter call.
         app.router.add_route(f"/{name}", endpoint, methods=["POST"], name=name)
 
+    def request_pod(obj: dict[str, Any]) -> PodInfo:
+        try:
+            return pod_for_request(state, obj)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+
     async def do_filter(body: bytes) -> Any:
         args = wire.extender_args(body)
-        pod = pod_for_request(state, args.pod)
+        pod = request_pod(args.pod)
         given = None
         if args.nodes is not None:
-            given = {name: parse_node(obj) for name, obj in args.nodes.items()}
+            try:
+                given = {name: parse_node(obj) for name, obj in args.nodes.items()}
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
         out = filter_nodes(ctx, pod, args.node_names, given)
         return wire.filter_result(args, out.passed, out.failed, out.unresolvable, out.error)
 
     async def do_prioritize(body: bytes) -> Any:
         args = wire.extender_args(body)
-        pod = pod_for_request(state, args.pod)
+        pod = request_pod(args.pod)
         return wire.host_priorities(score_nodes(ctx, pod, args.node_names))
 
     async def do_bind(body: bytes) -> Any:
@@ -117,7 +131,7 @@ def create_app(
 
     async def do_preempt(body: bytes) -> Any:
         args = wire.preemption_args(body)
-        pod = pod_for_request(state, args.pod)
+        pod = request_pod(args.pod)
         keep = nodes_worth_preempting(ctx, pod, {n: v.uids for n, v in args.victims.items()})
         return wire.preemption_result({n: v for n, v in args.victims.items() if n in keep})
 

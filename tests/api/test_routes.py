@@ -6,6 +6,8 @@ import asyncio
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from extender.api import create_app
 from extender.binder.local import LocalBinder
@@ -102,6 +104,12 @@ def test_input_casing_is_free_and_output_is_pascal_case(svc):
             "spec: must be an object",
         ),
         ("/prioritize", b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": [1]}', "NodeNames"),
+        (
+            "/filter",
+            b'{"Pod": {"metadata": {"name": "x"}}, '
+            b'"Nodes": {"items": [{"metadata": {"name": "n", "labels": {"a": 1}}}]}}',
+            "labels",
+        ),
         ("/bind", b'{"PodName": "x"}', "Node: required"),
         ("/bind", b'{"PodName": "x", "Node": 5}', "Node: expected a string"),
         ("/preempt", b'{"Pod": {"metadata": {"name": "x"}}}', "NodeNameToMetaVictims"),
@@ -116,6 +124,51 @@ def test_malformed_requests_get_400_with_a_message(svc, path, body, fragment):
     response = svc.run(lambda c: c.post(path, content=body))
     assert response.status_code == 400
     assert fragment in response.json()["error"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+envelope_keys = st.sampled_from(
+    ["Pod", "pod", "NodeNames", "Nodes", "PodName", "Node", "NodeNameToMetaVictims"]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    path=st.sampled_from(["/filter", "/prioritize", "/bind", "/preempt"]),
+    body=json_values | st.dictionaries(envelope_keys, json_values, max_size=4),
+)
+def test_arbitrary_json_never_gets_a_server_error(svc, path, body):
+    response = svc.run(lambda c: c.post(path, json=body))
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 400:
+        assert response.json()["error"]
+
+
+pod_parts = st.fixed_dictionaries(
+    {
+        "metadata": st.fixed_dictionaries(
+            {"name": st.just("x")}, optional={"uid": json_values, "namespace": json_values}
+        )
+    },
+    optional={
+        "spec": st.fixed_dictionaries(
+            {}, optional={"resourceClaims": json_values, "schedulerName": json_values}
+        ),
+        "status": st.fixed_dictionaries({}, optional={"resourceClaimStatuses": json_values}),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(["/filter", "/prioritize", "/preempt"]), pod_obj=pod_parts, names=json_values)
+def test_malformed_pods_inside_valid_envelopes_never_get_a_server_error(svc, path, pod_obj, names):
+    body = {"Pod": pod_obj, "NodeNames": names, "NodeNameToMetaVictims": {"node-0": {"Pods": []}}}
+    response = svc.run(lambda c: c.post(path, json=body))
+    assert response.status_code in (200, 400), response.text
 
 
 def test_oversized_body_is_refused():
