@@ -63,11 +63,18 @@ def test_every_pod_is_bound_once_and_nothing_doubles(name: str) -> None:
 
 
 def test_steady_deletes_one_old_pod_per_churn_pod() -> None:
-    result = _drive("steady", WorkloadParams(nodes=4, devices_per_node=4, pods=12))
+    params = WorkloadParams(nodes=4, devices_per_node=4, pods=12)
+    workload = generate("steady", params)
+    fake = FakeExtender(workload.objects)
+    result = _drive("steady", params, fake)
     assert result["_calls"]["/local/delete"] == 12
     assert result["_calls"]["/local/apply"] == 2  # batches of 8
     assert [p["name"] for p in result["phases"]] == ["warm-up", "churn"]
     assert result["phases"][1]["bound"] == 12 and result["ok"]
+    # Oldest first: with fewer warm-up pods than churn pods, only the newest churn pods remain.
+    warm = len(workload.pods)
+    assert 0 < warm < 12
+    assert sorted(fake.pods) == [f"pod-churn-{i:05d}" for i in range(12 - warm, 12)]
 
 
 def test_planted_double_allocation_fails_the_run() -> None:
