@@ -755,6 +755,8 @@ def _domain_default_edits(toks: list[_Token]) -> Iterator[_Edit]:
             and len(head) == 4
             and toks[i + 4].kind == "id"
             and _texts(toks, i + 5, 1) != ("(",)
+            # has(device.attributes.X) tests the domain's presence: no default there.
+            and not (_texts(toks, i - 2, 2) == ("has", "(") and _texts(toks, i + 5, 1) == (")",))
         ):
             yield toks[i + 3].start, toks[i + 4].end, 1, f'[?"{toks[i + 4].text}"].orValue({{}})'
 
@@ -1088,10 +1090,9 @@ class CppEngine:
             return CppProgram(self, expression, checked)
         try:
             program = self._env.compile(rewritten)
-        except RuntimeError as exc:
-            raise CelCompileError(
-                f"internal rewrite of the expression failed: {_status_text(str(exc))}", expression
-            ) from None
+        except RuntimeError:
+            # Not expected; the checked expression still runs, only without the rewrites.
+            program = checked
         return CppProgram(self, expression, program)
 
     def _check(self, original: str, source: str, toks: list[_Token] | None) -> tuple[Any, str]:

@@ -64,6 +64,8 @@ def runtime_error(engine: CppEngine, expression: str, device: CaseDevice | None 
     [
         ('has(device.attributes["no.such"].x)', False),
         ("has(device.attributes.nosuch.x)", False),
+        ("has(device.attributes.nosuch)", False),
+        ("has(device.capacity.nosuch) || has(device.attributes.nosuch)", False),
         ('"x" in device.attributes["no.such"]', False),
         ('device.capacity["no.such"].size() == 0', True),
         ('device.attributes[?"no.such"].hasValue()', False),
