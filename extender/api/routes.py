@@ -199,14 +199,18 @@ def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
                 try:
                     written = cluster.apply(obj)
                 except (ManifestError, ValueError) as exc:
-                    where = f"item {i}: " if isinstance(body, list) else ""
-                    raise BadRequest(f"{where}{exc}") from None
+                    if not isinstance(body, list):
+                        raise BadRequest(str(exc)) from None
+                    raise BadRequest(f"item {i}: {exc} (the items before it were applied)") from None
                 meta = written["metadata"]
                 applied.append(
                     {"kind": written["kind"], "namespace": meta.get("namespace"), "name": meta["name"]}
                 )
         except BadRequest as exc:
             return _problem(400, f"local/apply: {exc}")
+        except Exception as exc:
+            log.exception("local/apply failed")
+            return _problem(500, f"local/apply: internal error: {exc}")
         return _json({"applied": applied})
 
     @app.post("/local/delete")
@@ -219,6 +223,9 @@ def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
             found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
         except (BadRequest, ManifestError) as exc:
             return _problem(400, f"local/delete: {exc}")
+        except Exception as exc:
+            log.exception("local/delete failed")
+            return _problem(500, f"local/delete: internal error: {exc}")
         if not found:
             return _problem(404, f"{kind} {fields.get('namespace') or ''}/{fields.get('name')} not found")
         return _json({"deleted": True})

@@ -131,7 +131,8 @@ class LocalCluster:
         if api_version is not None and api_version != API_VERSIONS[kind]:
             want = API_VERSIONS[kind]
             raise ManifestError(f"{kind}: apiVersion {api_version!r} is not supported, use {want}")
-        obj = clone(obj)
+        # null means absent in the API (and would trip every later setdefault).
+        obj = {k: v for k, v in clone(obj).items() if v is not None}
         try:
             namespace, name = object_key(kind, obj)
         except ValueError as exc:

@@ -303,3 +303,19 @@ def test_standby_replica_is_not_ready_and_refuses_binds(svc):
     assert ready.status_code == 503 and "not the leader" in ready.text
     assert "not the leader" in error
     assert svc.state.pod("default", "p").node_name == ""
+
+
+kinds = st.sampled_from(
+    ["Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "DeviceClass", "Node", "X"]
+)
+objects = st.fixed_dictionaries(
+    {"kind": kinds, "metadata": st.fixed_dictionaries({"name": st.sampled_from(["a", "b"])})},
+    optional={"spec": json_values, "status": json_values, "apiVersion": json_values},
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=objects | st.lists(objects, max_size=3) | json_values)
+def test_local_apply_answers_bad_objects_with_400(svc, body):
+    response = svc.run(lambda c: c.post("/local/apply", json=body))
+    assert response.status_code in (200, 400), response.text
