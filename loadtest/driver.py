@@ -16,7 +16,7 @@ import itertools
 import random
 import sys
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -125,6 +125,8 @@ class SchedulerDriver:
         self.bound: dict[tuple[str, str], str] = {}
         self.bound_at: list[float] = []
         self.unschedulable: dict[tuple[str, str], str] = {}
+        # Every failed attempt by kind, retried or not: a bound pod may hide several of them.
+        self.failures: dict[str, list[str]] = defaultdict(list)
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -186,10 +188,12 @@ class SchedulerDriver:
             reply = await self._call("filter", wire.extender_args(pending.pod_json, candidates))
             feasible, reasons = wire.filter_result(reply, candidates)
         except ProtocolError as e:
+            self.failures["filter error"].append(str(e))
             self._retry(pending, f"scheduler error: {e}")
             return
         if not feasible:
             sample = next(iter(reasons.values()), "no reason given")
+            self.failures["no feasible node"].append(sample)
             self._retry(pending, f"0/{len(candidates)} nodes available: {sample}")
             return
         node = feasible[0] if len(feasible) == 1 else await self._pick(pending, feasible)
@@ -214,6 +218,7 @@ class SchedulerDriver:
                 reply = await self._call("bind", wire.binding_args(pending.pod, node))
                 wire.bind_result(reply)
             except ProtocolError as e:
+                self.failures["bind failed"].append(str(e))
                 self._retry(pending, f"bind on {node} failed: {e}")
             else:
                 self.bound[pending.key] = node

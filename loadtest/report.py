@@ -56,6 +56,9 @@ def render(result: dict[str, Any]) -> str:
         f"({result['pods_unschedulable']} given up)",
         f"throughput        {result['pods_per_second']} pods/s end to end",
     ]
+    failed = result.get("failed_attempts") or {}
+    if failed:
+        lines.append("failed attempts   " + ", ".join(f"{kind} {n}" for kind, n in sorted(failed.items())))
     lines += [
         f"  phase {p['name']:<9} {p['bound']}/{p['pods']} pods in {p['seconds']} s"
         f" = {p['pods_per_second']} pods/s"
@@ -77,6 +80,8 @@ def render(result: dict[str, Any]) -> str:
     ]
     for key in PROBLEM_KEYS:
         lines += [f"  {key}: {item}" for item in (result.get(key) or [])[:5]]
+    for kind, samples in sorted((result.get("failed_attempt_samples") or {}).items()):
+        lines += [f"  {kind}: {sample}" for sample in samples]
     return "\n".join(lines)
 
 

@@ -147,6 +147,8 @@ async def drive(
         "pods_bound": bound,
         "pods_unschedulable": len(driver.unschedulable),
         "unschedulable_sample": sorted(f"{ns}/{n}: {r}" for (ns, n), r in driver.unschedulable.items())[:5],
+        "failed_attempts": {kind: len(msgs) for kind, msgs in driver.failures.items()},
+        "failed_attempt_samples": {kind: sorted(set(msgs))[:3] for kind, msgs in driver.failures.items()},
         "pods_per_second": round(bound / total_seconds, 1) if total_seconds > 0 else 0.0,
         "phases": [p.as_dict() for p in phases],
         "latency_ms": driver.log.summary(),

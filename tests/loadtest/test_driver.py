@@ -90,6 +90,7 @@ def test_unschedulable_pods_are_retried_a_bounded_number_of_times() -> None:
     assert bound == result["pods_expected"] <= 2
     assert result["pods_unschedulable"] == 5 - bound
     assert result["_calls"]["/filter"] == bound + 3 * (5 - bound)
+    assert result["failed_attempts"] == {"no feasible node": 3 * (5 - bound)}
     assert "0/2 nodes available" in result["unschedulable_sample"][0]
 
 
@@ -113,6 +114,8 @@ def test_bind_failure_requeues_the_pod() -> None:
     result = _drive("template", workload.params, fake)
     assert result["pods_bound"] == 1 and result["latency_ms"]["bind"]["calls"] == 2
     assert result["latency_ms"]["bind"]["errors"] == 0  # an Error reply is a valid HTTP exchange
+    assert result["failed_attempts"] == {"bind failed": 1}
+    assert "conflict, try again" in result["failed_attempt_samples"]["bind failed"][0]
 
 
 def test_filter_errors_count_and_retry() -> None:
