@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -147,5 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     import uvicorn
 
+    # The loaded cluster is long-lived: keep the cyclic GC from re-scanning it on every full
+    # collection (those showed up as 0.4 s latency spikes on a 5,000-node cluster).
+    gc.collect()
+    gc.freeze()
     uvicorn.run(app, host=config.host, port=config.port, log_level=args.log_level, access_log=False)
     return 0
