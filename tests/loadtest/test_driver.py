@@ -90,7 +90,9 @@ def test_unschedulable_pods_are_retried_a_bounded_number_of_times() -> None:
     assert bound == result["pods_expected"] <= 2
     assert result["pods_unschedulable"] == 5 - bound
     assert result["_calls"]["/filter"] == bound + 3 * (5 - bound)
-    assert result["failed_attempts"] == {"no feasible node": 3 * (5 - bound)}
+    # Pods filtered before earlier binds landed may lose the device at bind: also an attempt.
+    failed = result["failed_attempts"]
+    assert sum(failed.values()) == 3 * (5 - bound) and set(failed) <= {"no feasible node", "bind failed"}
     assert "0/2 nodes available" in result["unschedulable_sample"][0]
 
 
