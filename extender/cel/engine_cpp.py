@@ -25,8 +25,9 @@ import ipaddress
 import itertools
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -102,12 +103,10 @@ _TYPE_PACKAGES = frozenset({"kubernetes", "net"})
 # --- value conversion between the Python objects and the messages -------------------------
 
 
-def _quantity_key(q: Quantity) -> str:
-    """``<integer>e<exponent>`` with no trailing zeros: equal for equal values (80Gi, 81920Mi)
-    and itself a valid quantity string."""
-    value = q.value
+def _decimal(value: Fraction) -> tuple[int, int]:
+    """``value`` as mantissa and exponent of ten, without trailing zeros in the mantissa."""
     if value == 0:
-        return "0"
+        return 0, 0
     den = value.denominator
     twos = fives = 0
     while den % 2 == 0:
@@ -121,32 +120,54 @@ def _quantity_key(q: Quantity) -> str:
     while mantissa % 10 == 0:
         mantissa //= 10
         exponent += 1
-    return f"{mantissa}e{exponent}" if exponent else str(mantissa)
+    return mantissa, exponent
+
+
+_NOT_INTEGER = "~"
+
+
+def _quantity_key(q: Quantity) -> str:
+    """The value as ``<mantissa>e<exponent>``, marked when upstream's AsInt64 fails on it.
+
+    Messages compare by content, so the key holds the value (80Gi and 81920Mi share one) and
+    the one trait of the representation that selectors can observe: isInteger/asInteger
+    (upstream's "4000m" is not an integer, its "4" is). The price: those two are unequal here.
+    """
+    mantissa, exponent = _decimal(q.value)
+    key = f"{mantissa}e{exponent}" if exponent else str(mantissa)
+    return key if q.is_integer() else key + _NOT_INTEGER
+
+
+def _parse_key(key: str) -> Quantity:
+    """A Quantity with the key's value and integer trait, for a key whose object was forgotten."""
+    text = key.removesuffix(_NOT_INTEGER)
+    q = Quantity.parse(text)
+    if key.endswith(_NOT_INTEGER) and q.is_integer():
+        q = Quantity.parse(f"{q.value.numerator}.0")  # an integral value, written with a fraction
+    return q
 
 
 # These tables are plain dicts, emptied when full: library functions run on the evaluating
 # thread, and a dict's get and set are atomic where an LRU's bookkeeping is not.
 _TABLE_LIMIT = 65536
 
-# Value key -> the Quantity it was made from. A message can only carry the value (so that
-# CEL's message equality is equality by value), while upstream's isInteger/asInteger also
-# depend on the representation (e.g. `1.5 + 0.5` is not an integer there). The most recent
-# object of each value is remembered; a forgotten one is re-parsed from the value.
+# Key -> the most recent Quantity with that key, so add/sub/asApproximateFloat see the
+# representation a message came from (keys of equal value and trait rarely differ there).
 _QUANTITIES: dict[str, Quantity] = {}
 
-# Quantity text -> value key and message; devices share few distinct capacity values, and
-# a text always denotes one value. The runtime copies a message it is given, so sharing is safe.
-_MESSAGES: dict[str, tuple[str, Any]] = {}
+# (canonical text, integer trait) -> key and message: devices share few distinct capacities.
+# The runtime copies a message it is given, so sharing one is safe.
+_MESSAGES: dict[tuple[str, bool], tuple[str, Any]] = {}
 
 
-def _remember(table: dict[str, Any], key: str, value: Any) -> None:
+def _remember(table: dict[Any, Any], key: Any, value: Any) -> None:
     if len(table) >= _TABLE_LIMIT:
         table.clear()
     table[key] = value
 
 
 def quantity_message(q: Quantity) -> Any:
-    text = str(q)
+    text = (str(q), q.is_integer())
     cached = _MESSAGES.get(text)
     if cached is None:
         key = _quantity_key(q)
@@ -175,7 +196,7 @@ def _as_quantity(msg: Any) -> Quantity:
     key = getattr(msg, _KEY_FIELD)
     q = _QUANTITIES.get(key)
     if q is None:
-        q = Quantity.parse(key)
+        q = _parse_key(key)
         _remember(_QUANTITIES, key, q)
     return q
 
@@ -383,6 +404,10 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("min", "list_min", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_min))
     yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_max))
     yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
+    # Internal: value equality of quantities and the probes finding where to use it.
+    yield _Decl("k8sdra_equals", "k8sdra_equals", T.BOOL, (QT, QT), True, lambda a, b: _compare(a, b) == 0)
+    yield _Decl("k8sdra_quantity_probe", "k8sdra_quantity_probe", QT, (QT,), False, lambda q: q)
+    yield _Decl("k8sdra_int_probe", "k8sdra_int_probe", QT, (T.INT,), False, lambda n: n)
     yield _Decl("k8sdra_pairs", "k8sdra_pairs", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_pairs)
     yield _Decl(
         "k8sdra_entries", "k8sdra_entries", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_entries
@@ -733,7 +758,9 @@ def homogeneity_probes(source: str, toks: list[_Token]) -> Iterator[tuple[_Token
             yield toks[i], source[: toks[i].start] + probe + source[toks[close].end :]
 
 
-# An edit replaces source[start:end] by text; at one position, higher ``order`` ends up later.
+# An edit replaces source[start:end] by text. At one position, edits apply by descending
+# ``order``, so a lower order ends up earlier in the text: outer constructs open with lower
+# and close with higher orders than the ones they contain.
 _Edit = tuple[int, int, int, str]
 
 
@@ -782,13 +809,46 @@ def _map_transform_edits(source: str, toks: list[_Token]) -> Iterator[_Edit]:
             key = source[toks[args[0][0]].start : toks[args[0][1] - 1].end]
             first, last = args[-1]
             yield toks[first].start, toks[first].start, 0, f"[{key}, "
-            yield toks[last - 1].end, toks[last - 1].end, 2, "]"
-        yield toks[close].end, toks[close].end, 2, f".{helper}()"
+            yield toks[last - 1].end, toks[last - 1].end, 3, "]"
+        yield toks[close].end, toks[close].end, 3, f".{helper}()"
 
 
-def rewrite(source: str, toks: list[_Token]) -> str:
-    """What the checked expression needs to run as Kubernetes runs it (see the edit makers)."""
+def _right_operand_end(toks: list[_Token], op: int) -> int:
+    """Index just past the right operand of the relation at ``op``."""
+    depth = 0
+    for j in range(op + 1, len(toks)):
+        text = toks[j].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            if depth == 0:
+                return j
+            depth -= 1
+        elif depth == 0 and text in _OPERAND_STOPS:
+            return j
+    return len(toks)
+
+
+def equality_operands(toks: list[_Token]) -> Iterator[tuple[int, int, int]]:
+    """For each ``==``/``!=``: start of its left operand, its index, end of its right operand."""
+    for op, tok in enumerate(toks):
+        if tok.text in ("==", "!="):
+            yield _left_operand_start(toks, op), op, _right_operand_end(toks, op)
+
+
+def _equality_edits(toks: list[_Token], op: int, start: int, end: int) -> Iterator[_Edit]:
+    """``A == B`` -> ``(A).k8sdra_equals(B)``; ``A != B`` -> ``!(A).k8sdra_equals(B)``."""
+    yield toks[start].start, toks[start].start, 1, "(" if toks[op].text == "==" else "!("
+    yield toks[op].start, toks[op].end, 2, ").k8sdra_equals("
+    yield toks[end - 1].end, toks[end - 1].end, 2, ")"
+
+
+def rewrite(source: str, toks: list[_Token], quantity_equalities: Iterable[tuple[int, int, int]] = ()) -> str:
+    """What the checked expression needs to run as Kubernetes runs it (see the edit makers);
+    ``quantity_equalities`` are the equality_operands comparing two quantities."""
     edits = [*_domain_default_edits(toks), *_map_transform_edits(source, toks)]
+    for start, op, end in quantity_equalities:
+        edits += _equality_edits(toks, op, start, end)
     for start, end, _, text in sorted(edits, key=lambda e: (e[0], e[2]), reverse=True):
         source = source[:start] + text + source[end:]
     return source
@@ -1085,7 +1145,11 @@ class CppEngine:
         self._check_constants(expression, toks)
         self._check_homogeneous(expression, toks)
         source_toks = toks if source == expression else _tokens(source)
-        rewritten = source if source_toks is None else rewrite(source, source_toks)
+        rewritten = (
+            source
+            if source_toks is None
+            else rewrite(source, source_toks, self._quantity_equalities(source, source_toks))
+        )
         if rewritten == source:
             return CppProgram(self, expression, checked)
         try:
@@ -1109,6 +1173,41 @@ class CppEngine:
             except RuntimeError:
                 pass
         raise CelCompileError(_compile_text(raw, toks), original)
+
+    def _quantity_equalities(self, source: str, toks: list[_Token]) -> list[tuple[int, int, int]]:
+        """The equalities of ``source`` whose operands are both statically quantities.
+
+        Quantity messages compare by key, which also carries the integer trait (see
+        _quantity_key); Kubernetes compares quantities by value alone, so such equalities are
+        run by a function. An operand is a quantity when it can be passed where a quantity is
+        expected but not where an int is (which a dyn operand could).
+        """
+        if not any(t.text in ("quantity", "capacity") for t in toks):
+            return []
+        found = []
+        for start, op, end in equality_operands(toks):
+            operands = ((start, op), (op + 1, end))
+            if all(self._is_quantity_operand(source, toks, a, b) for a, b in operands):
+                found.append((start, op, end))
+        return found
+
+    def _is_quantity_operand(self, source: str, toks: list[_Token], a: int, b: int) -> bool:
+        if a >= b:
+            return False
+        head, text, tail = (
+            source[: toks[a].start],
+            source[toks[a].start : toks[b - 1].end],
+            source[toks[b - 1].end :],
+        )
+
+        def accepts(probe: str) -> bool:
+            try:
+                self._env.compile(f"{head}{probe}({text}){tail}")
+            except RuntimeError:
+                return False
+            return True
+
+        return accepts("k8sdra_quantity_probe") and not accepts("k8sdra_int_probe")
 
     def _check_homogeneous(self, expression: str, toks: list[_Token]) -> None:
         variant = homogeneity_variant(expression, toks)

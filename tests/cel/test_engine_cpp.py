@@ -228,6 +228,31 @@ def test_quantity_keeps_upstream_representation(engine: CppEngine) -> None:
 
 
 @pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('quantity("4") == quantity("4000m")', True),
+        ('quantity("4")!=quantity("4000m")', False),
+        ('device.capacity["gpu.example.com"].cores == quantity("8000m") && true', True),
+        ('quantity("1") == quantity("1") ? quantity("4000m").isInteger() : true', False),
+        ('[quantity("1")] == [quantity("1")]', True),
+        ('device.attributes["gpu.example.com"].numa == 1 && 1 + 1 == 2', True),
+    ],
+)
+def test_quantity_equality_is_by_value(engine: CppEngine, expression: str, expected: bool) -> None:
+    assert run(engine, expression) is expected
+
+
+def test_integer_trait_of_each_device_capacity(engine: CppEngine) -> None:
+    # Upstream: "4000m" is not an integer (AsInt64 fails on a negative scale), "4" is; equal
+    # values must not borrow each other's answer, whichever device is seen first.
+    program = engine.compile('device.capacity["gpu.example.com"].cores.isInteger()')
+    for order in (("4", "4000m"), ("4000m", "4")):
+        for cores in order:
+            device = CaseDevice("gpu.example.com", {}, {"cores": {"value": cores}}, False)
+            assert program.evaluate(view_for(device)) is Quantity.parse(cores).is_integer()
+
+
+@pytest.mark.parametrize(
     "expression",
     [
         'quantity("1Ki") == quantity("1024")',
