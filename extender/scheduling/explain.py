@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.allocator import AllocationError
+from extender.allocator import AllocationError, AllocationResult
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan
@@ -53,7 +53,7 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
         entry: dict[str, Any] = {"fits": verdict.fits, "reason": verdict.reason or None}
         if verdict.fits:
             entry["allocation"] = {
-                f"{c.namespace}/{c.name}": {d.request: f"{d.driver}/{d.pool}/{d.device}" for d in r.devices}
+                f"{c.namespace}/{c.name}": _devices_by_request(r)
                 for c, r in zip(plan.claims.to_allocate, verdict.results, strict=True)
             }
         elif len(plan.claims.to_allocate) > 1:
@@ -61,6 +61,13 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
         nodes[name] = entry
     out["nodes"] = nodes
     out["verdict"] = f"fits on {sum(1 for n in nodes.values() if n['fits'])} of {len(nodes)} nodes"
+    return out
+
+
+def _devices_by_request(result: AllocationResult) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for d in result.devices:
+        out.setdefault(d.request, []).append(f"{d.driver}/{d.pool}/{d.device}")
     return out
 
 
