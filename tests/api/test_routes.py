@@ -242,7 +242,7 @@ def test_health_readiness_metrics_and_debug(svc):
         explained["nodes"]["node-0"]["fits"] is False and "in use" in explained["nodes"]["node-0"]["reason"]
     )
     assert explained["nodes"]["node-1"]["allocation"] == {
-        "default/c": {"gpu": "gpu.example.com/node-1/gpu-0"}
+        "default/c": {"gpu": ["gpu.example.com/node-1/gpu-0"]}
     }
     assert r["explain_bad"].status_code == 400 and r["explain_unknown"].status_code == 404
 
