@@ -890,6 +890,7 @@ def _literal_patterns(toks: list[_Token]) -> Iterator[_Token]:
 
 
 _RELATIONS = frozenset({"<", "<=", ">", ">=", "==", "!=", "in"})
+_LITERAL_WORDS = frozenset({"true", "false", "null"})
 # Where a relation's left operand ends when scanning leftwards at bracket depth 0.
 _OPERAND_STOPS = _RELATIONS | {"&&", "||", "?", ":", ","}
 _ERROR_LINE = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$", re.M)
@@ -1192,7 +1193,7 @@ class CppEngine:
         return found
 
     def _is_quantity_operand(self, source: str, toks: list[_Token], a: int, b: int) -> bool:
-        if a >= b:
+        if a >= b or (b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in _LITERAL_WORDS)):
             return False
         head, text, tail = (
             source[: toks[a].start],
