@@ -35,7 +35,11 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
             "claim": f"{c.namespace}/{c.name}",
             "allocated": c.allocation is not None,
             "requests": [r.name for r in c.requests],
-            "devices": [d.to_api() for d in c.allocation.devices] if c.allocation else [],
+            "devices": [
+                # Allocated claims keep their devices even if a driver stopped publishing them.
+                {**d.to_api(), "published": ctx.state.slices.device(d.id) is not None}
+                for d in (c.allocation.devices if c.allocation else ())
+            ],
         }
         for c in plan.claims.claims
     ]

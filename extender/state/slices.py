@@ -2,7 +2,8 @@
 
 Order is the cache's insertion order, which stands for the informer's list order; an update
 keeps a slice's place (dict assignment does). Invalidation: ``_for_node`` and ``_pools_for_node``
-memoize per-node lists and are cleared on every slice change, as is ``devices_per_pool``.
+memoize per-node lists and are cleared on every slice change, as are ``devices_per_pool``
+and the device index.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from extender.model import ResourceSlice
+from extender.model import Device, DeviceID, ResourceSlice
 
 
 def _node_of(rs: ResourceSlice) -> str:
@@ -34,6 +35,7 @@ class SliceIndex:
         self._for_node: dict[str | None, list[ResourceSlice]] = {}
         self._pools_for_node: dict[str, tuple[tuple[str, str], ...]] = {}
         self._devices_per_pool: Counter[tuple[str, str]] | None = None
+        self._devices: dict[DeviceID, Device] | None = None
 
     def __len__(self) -> int:
         return len(self.by_name)
@@ -71,6 +73,7 @@ class SliceIndex:
         self._for_node.clear()
         self._pools_for_node.clear()
         self._devices_per_pool = None
+        self._devices = None
 
     def for_node(self, node_name: str | None) -> Sequence[ResourceSlice]:
         """The node's own slices, then every slice without ``nodeName`` (both in cache order)."""
@@ -91,6 +94,19 @@ class SliceIndex:
             pools = tuple(dict.fromkeys(_pool_of(rs) for rs in self.for_node(node_name)))
             self._pools_for_node[node_name] = pools
         return pools
+
+    def device(self, device_id: DeviceID) -> Device | None:
+        """A published device by (driver, pool, name); the highest pool generation wins."""
+        if self._devices is None:
+            index: dict[DeviceID, Device] = {}
+            generation: dict[DeviceID, int] = {}
+            for rs in self.by_name.values():
+                for device in rs.devices:
+                    if generation.get(device.id, -1) <= rs.pool.generation:
+                        index[device.id] = device
+                        generation[device.id] = rs.pool.generation
+            self._devices = index
+        return self._devices.get(device_id)
 
     def devices_per_pool(self) -> Counter[tuple[str, str]]:
         if self._devices_per_pool is None:

@@ -245,6 +245,8 @@ def test_health_readiness_metrics_and_debug(svc):
         "default/c": {"gpu": ["gpu.example.com/node-1/gpu-0"]}
     }
     assert r["explain_bad"].status_code == 400 and r["explain_unknown"].status_code == 404
+    bound = svc.run(lambda c: c.get("/debug/explain", params={"pod": "default/p"})).json()
+    assert [d["published"] for d in bound["claims"][0]["devices"]] == [True]
 
 
 def test_local_apply_and_delete(svc):

@@ -181,3 +181,17 @@ def test_pods_are_parsed_once_with_claim_statuses():
 def test_malformed_objects_are_rejected_with_a_message(kind, obj, message):
     with pytest.raises(ValueError, match=message):
         ClusterState().apply(kind, obj)
+
+
+def test_device_index_follows_the_newest_pool_generation():
+    state = ClusterState()
+    old = node_slice("node-0", gpus(2))
+    state.apply("ResourceSlice", old)
+    assert state.slices.device((DRIVER, "node-0", "gpu-1")).name == "gpu-1"
+    newer = node_slice("node-0", gpus(1))
+    newer["metadata"]["name"] = "node-0-v2"
+    newer["spec"]["pool"]["generation"] = 2
+    state.apply("ResourceSlice", newer)
+    assert state.slices.device((DRIVER, "node-0", "gpu-0")) is state.slices.by_name["node-0-v2"].devices[0]
+    state.delete("ResourceSlice", old)
+    assert state.slices.device((DRIVER, "node-0", "gpu-1")) is None
