@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -76,17 +76,15 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
 
 
-def _configure_cel(engine: str) -> None:
+def _configure_cel(engine: str) -> str:
+    """Select the process-wide CEL engine; returns the one in use."""
     try:
         environment = importlib.import_module("extender.cel.environment")
-    except ImportError:
-        if engine != "auto":
-            raise ConfigError(f"--cel-engine {engine}: the CEL environment is not available") from None
-        return
-    try:
-        log.info("CEL engine: %s", environment.configure(engine))
+        chosen = environment.configure(engine)
     except (ImportError, ValueError) as exc:
         raise ConfigError(f"--cel-engine {engine}: {exc}") from None
+    log.info("CEL engine: %s", chosen)
+    return chosen
 
 
 @dataclass
@@ -125,7 +123,7 @@ def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
 
 def build_app(config: Config) -> FastAPI:
     """The whole service for ``config``; raises ConfigError/ManifestError for bad input."""
-    _configure_cel(config.cel_engine)
+    config = replace(config, cel_engine_in_use=_configure_cel(config.cel_engine))
     state = ClusterState(config.feature_gates)
     if config.kube:
         parts = _kube_parts(config, state)

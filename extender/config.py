@@ -61,6 +61,7 @@ class Config:
     port: int = 8888
     feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DEFAULT_GATES))
     cel_engine: str = "auto"
+    cel_engine_in_use: str | None = None  # what "auto" resolved to, filled in at start-up
     score_policy: str = "binpack"
     # Pods whose spec.schedulerName names another scheduler pass through untouched; a pod
     # without the field (as written in local manifests) counts as ours.
@@ -114,6 +115,7 @@ class Config:
             "port": self.port,
             "featureGates": dict(sorted(self.feature_gates.items())),
             "celEngine": self.cel_engine,
+            "celEngineInUse": self.cel_engine_in_use,
             "scorePolicy": self.score_policy,
             "schedulerNames": list(self.scheduler_names),
             "maxBodyBytes": self.max_body_bytes,

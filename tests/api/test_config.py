@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 
+import httpx
 import pytest
 
 from extender import cli
@@ -76,3 +78,19 @@ def test_kube_mode_with_an_unreadable_kubeconfig_fails_cleanly(tmp_path, capsys)
     broken.write_text("this: is: not a kubeconfig")
     assert cli.main(["serve", "--kube", "--kubeconfig", str(broken)]) == 2
     assert "cannot load a cluster configuration" in capsys.readouterr().err
+
+
+def test_debug_config_names_the_cel_engine_in_use():
+    environment = importlib.import_module("extender.cel.environment")
+    try:
+        app = cli.build_app(Config(cel_engine="python"))
+
+        async def call():
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+                return (await client.get("/debug/config")).json()
+
+        view = asyncio.run(call())
+    finally:
+        environment.configure("auto")  # the engine is process-wide: leave the default behind
+    assert (view["celEngine"], view["celEngineInUse"]) == ("python", "python")
