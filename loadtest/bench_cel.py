@@ -14,13 +14,12 @@ Every figure is the median of per-operation time over ``--rounds`` rounds.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
 from collections.abc import Callable
 
 from extender.cel.device import build_device_view
-from extender.cel.engine import Engine, make_engine
+from extender.cel.engine import Engine, make_engine, unavailable_reason
 from extender.cel.environment import compile_selector, configure
 from extender.cel.parity import CaseDevice
 
@@ -29,7 +28,7 @@ TYPICAL = (
     f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].model == "a100" && '
     f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
 )
-ENGINE_MODULES = {"cpp": "cel_expr_python", "python": "extender.cel.engine_py"}
+ENGINES = ("cpp", "python")
 
 
 def _devices(n: int) -> list[CaseDevice]:
@@ -107,17 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.devices < 1 or args.rounds < 1:
         parser.error("--devices and --rounds must be at least 1")
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    unknown = [e for e in engines if e not in ENGINE_MODULES]
+    unknown = [e for e in engines if e not in ENGINES]
     if unknown:
-        parser.error(f"unknown engine(s): {', '.join(unknown)}; choose from {', '.join(ENGINE_MODULES)}")
+        parser.error(f"unknown engine(s): {', '.join(unknown)}; choose from {', '.join(ENGINES)}")
 
     print(f"typical selector: {TYPICAL}")
     print(f"{args.devices} devices x {args.rounds} rounds; median per operation in microseconds\n")
     columns = ("compile", "device view", "cold", "eval", "memoized")
     print(f"{'engine':<8}" + "".join(f"{c:>14}" for c in columns))
     for name in engines:
-        if importlib.util.find_spec(ENGINE_MODULES[name]) is None:
-            print(f"{name:<8}  not installed ({ENGINE_MODULES[name]} missing)")
+        reason = unavailable_reason(name)
+        if reason is not None:
+            print(f"{name:<8}  {reason}")
             continue
         figures = bench_engine(name, args.devices, args.rounds)
         print(f"{name:<8}" + "".join(f"{figures[c] * 1e6:>14.2f}" for c in columns))

@@ -42,16 +42,18 @@ def _load(name: str) -> Engine:
     return module.make()
 
 
+def unavailable_reason(name: str) -> str | None:
+    """Why engine ``name`` cannot be used here (its ImportError), or None when it can."""
+    try:
+        _load(name)
+    except ImportError as exc:
+        return f"{name} engine not installed: {exc}"
+    return None
+
+
 def available_engines() -> list[str]:
     """Names of the engines whose backend library and module import in this process."""
-    found = []
-    for name in _ENGINE_MODULES:
-        try:
-            _load(name)
-        except ImportError:
-            continue
-        found.append(name)
-    return found
+    return [name for name in _ENGINE_MODULES if unavailable_reason(name) is None]
 
 
 def make_engine(name: str = "auto") -> Engine:

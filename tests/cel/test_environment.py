@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
 
 from extender.cel import CelCompileError, CelRuntimeError, environment
-from extender.cel.engine import available_engines, make_engine
+from extender.cel.engine import available_engines, make_engine, unavailable_reason
 from extender.cel.environment import (
     MAX_EXPRESSION_BYTES,
     compile_selector,
@@ -18,11 +17,11 @@ from extender.cel.environment import (
 )
 from extender.cel.parity import CaseDevice
 
-HAVE_CPP = importlib.util.find_spec("cel_expr_python") is not None
-HAVE_PY = importlib.util.find_spec("extender.cel.engine_py") is not None
+REASONS = {name: unavailable_reason(name) for name in ("cpp", "python")}
+HAVE_CPP, HAVE_PY = REASONS["cpp"] is None, REASONS["python"] is None
 ENGINES = [
-    pytest.param("cpp", marks=pytest.mark.skipif(not HAVE_CPP, reason="cpp engine not installed")),
-    pytest.param("python", marks=pytest.mark.skipif(not HAVE_PY, reason="python engine not written yet")),
+    pytest.param(name, marks=pytest.mark.skipif(reason is not None, reason=str(reason)))
+    for name, reason in REASONS.items()
 ]
 
 

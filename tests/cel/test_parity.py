@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from extender.cel import environment
+from extender.cel.engine import unavailable_reason
 from extender.cel.parity import Case, CaseFileError, load_cases, main, run_case
 
 CASES = load_cases(Path(__file__).with_name("cases.yaml"))
 
 
-def _skip_reason(engine: str) -> str | None:
-    if engine == "cpp":
-        for module in ("cel_expr_python", "google.protobuf"):
-            if importlib.util.find_spec(module) is None:
-                return f"cpp engine not installed: {module} is missing"
-    elif importlib.util.find_spec("extender.cel.engine_py") is None:
-        return "python engine not written yet: extender.cel.engine_py does not exist"
-    return None
-
-
 def _params() -> Iterator[object]:
     for engine in ("cpp", "python"):
-        reason = _skip_reason(engine)
+        reason = unavailable_reason(engine)
         marks = [pytest.mark.skip(reason=reason)] if reason else []
         for case in CASES:
             yield pytest.param(engine, case, id=f"{engine}-{case.name}", marks=marks)
