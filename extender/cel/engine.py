@@ -38,6 +38,8 @@ class Engine(Protocol):
 
 
 def _load(name: str) -> Engine:
+    if name not in _ENGINE_MODULES:
+        raise ValueError(f"unknown CEL engine {name!r}; choose one of {', '.join(ENGINE_CHOICES)}")
     module = importlib.import_module(_ENGINE_MODULES[name])
     return module.make()
 
@@ -62,8 +64,6 @@ def make_engine(name: str = "auto") -> Engine:
     Raises ValueError for an unknown name and ImportError when the engine asked for
     cannot be loaded.
     """
-    if name not in ENGINE_CHOICES:
-        raise ValueError(f"unknown CEL engine {name!r}; choose one of {', '.join(ENGINE_CHOICES)}")
     if name != "auto":
         return _load(name)
     try:

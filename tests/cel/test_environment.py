@@ -163,3 +163,10 @@ def test_make_engine_names_the_engine() -> None:
         assert make_engine("python").name == "python"
     with pytest.raises(ValueError, match="choose one of auto, cpp, python"):
         make_engine("")
+
+
+def test_unavailable_reason() -> None:
+    for name in ("cpp", "python"):
+        assert (unavailable_reason(name) is None) is (name in available_engines())
+    with pytest.raises(ValueError, match="unknown CEL engine 'rust'"):
+        unavailable_reason("rust")
