@@ -110,6 +110,7 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
         return f"pod {namespace}/{name} is not known to the extender"
     if uid and pod.uid != uid:
         return f"pod {namespace}/{name} has UID {pod.uid}, not {uid}"
+    ctx.expected.pop(pod.uid, None)  # the bind itself now decides (and holds) the devices
     if pod.uid in ctx.binding:
         return f"a bind of pod {pod.ref} is already in progress"
     if pod.node_name and pod.node_name != node:

@@ -17,6 +17,9 @@ from extender.state import ClusterState
 from extender.state.pods import PodInfo
 
 MAX_VERDICTS = 200_000
+# How long a scored pod's expected placement counts against its node (kube-scheduler usually
+# binds within milliseconds; a pod rejected after prioritize simply ages out).
+EXPECTED_TTL_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,15 @@ class Remembered:
     node_signature: tuple[int, ...]
     claim_uids: tuple[str, ...]
     results: tuple[AllocationResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """Where a scored pod will most likely be bound, and how many devices it will take there."""
+
+    node: str
+    devices: int
+    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +71,10 @@ class SchedulingContext:
     # thing (every pod of one template). Invalidation: a node-signature mismatch; bounded by
     # dropping everything at MAX_VERDICTS (a plain dict: this is read once per node and pod).
     verdicts: dict[tuple[bytes, str], CachedVerdict] = field(default_factory=dict)
+    # pod uid -> its expected placement, between prioritize and bind. kube-scheduler assumes
+    # the chosen node at once; the extender only learns it at bind, so without this two pods
+    # scored back to back both go for a node's last device. Invalidation: bind, TTL.
+    expected: dict[str, Expected] = field(default_factory=dict)
     # With leader election: only the leader commits binds and reports ready.
     is_leader: Callable[[], bool] | None = None
     # Pods whose bind is running: a concurrent duplicate bind is refused, not interleaved.

@@ -1,10 +1,12 @@
 """The prioritize policy (see docs/scheduling-policy.md).
 
-Nodes are ordered by two keys, the first one deciding:
+Nodes are ordered by three keys, the first one deciding:
 
 1. prioritized lists (dra-scheduling.md §5.2): the sum over the pod's ``firstAvailable``
    requests of ``8 - index of the chosen subrequest`` — earlier subrequests win;
-2. packing: the devices of the drivers this allocation uses that stay free on the node
+2. contention: a node loses if the devices left after this pod cannot also serve the pods
+   scored just before whose binds have not arrived yet (their expected placements);
+3. packing: the devices of the drivers this allocation uses that stay free on the node
    afterwards — fewest first with ``binpack`` (keeps whole nodes free for big pods),
    most first with ``spread``.
 
@@ -14,11 +16,13 @@ fit scores 0, and when every node ties nobody is preferred (all 0). ``none`` sco
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from extender.model import AllocationResult, ResourceClaim
 from extender.scheduling.claims import PodWaits
-from extender.scheduling.context import SchedulingContext
+from extender.scheduling.context import EXPECTED_TTL_S, Expected, SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan
 from extender.state.pods import PodInfo
 
@@ -81,24 +85,43 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
         plan = PodPlan.build(ctx, pod)
     except PodWaits:
         return scores
-    keys: dict[str, tuple[int, int]] = {}
+    keys: dict[str, tuple[int, int, int]] = {}
+    taken: dict[str, int] = {}
     order = subrequest_order(plan.claims.to_allocate)
     prioritized = any(order)
     packing = _Packing(ctx)
+    others = _expected_elsewhere(ctx, pod.uid)
     sign = -1 if ctx.config.score_policy == "binpack" else 1
     for name in names:
         results = _results(ctx, plan, name)
         if results is None:
             continue
         prio = prioritized_score(order, results) if prioritized else 0
-        keys[name] = (prio, sign * packing.free_after(name, results))
+        free = packing.free_after(name, results)
+        keys[name] = (prio, int(free >= others.get(name, 0)), sign * free)
+        taken[name] = sum(len(r.devices) for r in results)
     plan.flush_metrics()
     ranked = sorted(set(keys.values()), reverse=True)
     if len(ranked) > 1:
         rank = {key: i for i, key in enumerate(ranked)}
         for name, key in keys.items():
             scores[name] = round(MAX_SCORE * (len(ranked) - 1 - rank[key]) / (len(ranked) - 1))
+    if keys:
+        best = max(keys, key=keys.__getitem__)
+        ctx.expected[pod.uid] = Expected(best, taken[best], time.monotonic() + EXPECTED_TTL_S)
     return scores
+
+
+def _expected_elsewhere(ctx: SchedulingContext, pod_uid: str) -> Counter[str]:
+    """Devices that other scored-but-unbound pods are expected to take, per node."""
+    now = time.monotonic()
+    per_node: Counter[str] = Counter()
+    for uid, expected in list(ctx.expected.items()):
+        if expected.expires_at <= now:
+            del ctx.expected[uid]
+        elif uid != pod_uid:
+            per_node[expected.node] += expected.devices
+    return per_node
 
 
 def _results(ctx: SchedulingContext, plan: PodPlan, name: str) -> tuple[AllocationResult, ...] | None:

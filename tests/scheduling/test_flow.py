@@ -462,3 +462,33 @@ def test_binding_failure_condition_deallocates_for_a_fresh_attempt():
     status = svc.claims()["c"].get("status", {})
     assert "allocation" not in status and "reservedFor" not in status
     assert not svc.state.inuse.devices
+
+
+def test_scoring_steers_the_next_pod_away_from_a_node_the_previous_one_will_fill():
+    objs = [
+        device_class(),
+        node("last-one"),
+        node("roomy"),
+        node_slice("last-one", gpus(1)),
+        node_slice("roomy", gpus(3)),
+    ]
+    objs += [template("one"), pod("a", templates={"gpu": "one"}), pod("b", templates={"gpu": "one"})]
+    svc = Service(objs)
+    names = ["last-one", "roomy"]
+
+    async def prioritize(client, name):
+        response = await client.post("/prioritize", json={"Pod": svc.pod(name), "NodeNames": names})
+        return {h["Host"]: h["Score"] for h in response.json()}
+
+    async def flow(client):
+        for name in ("a", "b"):
+            assert (await filter_call(client, svc.pod(name), names))["NodeNames"] == names
+        first = await prioritize(client, "a")
+        second = await prioritize(client, "b")  # a's bind has not arrived yet
+        assert await bind_call(client, svc.pod("a"), "last-one") == ""
+        return first, second, await bind_call(client, svc.pod("b"), max(second, key=second.get))
+
+    first, second, error = svc.run(flow)
+    assert first == {"last-one": 10, "roomy": 0}  # binpack: fill the fuller node
+    assert second == {"last-one": 0, "roomy": 10}  # ... but not twice with its last device
+    assert error == "" and not svc.ctx.expected
