@@ -12,8 +12,9 @@ pytest.importorskip("cel_expr_python", reason="cpp engine not installed: cel_exp
 pytest.importorskip("google.protobuf", reason="cpp engine not installed: protobuf is missing")
 
 from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel.cpp_rewrite import field_presence, rewrite, tokens
 from extender.cel.device import view_for
-from extender.cel.engine_cpp import CppEngine, _tokens, field_presence, rewrite
+from extender.cel.engine_cpp import CppEngine
 from extender.cel.parity import CaseDevice
 from extender.cel.quantity import Quantity
 
@@ -98,7 +99,7 @@ def test_rewrite_only_touches_device_maps() -> None:
             '"device.attributes[1]"',
         ]
     )
-    toks = _tokens(source)
+    toks = tokens(source)
     assert toks is not None
     assert rewrite(source, toks) == (
         'device.attributes[?"d"].orValue({}).x && device.capacity[?"c"].orValue({}).y'
@@ -108,7 +109,7 @@ def test_rewrite_only_touches_device_maps() -> None:
 
 def test_field_presence_keeps_offsets() -> None:
     source = "has(device.driver) && has(device.attributes.d.x)"
-    toks = _tokens(source)
+    toks = tokens(source)
     assert toks is not None
     rewritten = field_presence(source, toks)
     assert len(rewritten) == len(source)
@@ -472,13 +473,13 @@ def test_evaluation_from_other_threads(engine: CppEngine) -> None:
     ],
 )
 def test_tokens(source: str, texts: list[str]) -> None:
-    toks = _tokens(source)
+    toks = tokens(source)
     assert toks is not None
     assert [t.text for t in toks] == texts
 
 
 def test_tokens_unknown_character() -> None:
-    assert _tokens("a # b") is None
+    assert tokens("a # b") is None
 
 
 def test_deep_nesting_is_a_compile_error(engine: CppEngine) -> None:

@@ -1,0 +1,79 @@
+"""cel-go's wording for the C++ runtime's compile and runtime errors."""
+
+from __future__ import annotations
+
+import re
+
+from extender.cel import CelCompileError
+from extender.cel import k8s_functions as lib
+from extender.cel.cpp_rewrite import Token, is_root, position, texts
+from extender.cel.cpp_types import KEY_FIELD, SEARCH_ALIASES, TYPE_PACKAGES, status_text
+
+MIXED_LISTS = re.compile(r"found no matching overload for '_\+_' applied to '\(list\((.*)\), list\((.*)\)\)'")
+_UNDECLARED = re.compile(r"ERROR: <input>:(\d+):(\d+): undeclared reference to '([^']+)'")
+
+
+# cel-go's wording where the C++ runtime's differs.
+_RUNTIME_WORDING = {"divide by zero": "division by zero"}
+
+
+def runtime_text(raw: str) -> str:
+    text = _unalias(status_text(raw))
+    if text.startswith("Key not found in map : "):
+        key = text.removeprefix("Key not found in map : ")
+        if len(key) >= 2 and key[0] == key[-1] == '"':
+            key = key[1:-1]
+        return f"no such key: {key}"
+    if text.startswith("No matching overloads found : "):
+        return "no such overload: " + text.removeprefix("No matching overloads found : ")
+    if "Iteration budget exceeded" in text:
+        return "operation cancelled: actual cost limit exceeded"
+    return _RUNTIME_WORDING.get(text, text)
+
+
+def _unalias(text: str) -> str:
+    for name, alias in SEARCH_ALIASES.items():
+        text = text.replace(alias, name)
+    return text
+
+
+_STRING_OF_NET = re.compile(
+    r"found no matching overload for 'string' applied to '\((net\.(?:IP|CIDR)|kubernetes\.URL)\)'"
+)
+
+
+def compile_text(raw: str, toks: list[Token] | None) -> str:
+    text = _unalias(status_text(raw))
+    m = _STRING_OF_NET.search(text)
+    if m is not None:
+        # Declared conversions cannot be extended in the C++ checker.
+        return f"function string is not supported for {m.group(1)}"
+    for m in _UNDECLARED.finditer(text):
+        name = m.group(3)
+        if name.startswith("device."):
+            return f"ERROR: <input>:{m.group(1)}:{m.group(2)}: undefined field '{name.split('.', 1)[1]}'"
+        if name in lib.ALL and toks is not None and _called(toks, name):
+            return lib.unsupported_message(name)
+        if name == "format" and toks is not None:
+            # The format library's functions live in the `format` namespace.
+            for i, tok in enumerate(toks):
+                if tok.text == "format" and is_root(toks, i) and texts(toks, i + 1, 1) == (".",):
+                    return lib.unsupported_message(f"format.{texts(toks, i + 2, 1)[0]}")
+    return text
+
+
+def _called(toks: list[Token], name: str) -> bool:
+    return any(t.text == name and texts(toks, i + 1, 1) == ("(",) for i, t in enumerate(toks))
+
+
+def lint(source: str, toks: list[Token]) -> None:
+    """Reject what the message encoding would otherwise expose to expressions."""
+    for i, tok in enumerate(toks):
+        if tok.text == KEY_FIELD:
+            line, col = position(source, tok.start)
+            raise CelCompileError(f"ERROR: <input>:{line}:{col}: undefined field '{tok.text}'", source)
+        if tok.text in TYPE_PACKAGES and is_root(toks, i) and texts(toks, i + 1, 1) == (".",):
+            line, col = position(source, tok.start)
+            raise CelCompileError(
+                f"ERROR: <input>:{line}:{col}: undeclared reference to '{tok.text}'", source
+            )

@@ -1,0 +1,388 @@
+"""Scanning of selector source and the text rewrites that make the C++ runtime run it as
+Kubernetes does (missing-domain default, quantity equality by value, map transforms, ...)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from extender.cel.cpp_types import SEARCH_ALIASES
+
+DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
+CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>\s+|//[^\n]*)
+  | (?P<str>(?:[rR][bB]?|[bB][rR])(?:'''.*?'''|\"\"\".*?\"\"\"|'[^'\n]*'|"[^"\n]*")
+          | [bB]?
+            (?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?|\d*\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+[uU]?)
+  | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>\|\||&&|==|!=|<=|>=|\.\?|[-+*/%!<>?:.,()\[\]{}])
+    """,
+    re.X | re.S,
+)
+
+
+class Token(NamedTuple):
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+def tokens(source: str) -> list[Token] | None:
+    """Lex ``source``; None when it holds something the lexer does not know (the C++ parser
+    has already accepted it, so it is then compiled without rewriting)."""
+    out: list[Token] = []
+    pos = 0
+    while pos < len(source):
+        m = _TOKEN_RE.match(source, pos)
+        if m is None:
+            return None
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            out.append(Token(kind, m.group(), m.start(), m.end()))
+        pos = m.end()
+    return out
+
+
+def texts(toks: list[Token], i: int, n: int) -> tuple[str, ...]:
+    return tuple(t.text for t in toks[i : i + n])
+
+
+def is_root(toks: list[Token], i: int) -> bool:
+    return i == 0 or toks[i - 1].text not in (".", ".?")
+
+
+def _closing(toks: list[Token], i: int) -> int | None:
+    """Index of the bracket closing the one at ``i``."""
+    depth = 0
+    for j in range(i, len(toks)):
+        if toks[j].text in ("(", "[", "{"):
+            depth += 1
+        elif toks[j].text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def field_presence(source: str, toks: list[Token]) -> str:
+    """Turn ``has(device.<field>)`` into ``true``: the device object always has its fields,
+    while the checker would type a presence test on a qualified variable as the variable.
+    Also give ``indexOf``/``lastIndexOf`` calls their alias (see SEARCH_ALIASES).
+    Every replacement keeps the length, so error positions still match the user's text."""
+    for i, tok in enumerate(toks):
+        alias = SEARCH_ALIASES.get(tok.text)
+        if alias is not None and i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",):
+            source = source[: tok.start] + alias + source[tok.end :]
+            continue
+        if tok.text != "has" or not is_root(toks, i) or texts(toks, i + 1, 3) != ("(", "device", "."):
+            continue
+        if texts(toks, i + 4, 2) in {(field, ")") for field in DEVICE_FIELDS}:
+            end = toks[i + 5].end
+            source = source[: tok.start] + "true".ljust(end - tok.start) + source[end:]
+    return source
+
+
+_OPERAND_END_TEXTS = frozenset({")", "]", "}"})
+
+
+def _opens_literal(toks: list[Token], i: int) -> bool:
+    """Whether the ``[`` or ``{`` at ``i`` starts a list/map literal (not an index or a
+    message construction)."""
+    if i == 0:
+        return True
+    prev = toks[i - 1]
+    if prev.kind in ("str", "num") or prev.text in _OPERAND_END_TEXTS:
+        return False
+    return not (prev.kind == "id" and prev.text != "in")
+
+
+def _split_top(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
+    """Token ranges of ``toks[lo:hi]`` separated by ``sep`` at bracket depth 0."""
+    parts: list[tuple[int, int]] = []
+    depth, start = 0, lo
+    for j in range(lo, hi):
+        text = toks[j].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            depth -= 1
+        elif depth == 0 and text == sep:
+            parts.append((start, j))
+            start = j + 1
+    parts.append((start, hi))
+    return [(a, b) for a, b in parts if a < b]
+
+
+# A variant bigger than this (nested map literals double per level) is not checked.
+MAX_PROBE_CHARS = 64 * 1024
+# Compilations spent finding which literal a failing variant is about.
+MAX_LOCATING_PROBES = 64
+
+
+def _literal_probe(toks: list[Token], i: int, close: int, render: Callable[[int, int], str]) -> str:
+    """The homogeneity probe of the literal ``toks[i..close]``, its entries spelled by ``render``;
+    empty when the literal is not probed."""
+    entries = _split_top(toks, i + 1, close, ",")
+    if len(entries) < 2:
+        return ""
+    if toks[i].text == "[":
+        return "(" + " + ".join(f"[{render(a, b)}]" for a, b in entries) + ")"
+    pairs = [_split_top(toks, a, b, ":") for a, b in entries]
+    if any(len(p) != 2 or toks[p[0][0]].text == "?" for p in pairs):
+        return ""  # optional entries `?k: v` or a ternary in a key: not probed
+    keys = " + ".join(f"[{render(*p[0])}]" for p in pairs)
+    values = " + ".join(f"[{render(*p[1])}]" for p in pairs)
+    literal = "{" + ", ".join(f"{render(*p[0])}: {render(*p[1])}" for p in pairs) + "}"
+    return f"cel.bind(k8sdra_keys, {keys}, cel.bind(k8sdra_values, {values}, {literal}))"
+
+
+def _literals(toks: list[Token]) -> Iterator[tuple[int, int]]:
+    for i, tok in enumerate(toks):
+        if tok.text in ("[", "{") and _opens_literal(toks, i):
+            close = _closing(toks, i)
+            if close is not None:
+                yield i, close
+
+
+def homogeneity_variant(source: str, toks: list[Token]) -> str | None:
+    """``source`` with every list and map literal of two or more entries spelled so that
+    checking fails exactly when some literal's entries differ in type; None if there is none.
+
+    cel-go's HomogeneousAggregateLiterals rejects ``[1, "a"]``; the C++ checker types it
+    list(dyn). ``[a] + [b]`` makes it unify the element types instead.
+    """
+    closes = dict(_literals(toks))
+
+    def render(lo: int, hi: int) -> str:
+        out: list[str] = []
+        pos = toks[lo].start
+        j = lo
+        while j < hi:
+            close = closes.get(j)
+            probe = _literal_probe(toks, j, close, render) if close is not None and close < hi else ""
+            if probe:
+                out += [source[pos : toks[j].start], probe]
+                pos = toks[close].end
+                j = close + 1
+            else:
+                j += 1
+        out.append(source[pos : toks[hi - 1].end])
+        return "".join(out)
+
+    if not toks or not closes:
+        return None
+    variant = source[: toks[0].start] + render(0, len(toks)) + source[toks[-1].end :]
+    return variant if variant != source and len(variant) <= MAX_PROBE_CHARS else None
+
+
+def homogeneity_probes(source: str, toks: list[Token]) -> Iterator[tuple[Token, str]]:
+    """Per literal, ``source`` with only that literal spelled as in :func:`homogeneity_variant`:
+    locates the literal a failing variant is about."""
+
+    def text(a: int, b: int) -> str:
+        return source[toks[a].start : toks[b - 1].end]
+
+    for i, close in _literals(toks):
+        probe = _literal_probe(toks, i, close, text)
+        if probe:
+            yield toks[i], source[: toks[i].start] + probe + source[toks[close].end :]
+
+
+# An edit replaces source[start:end] by text. At one position, edits apply by descending
+# ``order``, so a lower order ends up earlier in the text: outer constructs open with lower
+# and close with higher orders than the ones they contain.
+_Edit = tuple[int, int, int, str]
+
+
+def _domain_default_edits(toks: list[Token]) -> Iterator[_Edit]:
+    """``device.attributes[X]`` -> ``device.attributes[?X].orValue({})`` (and ``.X`` likewise)."""
+    for i, tok in enumerate(toks):
+        if tok.text != "device" or not is_root(toks, i):
+            continue
+        head = texts(toks, i + 1, 4)
+        if len(head) < 3 or head[0] != "." or head[1] not in ("attributes", "capacity"):
+            continue
+        if head[2] == "[" and (len(head) < 4 or head[3] != "?"):
+            close = _closing(toks, i + 3)
+            if close is not None:
+                yield toks[i + 3].end, toks[i + 3].end, 1, "?"
+                yield toks[close].end, toks[close].end, 1, ".orValue({})"
+        elif (
+            head[2] == "."
+            and len(head) == 4
+            and toks[i + 4].kind == "id"
+            and texts(toks, i + 5, 1) != ("(",)
+            # has(device.attributes.X) tests the domain's presence: no default there.
+            and not (texts(toks, i - 2, 2) == ("has", "(") and texts(toks, i + 5, 1) == (")",))
+        ):
+            yield toks[i + 3].start, toks[i + 4].end, 1, f'[?"{toks[i + 4].text}"].orValue({{}})'
+
+
+# Two-variable comprehensions building maps need a runtime helper (cel.@mapInsert) this C++
+# build lacks; they are run as transformList, whose result a Python function turns into the map.
+_MAP_TRANSFORMS = {"transformMap": "k8sdra_pairs", "transformMapEntry": "k8sdra_entries"}
+
+
+def _map_transform_edits(source: str, toks: list[Token]) -> Iterator[_Edit]:
+    """``m.transformMap(k, v, [f,] e)`` -> ``m.transformList(k, v, [f,] [k, e]).k8sdra_pairs()``;
+    ``m.transformMapEntry(k, v, [f,] e)`` -> ``m.transformList(k, v, [f,] e).k8sdra_entries()``."""
+    for i, tok in enumerate(toks):
+        helper = _MAP_TRANSFORMS.get(tok.text)
+        if helper is None or i == 0 or toks[i - 1].text != "." or texts(toks, i + 1, 1) != ("(",):
+            continue
+        close = _closing(toks, i + 1)
+        args = _split_top(toks, i + 2, close, ",") if close is not None else []
+        if close is None or len(args) not in (3, 4):
+            continue
+        yield tok.start, tok.end, 0, "transformList"
+        if tok.text == "transformMap":
+            key = source[toks[args[0][0]].start : toks[args[0][1] - 1].end]
+            first, last = args[-1]
+            yield toks[first].start, toks[first].start, 0, f"[{key}, "
+            yield toks[last - 1].end, toks[last - 1].end, 3, "]"
+        yield toks[close].end, toks[close].end, 3, f".{helper}()"
+
+
+def _right_operand_end(toks: list[Token], op: int) -> int:
+    """Index just past the right operand of the relation at ``op``."""
+    depth = 0
+    for j in range(op + 1, len(toks)):
+        text = toks[j].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            if depth == 0:
+                return j
+            depth -= 1
+        elif depth == 0 and text in _OPERAND_STOPS:
+            return j
+    return len(toks)
+
+
+def equality_operands(toks: list[Token]) -> Iterator[tuple[int, int, int]]:
+    """For each ``==``/``!=``: start of its left operand, its index, end of its right operand."""
+    for op, tok in enumerate(toks):
+        if tok.text in ("==", "!="):
+            yield _left_operand_start(toks, op), op, _right_operand_end(toks, op)
+
+
+def _equality_edits(toks: list[Token], op: int, start: int, end: int) -> Iterator[_Edit]:
+    """``A == B`` -> ``(A).k8sdra_equals(B)``; ``A != B`` -> ``!(A).k8sdra_equals(B)``."""
+    yield toks[start].start, toks[start].start, 1, "(" if toks[op].text == "==" else "!("
+    yield toks[op].start, toks[op].end, 2, ").k8sdra_equals("
+    yield toks[end - 1].end, toks[end - 1].end, 2, ")"
+
+
+def rewrite(source: str, toks: list[Token], quantity_equalities: Iterable[tuple[int, int, int]] = ()) -> str:
+    """What the checked expression needs to run as Kubernetes runs it (see the edit makers);
+    ``quantity_equalities`` are the equality_operands comparing two quantities."""
+    edits = [*_domain_default_edits(toks), *_map_transform_edits(source, toks)]
+    for start, op, end in quantity_equalities:
+        edits += _equality_edits(toks, op, start, end)
+    for start, end, _, text in sorted(edits, key=lambda e: (e[0], e[2]), reverse=True):
+        source = source[:start] + text + source[end:]
+    return source
+
+
+def literal_conversions(toks: list[Token]) -> Iterator[tuple[Token, str, Token]]:
+    """Calls of a conversion function on one literal, e.g. ``uint(-1)``: the function's token,
+    the call's source and the literal's token."""
+    for i, tok in enumerate(toks):
+        if tok.kind != "id" or tok.text not in CONVERSIONS or not is_root(toks, i):
+            continue
+        rest = texts(toks, i + 1, 4)
+        if len(rest) >= 3 and rest[0] == "(" and rest[2] == ")" and toks[i + 2].kind in ("str", "num"):
+            yield tok, f"{tok.text}({rest[1]})", toks[i + 2]
+        elif len(rest) == 4 and rest[:2] == ("(", "-") and toks[i + 3].kind == "num" and rest[3] == ")":
+            yield tok, f"{tok.text}(-{rest[2]})", toks[i + 3]
+
+
+_REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
+
+
+def literal_patterns(toks: list[Token]) -> Iterator[Token]:
+    """String literals used as the pattern of matches/find/findAll (member or global form)."""
+    for i, tok in enumerate(toks):
+        if tok.text not in _REGEX_FUNCTIONS or texts(toks, i + 1, 1) != ("(",):
+            continue
+        if i > 0 and toks[i - 1].text == ".":
+            arg = i + 2
+        elif tok.text == "matches" and is_root(toks, i):
+            close = _closing(toks, i + 1)
+            args = _split_top(toks, i + 2, close, ",") if close is not None else []
+            if len(args) != 2:
+                continue
+            arg = args[1][0]
+        else:
+            continue
+        if arg < len(toks) and toks[arg].kind == "str" and texts(toks, arg + 1, 1) in ((")",), (",",)):
+            yield toks[arg]
+
+
+_RELATIONS = frozenset({"<", "<=", ">", ">=", "==", "!=", "in"})
+LITERAL_WORDS = frozenset({"true", "false", "null"})
+# Where a relation's left operand ends when scanning leftwards at bracket depth 0.
+_OPERAND_STOPS = _RELATIONS | {"&&", "||", "?", ":", ","}
+_ERROR_LINE = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$", re.M)
+_MIXED_NUMERIC = re.compile(
+    r"found no matching overload for '_(?:<|<=|>|>=)_' applied to '\((int|uint|double), (int|uint|double)\)'"
+)
+
+
+def _left_operand_start(toks: list[Token], op: int) -> int:
+    depth = 0
+    for j in range(op - 1, -1, -1):
+        text = toks[j].text
+        if text in (")", "]", "}"):
+            depth += 1
+        elif text in ("(", "[", "{"):
+            if depth == 0:
+                return j + 1
+            depth -= 1
+        elif depth == 0 and text in _OPERAND_STOPS:
+            return j + 1
+    return 0
+
+
+def widen_numeric_comparisons(source: str, toks: list[Token], message: str) -> str | None:
+    """Wrap the left operand of each mixed-type numeric comparison the checker rejected in
+    ``dyn()``; None unless those are the only errors.
+
+    cel-go declares ``_<_(int, double)`` and friends (CrossTypeNumericComparisons); the C++
+    checker does not, and its declarations cannot be extended, while its runtime compares
+    such dyn values correctly.
+    """
+    errors = _ERROR_LINE.findall(message)
+    if not errors:
+        return None
+    inserts: list[tuple[int, int, str]] = []
+    for line, col, text in errors:
+        m = _MIXED_NUMERIC.fullmatch(text.strip())
+        if m is None or m.group(1) == m.group(2):
+            return None
+        offset = _offset(source, int(line), int(col))
+        op = next((i for i, t in enumerate(toks) if t.start == offset and t.text in _RELATIONS), None)
+        if op is None:
+            return None
+        inserts += [(toks[_left_operand_start(toks, op)].start, 1, "dyn("), (toks[op].start, 0, ")")]
+    for pos, _, text in sorted(inserts, reverse=True):
+        source = source[:pos] + text + source[pos:]
+    return source
+
+
+def _offset(source: str, line: int, col: int) -> int:
+    start = 0
+    for _ in range(line - 1):
+        start = source.index("\n", start) + 1
+    return start + col - 1
+
+
+def position(source: str, offset: int) -> tuple[int, int]:
+    line = source.count("\n", 0, offset) + 1
+    return line, offset - (source.rfind("\n", 0, offset) + 1) + 1

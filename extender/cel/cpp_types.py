@@ -1,0 +1,77 @@
+"""The C++ runtime's view of Kubernetes' library types, and conventions shared by the cpp modules.
+
+Library types (kubernetes.Quantity/Semver/URL, net.IP/CIDR) are protobuf messages holding a
+value-canonical key, so CEL's message equality is Kubernetes' equality by value.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cel_expr_python import cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+T = cel.Type
+QUANTITY_TYPE_NAME = "kubernetes.Quantity"
+SEMVER_TYPE_NAME = "kubernetes.Semver"
+# Field holding the canonical key; the name is not reachable from expressions (see lint).
+KEY_FIELD = "k8s_dra_internal_key"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+# Extensions of Kubernetes' base environment that the C++ library ships (env config names).
+CONFIG_YAML = """\
+extensions:
+  - name: strings
+    version: 2
+  - name: sets
+  - name: two-var-comprehensions
+"""
+
+
+def _build_messages() -> tuple[descriptor_pool.DescriptorPool, dict[str, type]]:
+    """Each library type as a proto3 message with one field: its value-canonical key."""
+    pool = descriptor_pool.DescriptorPool()
+    classes: dict[str, type] = {}
+    for package, names in (("kubernetes", ("Quantity", "Semver", "URL")), ("net", ("IP", "CIDR"))):
+        fdp = descriptor_pb2.FileDescriptorProto(
+            name=f"extender/{package}_cel_types.proto", package=package, syntax="proto3"
+        )
+        for name in names:
+            fdp.message_type.add(name=name).field.add(
+                name=KEY_FIELD,
+                number=1,
+                type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+            )
+        pool.Add(fdp)
+        for name in names:
+            full = f"{package}.{name}"
+            classes[full] = message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+    return pool, classes
+
+
+POOL, _CLASSES = _build_messages()
+QuantityMsg = _CLASSES[QUANTITY_TYPE_NAME]
+SemverMsg = _CLASSES[SEMVER_TYPE_NAME]
+IPMsg = _CLASSES["net.IP"]
+CIDRMsg = _CLASSES["net.CIDR"]
+URLMsg = _CLASSES["kubernetes.URL"]
+QT = T(QUANTITY_TYPE_NAME)
+ST = T(SEMVER_TYPE_NAME)
+IPT = T("net.IP")
+CIDRT = T("net.CIDR")
+URLT = T("kubernetes.URL")
+# The packages of these names are not reachable from expressions (see lint).
+TYPE_PACKAGES = frozenset({"kubernetes", "net"})
+# The strings extension declares indexOf/lastIndexOf for strings only, and a declared
+# function cannot be extended; calls are renamed to these same-length aliases, which serve
+# both strings (through the extension itself) and Kubernetes' lists library.
+SEARCH_ALIASES = {"indexOf": "_ndexOf", "lastIndexOf": "_astIndexOf"}
+
+_STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
+_STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]\s*$")
+
+
+def status_text(raw: str) -> str:
+    """A runtime status message without its code prefix and suffix."""
+    return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", raw.strip()))
