@@ -12,7 +12,7 @@ from extender.allocator import AllocatedState, Allocator, Features
 from extender.binder import Binder
 from extender.config import Config
 from extender.metrics import Metrics
-from extender.model import AllocationResult
+from extender.model import AllocationResult, DeviceID
 from extender.state import ClusterState
 from extender.state.pods import PodInfo
 
@@ -33,10 +33,10 @@ class Remembered:
 
 @dataclass(frozen=True, slots=True)
 class Expected:
-    """Where a scored pod will most likely be bound, and how many devices it will take there."""
+    """Where a scored pod will most likely be bound, and the devices it will take there."""
 
     node: str
-    devices: int
+    devices: frozenset[DeviceID]
     expires_at: float
 
 

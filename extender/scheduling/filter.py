@@ -75,10 +75,9 @@ class PodPlan:
             [c.raw.get("spec") for c in claims.to_allocate], option=orjson.OPT_SORT_KEYS
         )
 
-    def remembered(self, node_name: str, validate: bool = True) -> Remembered | None:
-        """This pod's filter result on the node; with ``validate`` only while the node is unchanged."""
-        entry = self._remembered.get(node_name)
-        return self.ctx.still_valid(entry, node_name) if validate else entry
+    def remembered(self, node_name: str) -> Remembered | None:
+        """This pod's filter result on the node, while the node is unchanged."""
+        return self.ctx.still_valid(self._remembered.get(node_name), node_name)
 
     def use_allocator(self, allocator: Allocator) -> None:
         self._allocator = allocator

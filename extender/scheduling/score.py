@@ -4,23 +4,23 @@ Nodes are ordered by three keys, the first one deciding:
 
 1. prioritized lists (dra-scheduling.md §5.2): the sum over the pod's ``firstAvailable``
    requests of ``8 - index of the chosen subrequest`` — earlier subrequests win;
-2. contention: a node loses if the devices left after this pod cannot also serve the pods
-   scored just before whose binds have not arrived yet (their expected placements);
+2. contention: a node loses if this pod would take a device that a pod scored just before
+   (whose bind has not arrived yet) is expected to take there;
 3. packing: the devices of the drivers this allocation uses that stay free on the node
    afterwards — fewest first with ``binpack`` (keeps whole nodes free for big pods),
    most first with ``spread``.
 
-The distinct keys are spread evenly over 10..0 (best 10, worst 0); a node that does not
-fit scores 0, and when every node ties nobody is preferred (all 0). ``none`` scores 0.
+One node, the first of those with the best key, scores 10; the distinct keys are spread
+evenly from 9 (nodes tied with the best) down towards 0. A node that does not fit scores 0,
+and so does every node with ``none``.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from extender.model import AllocationResult, ResourceClaim
+from extender.model import AllocationResult, DeviceID, ResourceClaim
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import EXPECTED_TTL_S, Expected, SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan
@@ -86,7 +86,7 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     except PodWaits:
         return scores
     keys: dict[str, tuple[int, int, int]] = {}
-    taken: dict[str, int] = {}
+    taken: dict[str, frozenset[DeviceID]] = {}
     order = subrequest_order(plan.claims.to_allocate)
     prioritized = any(order)
     packing = _Packing(ctx)
@@ -97,40 +97,44 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
         if results is None:
             continue
         prio = prioritized_score(order, results) if prioritized else 0
-        free = packing.free_after(name, results)
-        keys[name] = (prio, int(free >= others.get(name, 0)), sign * free)
-        taken[name] = sum(len(r.devices) for r in results)
+        devices = frozenset(d for r in results for d in r.device_ids())
+        free_of_contention = int(devices.isdisjoint(others.get(name, ())))
+        keys[name] = (prio, free_of_contention, sign * packing.free_after(name, results))
+        taken[name] = devices
     plan.flush_metrics()
+    if not keys:
+        return scores
     ranked = sorted(set(keys.values()), reverse=True)
-    if len(ranked) > 1:
-        rank = {key: i for i, key in enumerate(ranked)}
-        for name, key in keys.items():
-            scores[name] = round(MAX_SCORE * (len(ranked) - 1 - rank[key]) / (len(ranked) - 1))
-    if keys:
-        best = max(keys, key=keys.__getitem__)
-        ctx.expected[pod.uid] = Expected(best, taken[best], time.monotonic() + EXPECTED_TTL_S)
+    rank = {key: i for i, key in enumerate(ranked)}
+    for name, key in keys.items():
+        scores[name] = round((MAX_SCORE - 1) * (len(ranked) - rank[key]) / len(ranked))
+    # One node, the first of the best, gets the top score: the scheduler then (normally)
+    # picks exactly the node recorded as this pod's expected placement.
+    best = max(keys, key=keys.__getitem__)
+    scores[best] = MAX_SCORE
+    ctx.expected[pod.uid] = Expected(best, taken[best], time.monotonic() + EXPECTED_TTL_S)
     return scores
 
 
-def _expected_elsewhere(ctx: SchedulingContext, pod_uid: str) -> Counter[str]:
+def _expected_elsewhere(ctx: SchedulingContext, pod_uid: str) -> dict[str, set[DeviceID]]:
     """Devices that other scored-but-unbound pods are expected to take, per node."""
     now = time.monotonic()
-    per_node: Counter[str] = Counter()
+    per_node: dict[str, set[DeviceID]] = {}
     for uid, expected in list(ctx.expected.items()):
         if expected.expires_at <= now:
             del ctx.expected[uid]
         elif uid != pod_uid:
-            per_node[expected.node] += expected.devices
+            per_node.setdefault(expected.node, set()).update(expected.devices)
     return per_node
 
 
 def _results(ctx: SchedulingContext, plan: PodPlan, name: str) -> tuple[AllocationResult, ...] | None:
-    """The node's allocation as filter saw it, else computed now.
+    """The node's allocation as filter saw it if the node is unchanged since, else computed now.
 
-    Scoring is a preference, so a remembered result is used even if the node changed since
-    filter (bind re-validates); this saves a signature check per node.
+    Binds of earlier pods land between this pod's filter and prioritize; scoring a node on a
+    stale result would send the pod to devices that are gone.
     """
-    remembered = plan.remembered(name, validate=False)
+    remembered = plan.remembered(name)
     if remembered is not None:
         return remembered.results
     node = ctx.state.nodes.get(name)

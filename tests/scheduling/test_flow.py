@@ -188,7 +188,7 @@ def test_prioritize_prefers_earlier_subrequest_then_packing():
         return response.json()
 
     scores = {h["Host"]: h["Score"] for h in svc.run(flow)}
-    assert scores == {"large": 10, "small": 0}
+    assert scores == {"large": 10, "small": 4}
 
 
 def test_binpack_and_spread_policies_order_nodes_oppositely():
@@ -209,8 +209,8 @@ def test_binpack_and_spread_policies_order_nodes_oppositely():
             return (await client.post("/prioritize", json=body)).json()
 
         scores[policy] = {h["Host"]: h["Score"] for h in svc.run(flow)}
-    assert scores["binpack"] == {"tight": 10, "roomy": 0}
-    assert scores["spread"] == {"roomy": 10, "tight": 0}
+    assert scores["binpack"] == {"tight": 10, "roomy": 4}
+    assert scores["spread"] == {"roomy": 10, "tight": 4}
     assert scores["none"] == {"roomy": 0, "tight": 0}
 
 
@@ -489,6 +489,6 @@ def test_scoring_steers_the_next_pod_away_from_a_node_the_previous_one_will_fill
         return first, second, await bind_call(client, svc.pod("b"), max(second, key=second.get))
 
     first, second, error = svc.run(flow)
-    assert first == {"last-one": 10, "roomy": 0}  # binpack: fill the fuller node
-    assert second == {"last-one": 0, "roomy": 10}  # ... but not twice with its last device
+    assert first == {"last-one": 10, "roomy": 4}  # binpack: fill the fuller node
+    assert second == {"last-one": 4, "roomy": 10}  # ... but not twice with its last device
     assert error == "" and not svc.ctx.expected
