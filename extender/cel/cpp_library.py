@@ -17,6 +17,7 @@ from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from extender.cel import k8s_functions as lib
+from extender.cel.cpp_equality import cel_equal, cel_in
 from extender.cel.cpp_types import (
     CIDRT,
     CONFIG_YAML,
@@ -91,7 +92,7 @@ def _arith(op: str) -> Callable[[Any, Any], Any]:
     return impl
 
 
-def compare(target: Any, other: Any) -> int:
+def _compare(target: Any, other: Any) -> int:
     """compareTo for both library types: the C++ registry keys overloads by argument kind,
     and both types are messages, so one implementation must serve both."""
     if _is_quantity(target) and _is_quantity(other):
@@ -181,6 +182,19 @@ _INCLUDES_ARGS = (
 )
 
 
+# Functions that only type-check: an operand passed to one is a quantity, a list of them or a
+# map to them exactly when it fits the quantity probe of its kind but not the int one (which a
+# dyn operand would also fit). Name, result type (kept, so the rest still checks), parameter.
+PROBES = (
+    ("k8sdra_quantity_probe", QT, QT),
+    ("k8sdra_int_probe", QT, T.INT),
+    ("k8sdra_quantities_probe", T.List(QT), T.List(QT)),
+    ("k8sdra_ints_probe", T.List(QT), T.List(T.INT)),
+    ("k8sdra_quantity_map_probe", T.Map(T.DYN, QT), T.Map(T.DYN, QT)),
+    ("k8sdra_int_map_probe", T.Map(T.DYN, QT), T.Map(T.DYN, T.INT)),
+)
+
+
 def _declarations() -> Iterator[_Decl]:
     yield _Decl("quantity", "quantity_string", QT, (T.STRING,), False, _quantity)
     yield _Decl("isQuantity", "isQuantity_string", T.BOOL, (T.STRING,), False, _is_quantity_string)
@@ -205,17 +219,17 @@ def _declarations() -> Iterator[_Decl]:
     for part in ("major", "minor", "patch"):
         yield _Decl(part, f"semver_{part}", T.INT, (ST,), True, _semver_part(part))
     for kind, typ in (("quantity", QT), ("semver", ST)):
-        yield _Decl("compareTo", f"{kind}_compareTo", T.INT, (typ, typ), True, compare)
+        yield _Decl("compareTo", f"{kind}_compareTo", T.INT, (typ, typ), True, _compare)
         yield _Decl(
             "isGreaterThan",
             f"{kind}_isGreaterThan",
             T.BOOL,
             (typ, typ),
             True,
-            lambda a, b: compare(a, b) > 0,
+            lambda a, b: _compare(a, b) > 0,
         )
         yield _Decl(
-            "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True, lambda a, b: compare(a, b) < 0
+            "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True, lambda a, b: _compare(a, b) < 0
         )
     for target_name, target in _INCLUDES_TARGETS:
         for arg_name, arg in _INCLUDES_ARGS:
@@ -228,10 +242,11 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("min", "list_min", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_min))
     yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_max))
     yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
-    # Internal: value equality of quantities and the probes finding where to use it.
-    yield _Decl("k8sdra_equals", "k8sdra_equals", T.BOOL, (QT, QT), True, lambda a, b: compare(a, b) == 0)
-    yield _Decl("k8sdra_quantity_probe", "k8sdra_quantity_probe", QT, (QT,), False, lambda q: q)
-    yield _Decl("k8sdra_int_probe", "k8sdra_int_probe", QT, (T.INT,), False, lambda n: n)
+    # Internal: equality with quantities by value, and the probes finding where it is needed.
+    yield _Decl("k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_equal(*ab))
+    yield _Decl("k8sdra_in", "k8sdra_in", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_in(*ab))
+    for probe, result, param in PROBES:
+        yield _Decl(probe, probe, result, (param,), False, lambda v: v)
     yield _Decl("k8sdra_pairs", "k8sdra_pairs", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_pairs)
     yield _Decl(
         "k8sdra_entries", "k8sdra_entries", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_entries

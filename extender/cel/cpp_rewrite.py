@@ -201,27 +201,61 @@ _Edit = tuple[int, int, int, str]
 
 
 def _domain_default_edits(toks: list[Token]) -> Iterator[_Edit]:
-    """``device.attributes[X]`` -> ``device.attributes[?X].orValue({})`` (and ``.X`` likewise)."""
+    """``device.attributes[X]`` -> ``device.attributes[?X].orValue({})`` (and ``.X`` likewise),
+    also through a name bound to the map: ``cel.bind(a, device.attributes, a[X])``."""
     for i, tok in enumerate(toks):
-        if tok.text != "device" or not is_root(toks, i):
+        if tok.text == "device" and is_root(toks, i) and texts(toks, i + 1, 2) in _DOMAIN_MAPS:
+            yield from _default_edits_after(toks, i + 2)
+    for name, lo, hi in _domain_map_bindings(toks):
+        for j in range(lo, hi):
+            if toks[j].text == name and is_root(toks, j):
+                yield from _default_edits_after(toks, j)
+
+
+_DOMAIN_MAPS = frozenset({(".", "attributes"), (".", "capacity")})
+
+
+def _domain_map_bindings(toks: list[Token]) -> Iterator[tuple[str, int, int]]:
+    """``cel.bind(name, device.attributes|capacity, body)``: the name and the body's token range."""
+    for i, tok in enumerate(toks):
+        if tok.text != "cel" or not is_root(toks, i) or texts(toks, i + 1, 3) != (".", "bind", "("):
             continue
-        head = texts(toks, i + 1, 4)
-        if len(head) < 3 or head[0] != "." or head[1] not in ("attributes", "capacity"):
-            continue
-        if head[2] == "[" and (len(head) < 4 or head[3] != "?"):
+        head = texts(toks, i + 4, 6)
+        if (
+            len(head) == 6
+            and toks[i + 4].kind == "id"
+            and head[1:3] == (",", "device")
+            and head[3:5] in _DOMAIN_MAPS
+            and head[5] == ","
+        ):
             close = _closing(toks, i + 3)
             if close is not None:
-                yield toks[i + 3].end, toks[i + 3].end, 1, "?"
-                yield toks[close].end, toks[close].end, 1, ".orValue({})"
-        elif (
-            head[2] == "."
-            and len(head) == 4
-            and toks[i + 4].kind == "id"
-            and texts(toks, i + 5, 1) != ("(",)
-            # has(device.attributes.X) tests the domain's presence: no default there.
-            and not (texts(toks, i - 2, 2) == ("has", "(") and texts(toks, i + 5, 1) == (")",))
-        ):
-            yield toks[i + 3].start, toks[i + 4].end, 1, f'[?"{toks[i + 4].text}"].orValue({{}})'
+                yield head[0], i + 10, close
+
+
+def _default_edits_after(toks: list[Token], i: int) -> Iterator[_Edit]:
+    """The default for the domain map ending at token ``i``, when it is indexed or selected."""
+    head = texts(toks, i + 1, 2)
+    if head[:1] == ("[",) and head[1:] != ("?",):
+        close = _closing(toks, i + 1)
+        if close is not None:
+            yield toks[i + 1].end, toks[i + 1].end, 1, "?"
+            yield toks[close].end, toks[close].end, 1, ".orValue({})"
+    elif (
+        head[:1] == (".",)
+        and len(head) == 2
+        and toks[i + 2].kind == "id"
+        and texts(toks, i + 3, 1) != ("(",)
+        # has(<map>.X) tests the domain's presence: no default there.
+        and not (_presence_test_start(toks, i) and texts(toks, i + 3, 1) == (")",))
+    ):
+        yield toks[i + 1].start, toks[i + 2].end, 1, f'[?"{toks[i + 2].text}"].orValue({{}})'
+
+
+def _presence_test_start(toks: list[Token], i: int) -> bool:
+    """Whether the receiver ending at token ``i`` is the start of a ``has(`` argument."""
+    start = i - 2 if toks[i].text in ("attributes", "capacity") and toks[i - 2].text == "device" else i
+    return texts(toks, start - 2, 2) == ("has", "(")
 
 
 # Two-variable comprehensions building maps need a runtime helper (cel.@mapInsert) this C++
@@ -265,26 +299,36 @@ def _right_operand_end(toks: list[Token], op: int) -> int:
     return len(toks)
 
 
-def equality_operands(toks: list[Token]) -> Iterator[tuple[int, int, int]]:
-    """For each ``==``/``!=``: start of its left operand, its index, end of its right operand."""
+def relation_operands(toks: list[Token], relations: frozenset[str]) -> Iterator[tuple[int, int, int]]:
+    """For each of ``relations``: start of its left operand, its index, end of its right operand."""
     for op, tok in enumerate(toks):
-        if tok.text in ("==", "!="):
+        if tok.text in relations:
             yield _left_operand_start(toks, op), op, _right_operand_end(toks, op)
 
 
-def _equality_edits(toks: list[Token], op: int, start: int, end: int) -> Iterator[_Edit]:
-    """``A == B`` -> ``(A).k8sdra_equals(B)``; ``A != B`` -> ``!(A).k8sdra_equals(B)``."""
-    yield toks[start].start, toks[start].start, 1, "(" if toks[op].text == "==" else "!("
-    yield toks[op].start, toks[op].end, 2, ").k8sdra_equals("
-    yield toks[end - 1].end, toks[end - 1].end, 2, ")"
+_VALUE_RELATIONS = {
+    "==": ("[", "].k8sdra_equal()"),
+    "!=": ("![", "].k8sdra_equal()"),
+    "in": ("[", "].k8sdra_in()"),
+}
+VALUE_RELATIONS = frozenset(_VALUE_RELATIONS)
 
 
-def rewrite(source: str, toks: list[Token], quantity_equalities: Iterable[tuple[int, int, int]] = ()) -> str:
+def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> Iterator[_Edit]:
+    """``A == B`` -> ``[A, B].k8sdra_equal()``, ``A != B`` -> ``![A, B].k8sdra_equal()``,
+    ``A in B`` -> ``[A, B].k8sdra_in()``: run by Python, which compares quantities by value."""
+    opening, closing = _VALUE_RELATIONS[toks[op].text]
+    yield toks[start].start, toks[start].start, 1, opening
+    yield toks[op].start, toks[op].end, 2, ","
+    yield toks[end - 1].end, toks[end - 1].end, 2, closing
+
+
+def rewrite(source: str, toks: list[Token], value_relations: Iterable[tuple[int, int, int]] = ()) -> str:
     """What the checked expression needs to run as Kubernetes runs it (see the edit makers);
-    ``quantity_equalities`` are the equality_operands comparing two quantities."""
+    ``value_relations`` are the relation_operands that may compare quantities."""
     edits = [*_domain_default_edits(toks), *_map_transform_edits(source, toks)]
-    for start, op, end in quantity_equalities:
-        edits += _equality_edits(toks, op, start, end)
+    for start, op, end in value_relations:
+        edits += _value_relation_edits(toks, op, start, end)
     for start, end, _, text in sorted(edits, key=lambda e: (e[0], e[2]), reverse=True):
         source = source[:start] + text + source[end:]
     return source

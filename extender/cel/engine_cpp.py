@@ -36,14 +36,15 @@ from extender.cel.cpp_library import function_decls
 from extender.cel.cpp_rewrite import (
     LITERAL_WORDS,
     MAX_LOCATING_PROBES,
+    VALUE_RELATIONS,
     Token,
-    equality_operands,
     field_presence,
     homogeneity_probes,
     homogeneity_variant,
     literal_conversions,
     literal_patterns,
     position,
+    relation_operands,
     rewrite,
     tokens,
     widen_numeric_comparisons,
@@ -171,7 +172,7 @@ class CppEngine:
         rewritten = (
             source
             if source_toks is None
-            else rewrite(source, source_toks, self._quantity_equalities(source, source_toks))
+            else rewrite(source, source_toks, self._value_relations(source, source_toks))
         )
         if rewritten == source:
             return CppProgram(self, expression, checked)
@@ -197,26 +198,36 @@ class CppEngine:
                 pass
         raise CelCompileError(compile_text(raw, toks), original)
 
-    def _quantity_equalities(self, source: str, toks: list[Token]) -> list[tuple[int, int, int]]:
-        """The equalities of ``source`` whose operands are both statically quantities.
+    def _value_relations(self, source: str, toks: list[Token]) -> list[tuple[int, int, int]]:
+        """The ``==``, ``!=`` and ``in`` of ``source`` that may compare quantities.
 
         Quantity messages compare by key, which also carries the integer trait (see
-        _quantity_key); Kubernetes compares quantities by value alone, so such equalities are
-        run by a function. An operand is a quantity when it can be passed where a quantity is
-        expected but not where an int is (which a dyn operand could).
+        cpp_values); Kubernetes compares quantities by value alone, inside lists and maps
+        too, so such relations are run by Python (cpp_equality). An equality qualifies when an
+        operand is statically a quantity, a list of them or a map to them; ``in`` when its
+        list may hold quantities.
         """
         if not any(t.text in ("quantity", "capacity") for t in toks):
             return []
         found = []
-        for start, op, end in equality_operands(toks):
-            operands = ((start, op), (op + 1, end))
-            if all(self._is_quantity_operand(source, toks, a, b) for a, b in operands):
+        for start, op, end in relation_operands(toks, VALUE_RELATIONS):
+            kinds = (
+                self._operand_kind(source, toks, start, op),
+                self._operand_kind(source, toks, op + 1, end),
+            )
+            if toks[op].text == "in":
+                qualifies = kinds[1] == "quantities" or (kinds[0] == "quantity" and kinds[1] == "list")
+            else:
+                qualifies = bool({"quantity", "quantities", "quantity_map"} & set(kinds))
+            if qualifies:
                 found.append((start, op, end))
         return found
 
-    def _is_quantity_operand(self, source: str, toks: list[Token], a: int, b: int) -> bool:
+    def _operand_kind(self, source: str, toks: list[Token], a: int, b: int) -> str | None:
+        """``quantity``, ``quantities`` (a list of them), ``quantity_map`` (a map to them), ``list``
+        (of dyn), or None."""
         if a >= b or (b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in LITERAL_WORDS)):
-            return False
+            return None
         head, text, tail = (
             source[: toks[a].start],
             source[toks[a].start : toks[b - 1].end],
@@ -230,7 +241,13 @@ class CppEngine:
                 return False
             return True
 
-        return accepts("k8sdra_quantity_probe") and not accepts("k8sdra_int_probe")
+        if accepts("k8sdra_quantity_probe"):
+            return None if accepts("k8sdra_int_probe") else "quantity"
+        if accepts("k8sdra_quantities_probe"):
+            return "list" if accepts("k8sdra_ints_probe") else "quantities"
+        if accepts("k8sdra_quantity_map_probe") and not accepts("k8sdra_int_map_probe"):
+            return "quantity_map"
+        return None
 
     def _check_homogeneous(self, expression: str, toks: list[Token]) -> None:
         variant = homogeneity_variant(expression, toks)

@@ -127,11 +127,20 @@ _BINARY = {
 }
 
 
+# The alternative of cel-python's FLOAT_LIT that allows nothing after the dot.
+_TRAILING_DOT_FLOAT = '/-?/ DIGIT+ "." DIGIT* EXPONENT? | '
+
+
 @cache
 def _lark() -> Lark:
     """cel-python's grammar and identifier/literal callback, without position tracking
     (which roughly doubles cel-python's own parse time and is never used here)."""
     grammar = (Path(celpy.__file__).parent / "cel.lark").read_text()
+    # cel-python also reads ``1.`` as a double, which makes ``1.includes(1)`` the double ``1.``,
+    # the keyword ``in`` and the name ``cludes``; CEL's grammar needs a digit after the dot.
+    if _TRAILING_DOT_FLOAT not in grammar:
+        raise RuntimeError("cel-python's grammar changed: FLOAT_LIT is not the expected rule")
+    grammar = grammar.replace(_TRAILING_DOT_FLOAT, "")
     return Lark(
         grammar,
         parser="lalr",

@@ -610,6 +610,8 @@ def _conditions() -> st.SearchStrategy[str]:
         st.builds("{} in {}".format, st.sampled_from(NUMBERS + STRINGS), st.sampled_from(LISTS)),
         st.builds("{}.exists(x, x == {})".format, st.sampled_from(LISTS), st.sampled_from(NUMBERS + STRINGS)),
         st.builds("{} {} {}".format, _quantities(), st.sampled_from(["==", "!="]), _quantities()),
+        st.builds("[{}] {} [{}]".format, _quantities(), st.sampled_from(["==", "!="]), _quantities()),
+        st.builds("{} in [{}, {}]".format, _quantities(), _quantities(), _quantities()),
         st.builds("{}.{}()".format, _quantities(), st.sampled_from(["isInteger", "asInteger() > 0 == true"])),
         st.builds("{}.compareTo({}) < 0".format, _quantities(), _quantities()),
     )

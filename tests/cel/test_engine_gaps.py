@@ -1,0 +1,69 @@
+"""Kubernetes semantics that one engine once got wrong: both engines must give upstream's answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel.device import view_for
+from extender.cel.engine import Engine, make_engine, unavailable_reason
+from extender.cel.parity import CaseDevice
+
+DEVICE = CaseDevice(
+    driver="gpu.example.com",
+    attributes={"model": {"string": "a100"}, "ids": {"ints": [1, 2, 3]}},
+    capacity={"memory": {"value": "80Gi"}, "cores": {"value": "4"}},
+    allow_multiple_allocations=False,
+)
+
+
+@pytest.fixture(scope="module", params=["cpp", "python"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    reason = unavailable_reason(request.param)
+    if reason is not None:
+        pytest.skip(reason)
+    return make_engine(request.param)
+
+
+def outcome(engine: Engine, expression: str) -> str:
+    try:
+        program = engine.compile(expression)
+    except CelCompileError:
+        return "compile-error"
+    try:
+        return str(program.evaluate(view_for(DEVICE))).lower()
+    except CelRuntimeError:
+        return "error"
+
+
+CASES = [
+    # A member call on an int literal: `1.` is no double in CEL's grammar.
+    ("1.includes(1)", "true"),
+    ("1.includes(2)", "false"),
+    ("1. == 1.0", "compile-error"),
+    ("1.5 == 1.5 && .5 == 0.5 && 1e3 == 1000.0", "true"),
+    # The missing-domain default reaches a name bound to the map.
+    ('cel.bind(a, device.attributes, a["absent.dom"].size() == 0)', "true"),
+    ('cel.bind(c, device.capacity, c["absent.dom"].size() == 0)', "true"),
+    ('cel.bind(a, device.attributes, a["gpu.example.com"].model == "a100")', "true"),
+    ('cel.bind(a, device.attributes, has(a["absent.dom"].x))', "false"),
+    ('cel.bind(a, device.attributes, a["absent.dom"].x == 1)', "error"),
+    ('cel.bind(a, device.attributes, "absent.dom" in a)', "false"),
+    # Quantities are equal by value wherever equality is used.
+    ('[quantity("4")] == [quantity("4000m")]', "true"),
+    ('[quantity("4")] != [quantity("4000m")]', "false"),
+    ('[quantity("4")] == [quantity("4001m")]', "false"),
+    ('quantity("4") in [quantity("4000m")]', "true"),
+    ('quantity("4") in [quantity("5")]', "false"),
+    ('dyn(quantity("4")) == quantity("4000m")', "true"),
+    ('{"a": quantity("4")} == {"a": quantity("4000m")}', "true"),
+    ('device.capacity["gpu.example.com"].cores in [quantity("4000m"), quantity("1")]', "true"),
+    ('quantity("1") in [dyn(quantity("1000m"))]', "true"),
+    ('"cores" in device.capacity["gpu.example.com"]', "true"),
+    ('quantity("4").isInteger() && !quantity("4000m").isInteger()', "true"),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), CASES)
+def test_kubernetes_answer(engine: Engine, expression: str, expected: str) -> None:
+    assert outcome(engine, expression) == expected
