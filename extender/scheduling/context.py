@@ -37,6 +37,7 @@ class Expected:
 
     node: str
     devices: frozenset[DeviceID]
+    claims: frozenset[str]  # UIDs of the claims it will allocate there
     expires_at: float
 
 
@@ -83,6 +84,13 @@ class SchedulingContext:
     def __post_init__(self) -> None:
         self.features = Features.from_gate_names(self.config.enabled_gates)
         self.remembered = TTLCache(maxsize=20_000, ttl=self.config.result_ttl_s)
+
+    def live_expected(self) -> list[tuple[str, Expected]]:
+        """Expected placements still in force (expired ones are dropped here)."""
+        now = time.monotonic()
+        for uid in [uid for uid, e in self.expected.items() if e.expires_at <= now]:
+            del self.expected[uid]
+        return list(self.expected.items())
 
     @property
     def leading(self) -> bool:

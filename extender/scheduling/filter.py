@@ -88,6 +88,7 @@ class PodPlan:
         ctx.state.expire_inflight()
         claims = resolve(ctx.state, pod)
         check_before_allocation(ctx.state, ctx.features, pod, claims)
+        _check_expected(ctx, pod, claims)
         return cls(ctx, pod, claims)
 
     @property
@@ -173,6 +174,25 @@ class PodPlan:
         return bool(per_pool) and any(
             pool in per_pool for pool in self.ctx.state.slices.pools_for_node(node.name)
         )
+
+
+def _check_expected(ctx: SchedulingContext, pod: PodInfo, claims: PodClaims) -> None:
+    """A claim another pod was just placed with is as good as in flight (upstream's Reserve).
+
+    kube-scheduler would have put it in its in-flight map at once; the extender only knows the
+    placement it recommended in prioritize, until that pod's bind arrives or the guess expires.
+    """
+    if not claims.to_allocate or not ctx.expected:
+        return
+    for uid, expected in ctx.live_expected():
+        if uid == pod.uid:
+            continue
+        for claim in claims.to_allocate:
+            if claim.uid in expected.claims:
+                raise PodWaits(
+                    f"resource claim {claim.namespace}/{claim.name} is in the process of being allocated "
+                    f"(for another pod, on node {expected.node})"
+                )
 
 
 def _has_shares(results: tuple[AllocationResult, ...]) -> bool:

@@ -90,6 +90,7 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     order = subrequest_order(plan.claims.to_allocate)
     prioritized = any(order)
     packing = _Packing(ctx)
+    claim_uids = frozenset(c.uid for c in plan.claims.to_allocate)
     others = _expected_elsewhere(ctx, pod.uid)
     sign = -1 if ctx.config.score_policy == "binpack" else 1
     for name in names:
@@ -112,18 +113,19 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     # picks exactly the node recorded as this pod's expected placement.
     best = max(keys, key=keys.__getitem__)
     scores[best] = MAX_SCORE
-    ctx.expected[pod.uid] = Expected(best, taken[best], time.monotonic() + EXPECTED_TTL_S)
+    ctx.expected[pod.uid] = Expected(best, taken[best], claim_uids, time.monotonic() + EXPECTED_TTL_S)
     return scores
 
 
 def _expected_elsewhere(ctx: SchedulingContext, pod_uid: str) -> dict[str, set[DeviceID]]:
-    """Devices that other scored-but-unbound pods are expected to take, per node."""
-    now = time.monotonic()
+    """Devices that other scored-but-unbound pods are expected to take, per node.
+
+    (A pod sharing an unallocated claim with one of them never gets here: it waits, see
+    ``filter._check_expected``.)
+    """
     per_node: dict[str, set[DeviceID]] = {}
-    for uid, expected in list(ctx.expected.items()):
-        if expected.expires_at <= now:
-            del ctx.expected[uid]
-        elif uid != pod_uid:
+    for uid, expected in ctx.live_expected():
+        if uid != pod_uid:
             per_node.setdefault(expected.node, set()).update(expected.devices)
     return per_node
 

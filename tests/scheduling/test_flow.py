@@ -492,3 +492,24 @@ def test_scoring_steers_the_next_pod_away_from_a_node_the_previous_one_will_fill
     assert first == {"last-one": 10, "roomy": 4}  # binpack: fill the fuller node
     assert second == {"last-one": 4, "roomy": 10}  # ... but not twice with its last device
     assert error == "" and not svc.ctx.expected
+
+
+def test_pod_sharing_a_claim_waits_while_another_pod_is_placed_with_it():
+    objs = [*gpu_cluster(nodes=2, per_node=1), claim("shared")]
+    objs += [pod("a", claims={"g": "shared"}), pod("b", claims={"g": "shared"})]
+    svc = Service(objs)
+    names = svc.node_names()
+
+    async def flow(client):
+        await client.post("/prioritize", json={"Pod": svc.pod("a"), "NodeNames": names})
+        waiting = await filter_call(client, svc.pod("b"), names)
+        chosen = svc.ctx.expected[svc.pod("a")["metadata"]["uid"]].node
+        assert await bind_call(client, svc.pod("a"), chosen) == ""
+        return waiting, chosen, await filter_call(client, svc.pod("b"), names)
+
+    waiting, chosen, after = svc.run(flow)
+    assert waiting["NodeNames"] == []
+    assert all(
+        "in the process of being allocated" in r for r in waiting["FailedAndUnresolvableNodes"].values()
+    )
+    assert after["NodeNames"] == [chosen]
