@@ -1,8 +1,8 @@
 """CEL source -> a small expression tree, using cel-python's Lark grammar for the parse.
 
-cel-python's grammar lacks optional syntax (``a.?b``, ``a[?k]``), so those are rewritten to
-reserved marker calls before parsing and turned back into dedicated nodes here. Literals are
-decoded with CEL's escape rules (cel-python's lexer accepts some invalid escapes).
+cel-python's grammar lacks optional syntax (``a.?b``, ``a[?k]``, ``[?e]``, ``{?k: v}``), so
+those are rewritten to reserved marker calls before parsing and turned back into dedicated
+nodes here. Literals are decoded with CEL's escape rules (cel-python's lexer accepts some invalid escapes).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from extender.cel.engine_py_values import INT_MAX, INT_MIN, UINT_MAX, UInt
 
 _OPT_SELECT = "zzOptSelect__"
 _OPT_INDEX = "zzOptIndex__"
+_OPT_ELEMENT = "zzOptElement__"
 
 RESERVED = frozenset(
     {
@@ -85,11 +86,13 @@ class Call:
 @dataclass(frozen=True, slots=True)
 class ListLit:
     elements: tuple[Any, ...]
+    optional: frozenset[int] = frozenset()  # indexes of ``?e`` elements
 
 
 @dataclass(frozen=True, slots=True)
 class MapLit:
     entries: tuple[tuple[Any, Any], ...]
+    optional: frozenset[int] = frozenset()  # indexes of ``?k: v`` entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +177,27 @@ def parse(source: str) -> Any:
     return _convert(tree)
 
 
+_ENDS_WITH_IN = re.compile(r"(?<![\w.])in$")
 _STRING_START = re.compile(r"""[rRbB]{0,2}('''|\"\"\"|'|")""")
 
 
+@dataclass(slots=True)
+class _Bracket:
+    """An open bracket while rewriting: what closes it, whether it starts a list or map
+    literal, and the state of the element being read."""
+
+    closer: str
+    literal: bool
+    marked: bool = False  # the element began with ``?`` and its marker call is open
+    ternaries: int = 0  # ``?`` of conditionals in the element still waiting for their ``:``
+
+
 def _rewrite_optional_syntax(source: str) -> str:
-    """Turn ``x.?f`` into ``x.zzOptSelect__("f")`` and ``x[?k]`` into ``x.zzOptIndex__(k)``,
+    """Turn ``x.?f`` into ``x.zzOptSelect__("f")``, ``x[?k]`` into ``x.zzOptIndex__(k)`` and an
+    optional element ``?e`` of a list (or key ``?k`` of a map) into ``zzOptElement__(e)``,
     leaving string literals and comments untouched."""
     out: list[str] = []
-    closers: list[str] = []  # per open '[': the text that closes it
+    open_brackets: list[_Bracket] = []
     i, n = 0, len(source)
     last_sig = ""
     while i < n:
@@ -199,6 +215,7 @@ def _rewrite_optional_syntax(source: str) -> str:
             out.append(source[i:j])
             i = j
             continue
+        top = open_brackets[-1] if open_brackets else None
         if c == "." and i + 1 < n and source[i + 1] == "?":
             m2 = re.compile(r"\s*([_a-zA-Z][_a-zA-Z0-9]*)").match(source, i + 2)
             if m2:
@@ -206,23 +223,50 @@ def _rewrite_optional_syntax(source: str) -> str:
                 i = m2.end()
                 last_sig = ")"
                 continue
+        if c == "?" and top is not None:
+            if top.literal and last_sig in ("[", "{", ","):
+                out.append(f"{_OPT_ELEMENT}(")
+                top.marked = True
+                i += 1
+                last_sig = "("
+                continue
+            top.ternaries += 1
+        elif c == ":" and top is not None:
+            if top.ternaries:
+                top.ternaries -= 1
+            elif top.marked and top.closer == "}":
+                out.append(")")
+                top.marked = False
+        elif c == "," and top is not None:
+            if top.marked:
+                out.append(")")
+            top.marked, top.ternaries = False, 0
         if c == "[":
             j = i + 1
             while j < n and source[j].isspace():
                 j += 1
-            is_index = last_sig.isalnum() or last_sig in ')]}_"'
+            is_index = last_sig != "" and (last_sig.isalnum() or last_sig in ')]}_"')
+            if is_index and last_sig == "n" and _ENDS_WITH_IN.search("".join(out).rstrip()):
+                is_index = False  # ``x in [...]``: a list after the operator
             if j < n and source[j] == "?" and is_index:
                 out.append(f".{_OPT_INDEX}(")
-                closers.append(")")
+                open_brackets.append(_Bracket(")", literal=False))
                 i = j + 1
                 last_sig = "("
                 continue
-            closers.append("]")
-        elif c == "]" and closers:
-            out.append(closers.pop())
-            i += 1
-            last_sig = "]"
-            continue
+            open_brackets.append(_Bracket("]", literal=not is_index))
+        elif c in "({":
+            literal = c == "{" and not (last_sig.isalnum() or last_sig == "_")
+            open_brackets.append(_Bracket(")" if c == "(" else "}", literal=literal))
+        elif c in ")]}" and open_brackets:
+            closed = open_brackets.pop()
+            if closed.marked:
+                out.append(")")
+            if c == "]":
+                out.append(closed.closer)
+                i += 1
+                last_sig = "]"
+                continue
         out.append(c)
         if not c.isspace():
             last_sig = c
@@ -242,26 +286,21 @@ def _string_end(source: str, start: int, quote: str, raw: bool) -> int:
     return len(source)
 
 
+# The grammar's precedence levels, which wrap a single child when their operator is absent.
+_WRAPPERS = frozenset(
+    {
+        *("expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication"),
+        *("unary", "member", "primary"),
+    }
+)
+
+
 def _convert(t: Any) -> Any:
     """Map one Lark subtree to a node; unwraps the grammar's single-child precedence levels."""
     while True:
         data = t.data
         kids = t.children
-        if (
-            data
-            in (
-                "expr",
-                "conditionalor",
-                "conditionaland",
-                "relation",
-                "addition",
-                "multiplication",
-                "unary",
-                "member",
-                "primary",
-            )
-            and len(kids) == 1
-        ):
+        if data in _WRAPPERS and len(kids) == 1:
             t = kids[0]
             continue
         break
@@ -297,6 +336,8 @@ def _convert(t: Any) -> Any:
     if data in ("ident_arg", "dot_ident_arg"):
         name = str(kids[0])
         _check_ident(name)
+        if name == _OPT_ELEMENT:
+            raise ParseFailure("Syntax error: mismatched input '?'")
         return Call(name, None, _convert_list(kids[1]) if len(kids) > 1 else ())
     if data in ("ident", "dot_ident"):
         name = str(kids[0])
@@ -305,15 +346,34 @@ def _convert(t: Any) -> Any:
     if data == "paren_expr":
         return _convert(kids[0])
     if data == "list_lit":
-        return ListLit(_convert_list(kids[0]) if kids else ())
+        elements = [_element(k) for k in kids[0].children] if kids else []
+        return ListLit(tuple(e for e, _ in elements), _marked(elements))
     if data == "map_lit":
         if not kids:
             return MapLit(())
-        items = [_convert(k) for k in kids[0].children]
-        return MapLit(tuple(zip(items[0::2], items[1::2], strict=True)))
+        items = kids[0].children
+        keys = [_element(k) for k in items[0::2]]
+        values = [_convert(v) for v in items[1::2]]
+        return MapLit(tuple(zip((k for k, _ in keys), values, strict=True)), _marked(keys))
     if data == "literal":
         return Lit(_literal(kids[0]))
     raise ParseFailure(f"Syntax error: unsupported construct {data}")
+
+
+def _element(t: Any) -> tuple[Any, bool]:
+    """A list element or map key, and whether it was written ``?e`` (see _rewrite_optional_syntax)."""
+    while t.data in _WRAPPERS and len(t.children) == 1:
+        t = t.children[0]
+    if t.data == "ident_arg" and str(t.children[0]) == _OPT_ELEMENT:
+        args = _convert_list(t.children[1]) if len(t.children) > 1 else ()
+        if len(args) != 1:
+            raise ParseFailure("Syntax error: mismatched input '?'")
+        return args[0], True
+    return _convert(t), False
+
+
+def _marked(elements: list[tuple[Any, bool]]) -> frozenset[int]:
+    return frozenset(i for i, (_, optional) in enumerate(elements) if optional)
 
 
 def _chain_operands(t: Tree[Any]) -> list[Any]:

@@ -28,6 +28,7 @@ from extender.cel.engine_py_eval import (
     make_index,
     make_list,
     make_map,
+    make_opt_map,
     make_or,
     make_select,
 )
@@ -228,18 +229,22 @@ class Compiler:
 
     def _list(self, node: ListLit, scope: dict[str, Type]) -> Compiled:
         items = [self.compile(e, scope) for e in node.elements]
-        elem = self._homogeneous([i.type for i in items])
-        fn = make_list([i.fn for i in items])
+        elem = self._homogeneous(
+            [_optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)]
+        )
+        fn = make_list([i.fn for i in items], node.optional)
         return _try_fold(Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1), items)
 
     def _map(self, node: MapLit, scope: dict[str, Type]) -> Compiled:
         keys = [self.compile(k, scope) for k, _ in node.entries]
         values = [self.compile(v, scope) for _, v in node.entries]
         key_type = self._homogeneous([k.type for k in keys])
-        value_type = self._homogeneous([v.type for v in values])
+        value_type = self._homogeneous(
+            [_optional_element_type(v.type) if n in node.optional else v.type for n, v in enumerate(values)]
+        )
         if key_type not in _MAP_KEY_TYPES:
             raise CompileFailure(f"unsupported map key type: {display(key_type)}")
-        fn = make_map([k.fn for k in keys], [v.fn for v in values])
+        fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
         cost = sum(p.cost for p in keys + values) + 1
         return _try_fold(Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values)
 
@@ -330,6 +335,8 @@ class Compiler:
             init = self.compile(args[1], scope)
             body = self.compile(args[2], {**scope, var: init.type, _LAZY + var: True})
             return Compiled(body.type, make_bind(var, init.fn, body.fn), cost=init.cost + body.cost)
+        if name in ("optMap", "optFlatMap") and len(args) == 2:
+            return self._opt_map(name == "optFlatMap", target, args, scope)
         if name == "map" and len(args) in (2, 3):
             return self._comprehension("map", target, args[:1], args[1:], scope)
         if name in ("transformList", "transformMap") and len(args) in (3, 4):
@@ -339,6 +346,24 @@ class Compiler:
         if name in _QUANTIFIERS and len(args) == 3:
             return self._comprehension(name, target, args[:2], args[2:], scope)
         return None
+
+    def _opt_map(self, flat: bool, target: Any, args: tuple[Any, ...], scope: dict[str, Type]) -> Compiled:
+        var = _var_name(args[0])
+        opt = self.compile(target, scope)
+        bindings: dict[str, Type] = {}
+        if not unify(optional_of("A"), opt.type, bindings):
+            raise _no_overload("hasValue", f"{display(opt.type)}.()")
+        inner = {**scope, var: substitute("A", bindings)}
+        inner.pop(_LAZY + var, None)
+        body = self.compile(args[1], inner)
+        if flat:
+            result = body.type
+            if not unify(optional_of("B"), result, {}):
+                raise _no_overload("_?_:_", f"(bool, {display(result)}, optional_type(dyn))")
+        else:
+            result = optional_of(body.type)
+        fn = make_opt_map(flat, opt.fn, var, body.fn)
+        return Compiled(result, fn, cost=opt.cost + body.cost + 2)
 
     def _comprehension(
         self,
@@ -407,6 +432,14 @@ def _qualified_name(node: Any) -> str | None:
         prefix = _qualified_name(node.operand)
         return None if prefix is None else f"{prefix}.{node.field}"
     return None
+
+
+def _optional_element_type(t: Type) -> Type:
+    """The element type an optional list element ``?e`` (or map value of ``?k: v``) adds."""
+    bindings: dict[str, Type] = {}
+    if not unify(optional_of("A"), t, bindings):
+        raise CompileFailure(f"expected type 'optional_type' but found '{display(t)}'")
+    return substitute("A", bindings)
 
 
 def _strip_optional(t: Type) -> Type:

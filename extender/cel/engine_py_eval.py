@@ -213,25 +213,51 @@ def make_cond(cond: Fn, then: Fn, other: Fn) -> Fn:
 # --- literals --------------------------------------------------------------------------------
 
 
-def make_list(items: list[Fn]) -> Fn:
-    return lambda ctx: [f(ctx) for f in items]
+def make_list(items: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
+    """A list literal; the elements at ``optional`` (``?e``) are added only when present."""
+    if not optional:
+        return lambda ctx: [f(ctx) for f in items]
+
+    def build(ctx: Ctx) -> list[Any]:
+        out = []
+        for n, f in enumerate(items):
+            v = f(ctx)
+            if n not in optional:
+                out.append(v)
+            elif _present(v):
+                out.append(v.value)
+        return out
+
+    return build
+
+
+def _present(v: Any) -> bool:
+    if type(v) is not CelOptional:
+        raise EvalError(f"no such overload: optional element of type {type_name(v)}")
+    return v.present
 
 
 _KEY_TYPES = (int, UInt, bool, str)
 
 
-def make_map(keys: list[Fn], values: list[Fn]) -> Fn:
-    pairs = list(zip(keys, values, strict=True))
+def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
+    """A map literal; the entries at ``optional`` (``?k: v``) are added only when ``v`` is present."""
+    entries = [(kf, vf, n in optional) for n, (kf, vf) in enumerate(zip(keys, values, strict=True))]
 
     def build(ctx: Ctx) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
-        for kf, vf in pairs:
+        for kf, vf, is_optional in entries:
             k = kf(ctx)
             if type(k) not in _KEY_TYPES:
                 raise EvalError(f"unsupported key type: {type_name(k)}")
+            v = vf(ctx)
+            if is_optional:
+                if not _present(v):
+                    continue
+                v = v.value
             if map_contains(out, k):
                 raise EvalError(f"Failed with repeated key: {_key_text(k)}")
-            out[k] = vf(ctx)
+            out[k] = v
         return out
 
     return build
@@ -314,6 +340,37 @@ def make_bind(var: str, init: Fn, body: Fn) -> Fn:
 
 def make_bind_ref(var: str) -> Fn:
     return lambda ctx: ctx.vars[var].get(ctx)
+
+
+# --- optional macros -------------------------------------------------------------------------
+
+
+def make_opt_map(flat: bool, target: Fn, var: str, body: Fn) -> Fn:
+    """``o.optMap(x, e)`` and ``o.optFlatMap(x, e)``: cel-go expands them to a comprehension
+    binding ``x`` to the value (eagerly); an empty optional stays empty and ``e`` is not run."""
+
+    def opt_map(ctx: Ctx) -> Any:
+        opt = target(ctx)
+        if type(opt) is not CelOptional:
+            raise EvalError(f"no such overload: hasValue({type_name(opt)})")
+        if not opt.present:
+            return CelOptional.NONE
+        saved = ctx.vars.get(var, _UNSET)
+        ctx.vars[var] = opt.value
+        try:
+            result = body(ctx)
+        finally:
+            if saved is _UNSET:
+                del ctx.vars[var]
+            else:
+                ctx.vars[var] = saved
+        if not flat:
+            return CelOptional(result)
+        if type(result) is not CelOptional:
+            raise EvalError(f"no such overload: optFlatMap result of type {type_name(result)}")
+        return result
+
+    return opt_map
 
 
 # --- comprehensions --------------------------------------------------------------------------

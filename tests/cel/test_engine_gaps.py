@@ -9,6 +9,7 @@ from extender.cel.device import view_for
 from extender.cel.engine import Engine, make_engine, unavailable_reason
 from extender.cel.parity import CaseDevice
 
+G = 'device.attributes["gpu.example.com"]'
 DEVICE = CaseDevice(
     driver="gpu.example.com",
     attributes={"model": {"string": "a100"}, "ids": {"ints": [1, 2, 3]}},
@@ -61,6 +62,30 @@ CASES = [
     ('quantity("1") in [dyn(quantity("1000m"))]', "true"),
     ('"cores" in device.capacity["gpu.example.com"]', "true"),
     ('quantity("4").isInteger() && !quantity("4000m").isInteger()', "true"),
+    # optMap/optFlatMap: the value bound to the name; an empty optional skips the body.
+    ("optional.of(2).optMap(x, x + 1).value() == 3", "true"),
+    ("optional.none().optMap(x, x + 1).hasValue()", "false"),
+    ("optional.none().optMap(x, 1 / 0).hasValue()", "false"),
+    ("optional.of(1).optMap(x, 1 / 0).hasValue()", "error"),
+    ("optional.of(2).optFlatMap(x, optional.of(x * 2)).value() == 4", "true"),
+    ("optional.of(2).optFlatMap(x, x > 2 ? optional.of(x) : optional.none()).hasValue()", "false"),
+    ("optional.of(2).optFlatMap(x, x * 2).value() == 4", "compile-error"),
+    ("1.optMap(x, x).hasValue()", "compile-error"),
+    ("dyn(1).optMap(x, x).hasValue()", "error"),
+    (f'{G}.?model.optMap(m, m + "x").value() == "a100x"', "true"),
+    (f'{G}.?nope.optMap(m, m + "x").orValue("z") == "z"', "true"),
+    # Optional elements of list and map literals.
+    ("[1, ?optional.of(2), ?optional.none()] == [1, 2]", "true"),
+    ("size([?optional.none()]) == 0", "true"),
+    (f'[?{G}.?model, ?{G}.?nope] == ["a100"]', "true"),
+    ('"x" in [?optional.of("x")]', "true"),
+    ("[?1] == [1]", "compile-error"),
+    ('[1, ?optional.of("a")].size() == 2', "compile-error"),
+    ('{"a": 1, ?"b": optional.none(), ?"c": optional.of(3)} == {"a": 1, "c": 3}', "true"),
+    ('{?"a": optional.none(), "a": 2}["a"] == 2', "true"),
+    ('{?"a": optional.of(1), "a": 2}.size() == 1', "error"),
+    ('{"k": true ? 1 : 2, ?"j": optional.of(3)}.j == 3', "true"),
+    ('{?"a": 1}.size() == 1', "compile-error"),
 ]
 
 
