@@ -19,6 +19,7 @@ Outcome classification (dra-scheduling.md §5.1, extender-protocol.md §6):
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,14 @@ import orjson
 from extender.allocator import AllocationError, AllocationTimeout, Allocator, NodeAllocationFailure
 from extender.model import AllocationResult, Node
 from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, resolve, unavailable_on
-from extender.scheduling.context import CachedVerdict, NodeVerdict, Remembered, SchedulingContext
+from extender.scheduling.context import (
+    EXPECTED_TTL_S,
+    CachedVerdict,
+    Expected,
+    NodeVerdict,
+    Remembered,
+    SchedulingContext,
+)
 from extender.state.pods import PodInfo
 
 TIMEOUT = "timed out trying to allocate devices"
@@ -233,4 +241,16 @@ def filter_nodes(
         else:
             out.unresolvable[name] = verdict.reason
     plan.flush_metrics()
+    if len(out.passed) == 1:
+        _expect_sole_node(ctx, plan, out.passed[0])
     return out
+
+
+def _expect_sole_node(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> None:
+    """With one feasible node kube-scheduler skips prioritize and takes it (protocol §4.1.5)."""
+    remembered = plan.remembered(node_name)
+    if remembered is None or not plan.claims.to_allocate:
+        return
+    devices = frozenset(d for r in remembered.results for d in r.device_ids())
+    claims = frozenset(c.uid for c in plan.claims.to_allocate)
+    ctx.expected[plan.pod.uid] = Expected(node_name, devices, claims, time.monotonic() + EXPECTED_TTL_S)

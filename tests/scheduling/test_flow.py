@@ -513,3 +513,17 @@ def test_pod_sharing_a_claim_waits_while_another_pod_is_placed_with_it():
         "in the process of being allocated" in r for r in waiting["FailedAndUnresolvableNodes"].values()
     )
     assert after["NodeNames"] == [chosen]
+
+
+def test_a_sole_feasible_node_counts_as_the_expected_placement():
+    objs = [*gpu_cluster(nodes=1, per_node=1), claim("shared")]
+    objs += [pod("a", claims={"g": "shared"}), pod("b", claims={"g": "shared"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        first = await filter_call(client, svc.pod("a"), ["node-0"])  # no prioritize follows
+        return first, await filter_call(client, svc.pod("b"), ["node-0"])
+
+    first, second = svc.run(flow)
+    assert first["NodeNames"] == ["node-0"]
+    assert "in the process of being allocated" in second["FailedAndUnresolvableNodes"]["node-0"]
