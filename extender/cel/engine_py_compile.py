@@ -32,6 +32,7 @@ from extender.cel.engine_py_eval import (
     make_or,
     make_select,
 )
+from extender.cel.engine_py_format import check_format
 from extender.cel.engine_py_lib import (
     CONVERSIONS,
     FUNCTIONS,
@@ -272,7 +273,8 @@ class Compiler:
                 full = f"{qualified}.{name}"
                 if (full, False) in FUNCTIONS:
                     return self._function(full, None, args, scope)
-                if name in NOT_SUPPORTED or full in NOT_SUPPORTED or qualified in NOT_SUPPORTED:
+                # ``format`` is also the namespace of Kubernetes' format library (format.dns1123Label()).
+                if name in NOT_SUPPORTED or full in NOT_SUPPORTED or qualified in (*NOT_SUPPORTED, "format"):
                     raise CompileFailure(unsupported_message(full))
         return self._function(name, target, args, scope)
 
@@ -312,6 +314,8 @@ class Compiler:
             types = [display(p.type) for p in parts]
             applied = f"{types[0]}.({', '.join(types[1:])})" if member else f"({', '.join(types)})"
             raise _no_overload(name, applied)
+        if name == "format" and member:
+            self._check_format(parts, arg_nodes)
         result = join([r for _, r in matched])
         dispatch_needed = len(matched) > 1 or any(p.type == DYN for p in parts)
         fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed)
@@ -325,6 +329,18 @@ class Compiler:
                 return compiled
             return _const(value, result, compiled.cost)
         return compiled
+
+    def _check_format(self, parts: list[Compiled], arg_nodes: tuple[Any, ...]) -> None:
+        """cel-go checks a literal format string against a list literal of arguments."""
+        template, args = parts[0], arg_nodes[0]
+        if not template.is_const or type(template.const) is not str:
+            return
+        if type(args) is not ListLit or args.optional:
+            return
+        arg_type = parts[1].type[1] if isinstance(parts[1].type, tuple) else DYN
+        problem = check_format(template.const, arg_type, len(args.elements))
+        if problem is not None:
+            raise CompileFailure(problem)
 
     def _macro(self, node: Call, scope: dict[str, Type]) -> Compiled | None:
         name, target, args = node.function, node.target, node.args

@@ -19,6 +19,7 @@ from extender.cel import engine_py_k8s as k8s
 from extender.cel import engine_py_strings as strs
 from extender.cel import engine_py_time as cel_time
 from extender.cel import k8s_functions
+from extender.cel.engine_py_format import format_string
 from extender.cel.engine_py_types import (
     BOOL,
     BYTES,
@@ -81,7 +82,7 @@ CONVERSIONS = frozenset(
 REGEX_ARG = {"matches": 1, "find": 1, "findAll": 1}
 
 # Kubernetes library functions this engine does not implement: a clear compile error.
-NOT_SUPPORTED = (k8s_functions.ALL | {"format"}) - {"includes"}
+NOT_SUPPORTED = k8s_functions.ALL - {"includes"}
 
 
 def unsupported_message(name: str) -> str:
@@ -179,6 +180,7 @@ _decl("trim", True, (STRING,), STRING, strs.trim)
 _decl("join", True, (list_of(STRING),), STRING, strs.join)
 _decl("join", True, (list_of(STRING), STRING), STRING, strs.join)
 _decl("strings.quote", False, (STRING,), STRING, strs.quote)
+_decl("format", True, (STRING, list_of(DYN)), STRING, format_string)
 # --- Kubernetes lists library and sets extension ---------------------------------------------
 
 

@@ -92,3 +92,53 @@ CASES = [
 @pytest.mark.parametrize(("expression", "expected"), CASES)
 def test_kubernetes_answer(engine: Engine, expression: str, expected: str) -> None:
     assert outcome(engine, expression) == expected
+
+
+# The strings extension's format, where both engines give cel-go's answer.
+FORMAT_CASES = [
+    ('"%s has %d".format(["a", 2]) == "a has 2"', "compile-error"),  # mixed literal list
+    ('"%s has %d".format([dyn("a"), dyn(2)]) == "a has 2"', "true"),
+    ('"%f".format([1.0]) == "1.000000"', "true"),
+    ('"%.2f".format([2.675]) == "2.67"', "true"),
+    ('"%f".format(["NaN"]) == "NaN"', "true"),
+    ('"%x %X %o %b".format([-26, 26, 8, 5]) == "-1a 1A 10 101"', "true"),
+    ('"%x".format(["hi"]) == "6869"', "true"),
+    ('"%b".format([true]) == "1"', "true"),
+    ('"%s %s".format([duration("90s"), duration("1ms")]) == "90s 0.001s"', "true"),
+    ('"%s".format([timestamp("2020-01-01T00:00:00Z")]) == "2020-01-01T00:00:00Z"', "true"),
+    ('"%s %s %s".format([1.5, 100.0, 1e21]) == "1.5 100 1e+21"', "true"),
+    ('"%s".format([int]) + "%s".format([null]) == "intnull"', "true"),
+    ('"%s".format([b"ab"]) == "ab"', "true"),
+    ('"100%%".format([]) == "100%"', "true"),
+    ('"%d".format([dyn("a")]) == ""', "error"),
+    ('device.driver.format([]) == device.driver', "true"),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), FORMAT_CASES)
+def test_format(engine: Engine, expression: str, expected: str) -> None:
+    assert outcome(engine, expression) == expected
+
+
+# cel-go's formatter where cel-cpp's differs (checks of literal arguments at compile time,
+# lists and maps spelled as CEL literals, en_US grouping, no ints for %f): the pure-Python
+# engine follows Kubernetes.
+UPSTREAM_FORMAT_CASES = [
+    ('"%s".format([[1.5, 2.0]]) == "[1.500000, 2.000000]"', "true"),
+    (r'"%s".format([["a", "b\"c"]]) == "[\"a\", \"b\\\"c\"]"', "true"),
+    (r'"%s".format([{"b": 1, "a": 2}]) == "{\"a\":2, \"b\":1}"', "true"),
+    (r'"%s".format([[duration("1s")]]) == "[duration(\"1s\")]"', "true"),
+    ('"%.2f".format([1234567.125]) == "1,234,567.12"', "true"),
+    ('"%f".format([1]) == "1.000000"', "compile-error"),
+    ('"%d".format(["a"]) == ""', "compile-error"),
+    ('"%s %s".format(["a"]) == ""', "compile-error"),
+    ('"%s".format(["a", "b"]) == "a"', "compile-error"),
+    ('"%q".format([1]) == ""', "compile-error"),
+    ('"%s".format([dyn([1])]) == "[1]"', "true"),
+    ('"%s %s".format(dyn(["a"])) == ""', "error"),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), UPSTREAM_FORMAT_CASES)
+def test_format_as_cel_go(expression: str, expected: str) -> None:
+    assert outcome(make_engine("python"), expression) == expected
