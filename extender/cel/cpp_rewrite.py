@@ -430,3 +430,79 @@ def _offset(source: str, line: int, col: int) -> int:
 def position(source: str, offset: int) -> tuple[int, int]:
     line = source.count("\n", 0, offset) + 1
     return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
+
+
+# Chains of this many ``+`` operands or more are regrouped when the parser's depth limit is hit,
+# up to cel-go's own limit (a parse recursion depth of 250, some of it taken by the levels
+# above a sum): longer chains stay a compile error.
+MIN_BALANCED_OPERANDS = 4
+MAX_BALANCED_OPERANDS = 240
+# After these a ``-`` is a sign, not a subtraction.
+_UNARY_MINUS_AFTER = _OPERAND_STOPS | {"+", "-", "*", "/", "%", "!", "(", "[", "{"}
+
+
+def balanced_sums(source: str, toks: list[Token]) -> str | None:
+    """``source`` with every chain ``a + b + c + ...`` regrouped as ``((a + b) + (c + d))``;
+    None if there is none.
+
+    The C++ parser gives up at a nesting depth of 32, and a left-associated chain nests one
+    level per operand, while cel-go takes about 250. Regrouping keeps the operands' order, so
+    concatenating strings, bytes and lists gives the same result; additions of numbers could
+    differ only where an intermediate sum overflows or rounds.
+    """
+    inserts: list[tuple[int, str]] = []
+    for operands in _sum_chains(toks):
+        if len(operands) > MAX_BALANCED_OPERANDS:
+            return None
+        _group(toks, operands, inserts, outermost=True)
+    if not inserts:
+        return None
+    for pos, text in sorted(inserts, key=lambda insert: insert[0], reverse=True):
+        source = source[:pos] + text + source[pos:]
+    return source
+
+
+def _sum_chains(toks: list[Token]) -> Iterator[list[tuple[int, int]]]:
+    """Operand token ranges of each maximal ``+`` chain (no binary ``-`` among its operators)."""
+    region_starts = [0] + [i + 1 for i, t in enumerate(toks) if t.text in ("(", "[", "{")]
+    for lo in region_starts:
+        operands: list[tuple[int, int]] = []
+        start, depth, subtracts = lo, 0, False
+        for j in range(lo, len(toks) + 1):
+            text = toks[j].text if j < len(toks) else ")"
+            if text in ("(", "[", "{"):
+                depth += 1
+                continue
+            if text in (")", "]", "}") and depth > 0:
+                depth -= 1
+                continue
+            if depth > 0:
+                continue
+            binary = j > start
+            if text == "+" and binary:
+                operands.append((start, j))
+                start = j + 1
+            elif text == "-" and binary and toks[j - 1].text not in _UNARY_MINUS_AFTER:
+                subtracts = True
+            elif text in _OPERAND_STOPS or text in (")", "]", "}"):
+                operands.append((start, j))
+                if len(operands) >= MIN_BALANCED_OPERANDS and not subtracts:
+                    yield operands
+                operands, start, subtracts = [], j + 1, False
+                if text in (")", "]", "}"):
+                    break
+
+
+def _group(
+    toks: list[Token], operands: list[tuple[int, int]], inserts: list[tuple[int, str]], outermost: bool
+) -> None:
+    """Parenthesize ``operands`` as a balanced tree, the left half the bigger one (as in
+    ``((a + b) + c)``, a left-associated sum)."""
+    if len(operands) == 1:
+        return
+    if not outermost:
+        inserts.append((toks[operands[0][0]].start, "("))
+        inserts.append((toks[operands[-1][1] - 1].end, ")"))
+    mid = (len(operands) + 1) // 2
+    _group(toks, operands[:mid], inserts, outermost=False)
+    _group(toks, operands[mid:], inserts, outermost=False)

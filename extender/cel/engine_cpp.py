@@ -38,6 +38,7 @@ from extender.cel.cpp_rewrite import (
     MAX_LOCATING_PROBES,
     VALUE_RELATIONS,
     Token,
+    balanced_sums,
     field_presence,
     homogeneity_probes,
     homogeneity_variant,
@@ -55,6 +56,8 @@ from extender.cel.cpp_values import quantity_message, to_cel
 if TYPE_CHECKING:
     from extender.cel.device import DeviceView
 
+# The C++ parser's and checker's nesting limit (32) was hit.
+_RECURSION_LIMIT = re.compile(r"recursion (?:depth|limit)")
 GO_NUMBER_SYNTAX = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
 
 
@@ -190,6 +193,16 @@ class CppEngine:
             return self._env.compile(source), source
         except RuntimeError as exc:
             raw = str(exc)
+        if toks is not None and _RECURSION_LIMIT.search(raw):
+            balanced = balanced_sums(source, toks)
+            if balanced is not None:
+                try:
+                    return self._env.compile(balanced), balanced
+                except RuntimeError as exc:
+                    if not _RECURSION_LIMIT.search(str(exc)):
+                        # The regrouped chain is deep enough; this error is the real one
+                        # (positions after the first inserted parenthesis are shifted).
+                        raw = str(exc)
         widened = None if toks is None else widen_numeric_comparisons(source, toks, status_text(raw))
         if widened is not None:
             try:

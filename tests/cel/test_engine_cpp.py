@@ -12,7 +12,7 @@ pytest.importorskip("cel_expr_python", reason="cpp engine not installed: cel_exp
 pytest.importorskip("google.protobuf", reason="cpp engine not installed: protobuf is missing")
 
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel.cpp_rewrite import field_presence, rewrite, tokens
+from extender.cel.cpp_rewrite import MAX_BALANCED_OPERANDS, balanced_sums, field_presence, rewrite, tokens
 from extender.cel.device import view_for
 from extender.cel.engine_cpp import CppEngine
 from extender.cel.parity import CaseDevice
@@ -480,6 +480,26 @@ def test_tokens(source: str, texts: list[str]) -> None:
 
 def test_tokens_unknown_character() -> None:
     assert tokens("a # b") is None
+
+
+@pytest.mark.parametrize(
+    ("source", "balanced"),
+    [
+        ("a + b + c + d + e", "((a + b) + c) + (d + e)"),
+        ("x == 1 + 2 + 3 + 4 && f(a + b + c + d)", "x == (1 + 2) + (3 + 4) && f((a + b) + (c + d))"),
+        ("-1 + -2 + 3 * -4 + 5", "(-1 + -2) + (3 * -4 + 5)"),
+        ("a + b + c", None),  # short chains are left alone
+        ("1 - 2 + 3 + 4 + 5", None),  # regrouping would change what is subtracted
+    ],
+)
+def test_balanced_sums(source: str, balanced: str | None) -> None:
+    assert balanced_sums(source, tokens(source)) == balanced
+
+
+def test_chains_beyond_cel_go_depth_stay_compile_errors(engine: CppEngine) -> None:
+    long_chain = " + ".join(["1"] * (MAX_BALANCED_OPERANDS + 1)) + " > 0"
+    assert balanced_sums(long_chain, tokens(long_chain)) is None
+    assert "recursion" in compile_error(engine, long_chain)
 
 
 def test_deep_nesting_is_a_compile_error(engine: CppEngine) -> None:

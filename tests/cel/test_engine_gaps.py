@@ -142,3 +142,28 @@ UPSTREAM_FORMAT_CASES = [
 @pytest.mark.parametrize(("expression", "expected"), UPSTREAM_FORMAT_CASES)
 def test_format_as_cel_go(expression: str, expected: str) -> None:
     assert outcome(make_engine("python"), expression) == expected
+
+
+def _sum(term: str, n: int) -> str:
+    return " + ".join([term] * n)
+
+
+# Long left-associated `+` chains nest one level per operand: cel-go takes about 250 levels,
+# the C++ parser 32 (the C++ engine regroups such chains).
+DEPTH_CASES = [
+    (_sum("1", 100) + " == 100", "true"),
+    (_sum("1.5", 100) + " == 150.0", "true"),
+    (_sum('"ab"', 100) + f' == "{"ab" * 100}"', "true"),
+    (f"({_sum('[1]', 60)}).size() == 60", "true"),
+    (_sum("device.attributes['gpu.example.com'].ids[1]", 100) + " == 200", "true"),
+    (f"[{_sum('1', 50)}, {_sum('2', 50)}] == [50, 100]", "true"),
+    (f"device.driver == 'x' || {_sum('1', 100)} == 100", "true"),
+    (_sum("1", 100) + ' == "x"', "compile-error"),
+    (_sum("1", 50) + " + 9223372036854775807 > 0", "error"),
+    ("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!true", "true"),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), DEPTH_CASES)
+def test_deep_expressions(engine: Engine, expression: str, expected: str) -> None:
+    assert outcome(engine, expression) == expected
