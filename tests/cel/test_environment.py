@@ -170,3 +170,58 @@ def test_unavailable_reason() -> None:
         assert (unavailable_reason(name) is None) is (name in available_engines())
     with pytest.raises(ValueError, match="unknown CEL engine 'rust'"):
         unavailable_reason("rust")
+
+
+def test_warm_up_runs_outside_the_cache_and_counters(engine: str) -> None:
+    assert environment.warm_up() >= 0
+    assert stats == type(stats)()
+    assert len(environment._cache) == 0
+    # Its selector is a real one: through the allocator's path it matches a like device.
+    device = CaseDevice(
+        driver="warm-up.example.com",
+        attributes={"model": {"string": "a100"}},
+        capacity={"memory": {"value": "80Gi"}},
+        allow_multiple_allocations=False,
+    )
+    assert compile_selector(environment.WARM_UP_SELECTOR).matches(device)
+
+
+@pytest.mark.skipif(not HAVE_PY, reason=str(REASONS["python"]))
+def test_warm_up_builds_the_python_grammar() -> None:
+    from extender.cel import engine_py_ast
+
+    configure("python")
+    engine_py_ast._lark.cache_clear()
+    try:
+        environment.warm_up()
+        assert engine_py_ast._lark.cache_info().currsize == 1
+    finally:
+        configure("auto")
+
+
+def test_warm_up_refuses_an_engine_that_gets_it_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    class WrongProgram:
+        def evaluate(self, view: object) -> bool:
+            return False
+
+    class WrongEngine:
+        name = "wrong"
+
+        def compile(self, expression: str) -> WrongProgram:
+            return WrongProgram()
+
+    monkeypatch.setattr(environment, "_engine", WrongEngine())
+    with pytest.raises(RuntimeError, match="answered False"):
+        environment.warm_up()
+
+
+def test_warm_up_reports_an_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    class BrokenEngine:
+        name = "broken"
+
+        def compile(self, expression: str) -> None:
+            raise CelCompileError("undeclared reference to 'quantity'", expression)
+
+    monkeypatch.setattr(environment, "_engine", BrokenEngine())
+    with pytest.raises(RuntimeError, match="failed its warm-up selector: undeclared reference"):
+        environment.warm_up()
