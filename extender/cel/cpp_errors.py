@@ -7,7 +7,7 @@ import re
 from extender.cel import CelCompileError
 from extender.cel import k8s_functions as lib
 from extender.cel.cpp_rewrite import Token, is_root, position, texts
-from extender.cel.cpp_types import KEY_FIELD, SEARCH_ALIASES, TYPE_PACKAGES, status_text
+from extender.cel.cpp_types import CALL_ALIASES, KEY_FIELD, TYPE_PACKAGES, status_text
 
 MIXED_LISTS = re.compile(r"found no matching overload for '_\+_' applied to '\(list\((.*)\), list\((.*)\)\)'")
 _UNDECLARED = re.compile(r"ERROR: <input>:(\d+):(\d+): undeclared reference to '([^']+)'")
@@ -32,7 +32,7 @@ def runtime_text(raw: str) -> str:
 
 
 def _unalias(text: str) -> str:
-    for name, alias in SEARCH_ALIASES.items():
+    for name, alias in CALL_ALIASES.items():
         text = text.replace(alias, name)
     return text
 

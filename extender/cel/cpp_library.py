@@ -18,7 +18,9 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from extender.cel import k8s_functions as lib
 from extender.cel.cpp_equality import cel_equal, cel_in
+from extender.cel.cpp_format import format_values
 from extender.cel.cpp_types import (
+    CALL_ALIASES,
     CIDRT,
     CONFIG_YAML,
     INT64_MAX,
@@ -26,7 +28,6 @@ from extender.cel.cpp_types import (
     IPT,
     KEY_FIELD,
     QT,
-    SEARCH_ALIASES,
     ST,
     URLT,
     CIDRMsg,
@@ -289,12 +290,19 @@ def _string_search(name: str) -> Callable[..., int]:
 
 def _search_declarations() -> Iterator[_Decl]:
     list_impls = {"indexOf": lib.list_index_of, "lastIndexOf": lib.list_last_index_of}
-    for name, alias in SEARCH_ALIASES.items():
+    for name in list_impls:
+        alias = CALL_ALIASES[name]
         impl = _string_search(name)
         yield _Decl(alias, f"string_{name}", T.INT, (T.STRING, T.STRING), True, impl)
         yield _Decl(alias, f"string_{name}_int", T.INT, (T.STRING, T.STRING, T.INT), True, impl)
         for arg_name, arg in (*_INCLUDES_ARGS, ("bytes", T.BYTES)):
             yield _Decl(alias, f"list_{name}_{arg_name}", T.INT, (T.List(T.DYN), arg), True, list_impls[name])
+
+
+def _format_declarations() -> Iterator[_Decl]:
+    yield _Decl(
+        CALL_ALIASES["format"], "string_format", T.STRING, (T.STRING, T.List(T.DYN)), True, format_values
+    )
 
 
 def _ip_message(address: lib.Address) -> Any:
@@ -394,7 +402,11 @@ def function_decls() -> list[Any]:
     by_name: dict[str, list[Any]] = {}
     registered: set[tuple[str, bool, tuple[str, ...]]] = set()
     for decl in itertools.chain(
-        _declarations(), _search_declarations(), _ip_declarations(), _url_declarations()
+        _declarations(),
+        _search_declarations(),
+        _format_declarations(),
+        _ip_declarations(),
+        _url_declarations(),
     ):
         signature = (decl.name, decl.member, tuple(_kind(p) for p in decl.params))
         kwargs: dict[str, Any] = {}

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from extender.cel.cpp_types import SEARCH_ALIASES
+from extender.cel.cpp_types import CALL_ALIASES
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
 CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
@@ -57,7 +57,7 @@ def is_root(toks: list[Token], i: int) -> bool:
     return i == 0 or toks[i - 1].text not in (".", ".?")
 
 
-def _closing(toks: list[Token], i: int) -> int | None:
+def closing(toks: list[Token], i: int) -> int | None:
     """Index of the bracket closing the one at ``i``."""
     depth = 0
     for j in range(i, len(toks)):
@@ -73,10 +73,10 @@ def _closing(toks: list[Token], i: int) -> int | None:
 def field_presence(source: str, toks: list[Token]) -> str:
     """Turn ``has(device.<field>)`` into ``true``: the device object always has its fields,
     while the checker would type a presence test on a qualified variable as the variable.
-    Also give ``indexOf``/``lastIndexOf`` calls their alias (see SEARCH_ALIASES).
+    Also give ``indexOf``/``lastIndexOf``/``format`` calls their alias (see CALL_ALIASES).
     Every replacement keeps the length, so error positions still match the user's text."""
     for i, tok in enumerate(toks):
-        alias = SEARCH_ALIASES.get(tok.text)
+        alias = CALL_ALIASES.get(tok.text)
         if alias is not None and i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",):
             source = source[: tok.start] + alias + source[tok.end :]
             continue
@@ -102,7 +102,7 @@ def _opens_literal(toks: list[Token], i: int) -> bool:
     return not (prev.kind == "id" and prev.text != "in")
 
 
-def _split_top(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
+def split_top(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
     """Token ranges of ``toks[lo:hi]`` separated by ``sep`` at bracket depth 0."""
     parts: list[tuple[int, int]] = []
     depth, start = 0, lo
@@ -128,12 +128,12 @@ MAX_LOCATING_PROBES = 64
 def _literal_probe(toks: list[Token], i: int, close: int, render: Callable[[int, int], str]) -> str:
     """The homogeneity probe of the literal ``toks[i..close]``, its entries spelled by ``render``;
     empty when the literal is not probed."""
-    entries = _split_top(toks, i + 1, close, ",")
+    entries = split_top(toks, i + 1, close, ",")
     if len(entries) < 2:
         return ""
     if toks[i].text == "[":
         return "(" + " + ".join(f"[{render(a, b)}]" for a, b in entries) + ")"
-    pairs = [_split_top(toks, a, b, ":") for a, b in entries]
+    pairs = [split_top(toks, a, b, ":") for a, b in entries]
     if any(len(p) != 2 or toks[p[0][0]].text == "?" for p in pairs):
         return ""  # optional entries `?k: v` or a ternary in a key: not probed
     keys = " + ".join(f"[{render(*p[0])}]" for p in pairs)
@@ -145,7 +145,7 @@ def _literal_probe(toks: list[Token], i: int, close: int, render: Callable[[int,
 def _literals(toks: list[Token]) -> Iterator[tuple[int, int]]:
     for i, tok in enumerate(toks):
         if tok.text in ("[", "{") and _opens_literal(toks, i):
-            close = _closing(toks, i)
+            close = closing(toks, i)
             if close is not None:
                 yield i, close
 
@@ -228,7 +228,7 @@ def _domain_map_bindings(toks: list[Token]) -> Iterator[tuple[str, int, int]]:
             and head[3:5] in _DOMAIN_MAPS
             and head[5] == ","
         ):
-            close = _closing(toks, i + 3)
+            close = closing(toks, i + 3)
             if close is not None:
                 yield head[0], i + 10, close
 
@@ -237,7 +237,7 @@ def _default_edits_after(toks: list[Token], i: int) -> Iterator[_Edit]:
     """The default for the domain map ending at token ``i``, when it is indexed or selected."""
     head = texts(toks, i + 1, 2)
     if head[:1] == ("[",) and head[1:] != ("?",):
-        close = _closing(toks, i + 1)
+        close = closing(toks, i + 1)
         if close is not None:
             yield toks[i + 1].end, toks[i + 1].end, 1, "?"
             yield toks[close].end, toks[close].end, 1, ".orValue({})"
@@ -270,8 +270,8 @@ def _map_transform_edits(source: str, toks: list[Token]) -> Iterator[_Edit]:
         helper = _MAP_TRANSFORMS.get(tok.text)
         if helper is None or i == 0 or toks[i - 1].text != "." or texts(toks, i + 1, 1) != ("(",):
             continue
-        close = _closing(toks, i + 1)
-        args = _split_top(toks, i + 2, close, ",") if close is not None else []
+        close = closing(toks, i + 1)
+        args = split_top(toks, i + 2, close, ",") if close is not None else []
         if close is None or len(args) not in (3, 4):
             continue
         yield tok.start, tok.end, 0, "transformList"
@@ -358,8 +358,8 @@ def literal_patterns(toks: list[Token]) -> Iterator[Token]:
         if i > 0 and toks[i - 1].text == ".":
             arg = i + 2
         elif tok.text == "matches" and is_root(toks, i):
-            close = _closing(toks, i + 1)
-            args = _split_top(toks, i + 2, close, ",") if close is not None else []
+            close = closing(toks, i + 1)
+            args = split_top(toks, i + 2, close, ",") if close is not None else []
             if len(args) != 2:
                 continue
             arg = args[1][0]

@@ -63,10 +63,10 @@ CIDRT = T("net.CIDR")
 URLT = T("kubernetes.URL")
 # The packages of these names are not reachable from expressions (see lint).
 TYPE_PACKAGES = frozenset({"kubernetes", "net"})
-# The strings extension declares indexOf/lastIndexOf for strings only, and a declared
-# function cannot be extended; calls are renamed to these same-length aliases, which serve
-# both strings (through the extension itself) and Kubernetes' lists library.
-SEARCH_ALIASES = {"indexOf": "_ndexOf", "lastIndexOf": "_astIndexOf"}
+# A declared function cannot be extended or replaced, so member calls of these are renamed to
+# same-length aliases: the strings extension's indexOf/lastIndexOf also serve Kubernetes' lists
+# library, and its format runs as cel-go's formatter does (cpp_format).
+CALL_ALIASES = {"indexOf": "_ndexOf", "lastIndexOf": "_astIndexOf", "format": "_ormat"}
 
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]\s*$")

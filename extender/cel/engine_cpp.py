@@ -32,6 +32,7 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 
 from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.cpp_errors import MIXED_LISTS, compile_text, lint, runtime_text
+from extender.cel.cpp_format import literal_format_problems
 from extender.cel.cpp_library import function_decls
 from extender.cel.cpp_rewrite import (
     LITERAL_WORDS,
@@ -171,6 +172,7 @@ class CppEngine:
         lint(expression, toks)
         self._check_constants(expression, toks)
         self._check_homogeneous(expression, toks)
+        self._check_formats(expression, toks)
         source_toks = toks if source == expression else tokens(source)
         rewritten = (
             source
@@ -309,6 +311,20 @@ class CppEngine:
             if detail is not None:
                 line, col = position(expression, pattern.start)
                 raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+
+    def _check_formats(self, expression: str, toks: list[Token]) -> None:
+        for tok, problem in literal_format_problems(toks, self._static_type, self._constant):
+            line, col = position(expression, tok.start)
+            raise CelCompileError(f"ERROR: <input>:{line}:{col}: {problem}", expression)
+
+    def _static_type(self, source: str) -> str | None:
+        try:
+            return _type_name(self._env.compile(source).return_type())
+        except RuntimeError:
+            return None
+
+    def _constant(self, literal: str) -> Any:
+        return self._env.compile(literal).eval().value()
 
     def _constant_error(self, source: str) -> str | None:
         """The error evaluating a constant expression gives, if any."""
