@@ -67,8 +67,13 @@ def create_app(
     ctx: SchedulingContext,
     cluster: LocalCluster | None = None,
     background: Sequence[Callable[[], Awaitable[None]]] = (),
+    debug: bool = True,
 ) -> FastAPI:
-    """The service. ``cluster`` enables the /local endpoints; ``background`` runs for the app's life."""
+    """The service. ``cluster`` enables the /local endpoints; ``background`` runs for the app's life.
+
+    ``debug`` serves /debug/*: they show every claim and pod, and explain runs the allocator on
+    demand, so a cluster deployment leaves them off unless asked for.
+    """
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -157,6 +162,17 @@ def create_app(
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
+    if debug:
+        _debug_routes(app, ctx)
+    if cluster is not None:
+        _local_routes(app, cluster, limit)
+    return app
+
+
+def _debug_routes(app: FastAPI, ctx: SchedulingContext) -> None:
+    """Read-only views of the cache and the allocator, for people debugging a placement."""
+    state = ctx.state
+
     @app.get("/debug/config")
     async def debug_config() -> Response:
         return _json(ctx.config.describe())
@@ -180,10 +196,6 @@ def create_app(
         if info is None:
             return _problem(404, f"pod {pod} is not known to the extender")
         return _json(explain(ctx, info))
-
-    if cluster is not None:
-        _local_routes(app, cluster, limit)
-    return app
 
 
 def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:

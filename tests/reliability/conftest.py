@@ -1,0 +1,25 @@
+"""Reports the reliability figures of the run (see figures.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.reliability.figures import FIGURES
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if not FIGURES:
+        return
+    figures = dict(sorted(FIGURES.items()))
+    if config.cache is not None:
+        config.cache.set("reliability/figures", figures)
+    terminalreporter.section("reliability figures")
+    for name, value in figures.items():
+        terminalreporter.write_line(f"{name}: {value}")
