@@ -300,10 +300,11 @@ def _right_operand_end(toks: list[Token], op: int) -> int:
 
 
 def relation_operands(toks: list[Token], relations: frozenset[str]) -> Iterator[tuple[int, int, int]]:
-    """For each of ``relations``: start of its left operand, its index, end of its right operand."""
+    """For each of ``relations``: start of its left operand, its index, end of its right operand.
+    Relations associate to the left, so ``a == b`` is the whole left operand in ``a == b == c``."""
     for op, tok in enumerate(toks):
         if tok.text in relations:
-            yield _left_operand_start(toks, op), op, _right_operand_end(toks, op)
+            yield _left_operand_start(toks, op, _LOGIC_STOPS), op, _right_operand_end(toks, op)
 
 
 _VALUE_RELATIONS = {
@@ -372,14 +373,16 @@ def literal_patterns(toks: list[Token]) -> Iterator[Token]:
 _RELATIONS = frozenset({"<", "<=", ">", ">=", "==", "!=", "in"})
 LITERAL_WORDS = frozenset({"true", "false", "null"})
 # Where a relation's left operand ends when scanning leftwards at bracket depth 0.
-_OPERAND_STOPS = _RELATIONS | {"&&", "||", "?", ":", ","}
+_LOGIC_STOPS = frozenset({"&&", "||", "?", ":", ","})
+_OPERAND_STOPS = _RELATIONS | _LOGIC_STOPS
 _ERROR_LINE = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$", re.M)
 _MIXED_NUMERIC = re.compile(
     r"found no matching overload for '_(?:<|<=|>|>=)_' applied to '\((int|uint|double), (int|uint|double)\)'"
 )
 
 
-def _left_operand_start(toks: list[Token], op: int) -> int:
+def _left_operand_start(toks: list[Token], op: int, stops: frozenset[str] | None = None) -> int:
+    stops = _OPERAND_STOPS if stops is None else stops
     depth = 0
     for j in range(op - 1, -1, -1):
         text = toks[j].text
@@ -389,7 +392,7 @@ def _left_operand_start(toks: list[Token], op: int) -> int:
             if depth == 0:
                 return j + 1
             depth -= 1
-        elif depth == 0 and text in _OPERAND_STOPS:
+        elif depth == 0 and text in stops:
             return j + 1
     return 0
 
@@ -506,3 +509,23 @@ def _group(
     mid = (len(operands) + 1) // 2
     _group(toks, operands[:mid], inserts, outermost=False)
     _group(toks, operands[mid:], inserts, outermost=False)
+
+
+def may_hold_optionals(toks: list[Token]) -> bool:
+    """Whether the expression can make optional values: ``optional.*``, ``x.?f``, ``x[?k]``,
+    optional list/map elements, ``optMap``/``optFlatMap``."""
+    for i, tok in enumerate(toks):
+        if tok.text in ("optional", "optMap", "optFlatMap", ".?"):
+            return True
+        if tok.text == "?" and i > 0 and toks[i - 1].text in ("[", "{", ","):
+            return True
+    return False
+
+
+def member_calls(toks: list[Token]) -> set[str]:
+    """Names called as ``x.name(...)``."""
+    return {
+        tok.text
+        for i, tok in enumerate(toks)
+        if i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",)
+    }

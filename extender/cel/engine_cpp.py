@@ -45,20 +45,27 @@ from extender.cel.cpp_rewrite import (
     homogeneity_variant,
     literal_conversions,
     literal_patterns,
+    may_hold_optionals,
+    member_calls,
     position,
     relation_operands,
     rewrite,
     tokens,
     widen_numeric_comparisons,
 )
-from extender.cel.cpp_types import CONFIG_YAML, POOL, QT, T, status_text
+from extender.cel.cpp_types import CALL_ALIASES, CONFIG_YAML, POOL, QT, T, status_text
 from extender.cel.cpp_values import quantity_message, to_cel
+from extender.cel.engine import Engine, Program, make_engine
 
 if TYPE_CHECKING:
     from extender.cel.device import DeviceView
 
 # The C++ parser's and checker's nesting limit (32) was hit.
 _RECURSION_LIMIT = re.compile(r"recursion (?:depth|limit)")
+# Library functions implemented in Python that take values of any type (through list(dyn)).
+_PYTHON_VALUE_FUNCTIONS = frozenset(
+    {"sum", "min", "max", "isSorted", "includes", "transformMap", "transformMapEntry", *CALL_ALIASES.values()}
+)
 GO_NUMBER_SYNTAX = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
 
 
@@ -135,6 +142,7 @@ class CppEngine:
     def __init__(self) -> None:
         # Serializes every use of the C++ environment (compilation, activations, evaluation).
         self.lock = threading.RLock()
+        self._python: Engine | None = None  # see _delegate
         self._env = cel.NewEnv(
             POOL,
             config=cel.NewEnvConfigFromYaml(CONFIG_YAML),
@@ -148,7 +156,7 @@ class CppEngine:
             functions=function_decls(),
         )
 
-    def compile(self, expression: str) -> CppProgram:
+    def compile(self, expression: str) -> Program:
         try:
             expression.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -156,7 +164,7 @@ class CppEngine:
         with self.lock:
             return self._compile(expression)
 
-    def _compile(self, expression: str) -> CppProgram:
+    def _compile(self, expression: str) -> Program:
         toks = tokens(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
@@ -169,6 +177,9 @@ class CppEngine:
             )
         if toks is None:
             return CppProgram(self, expression, checked)
+        optionals = may_hold_optionals(toks)
+        if optionals and member_calls(toks) & _PYTHON_VALUE_FUNCTIONS:
+            return self._delegate(expression)
         lint(expression, toks)
         self._check_constants(expression, toks)
         self._check_homogeneous(expression, toks)
@@ -177,7 +188,7 @@ class CppEngine:
         rewritten = (
             source
             if source_toks is None
-            else rewrite(source, source_toks, self._value_relations(source, source_toks))
+            else rewrite(source, source_toks, self._value_relations(source, source_toks, strict=optionals))
         )
         if rewritten == source:
             return CppProgram(self, expression, checked)
@@ -187,6 +198,22 @@ class CppEngine:
             # Not expected; the checked expression still runs, only without the rewrites.
             program = checked
         return CppProgram(self, expression, program)
+
+    def _delegate(self, expression: str) -> Program:
+        """The pure-Python engine's program for ``expression``.
+
+        The C++ runtime crashes the process (a segmentation fault) when an optional value
+        reaches a Python function through a list(dyn) parameter, so expressions that can make
+        optional values and call such a function are run by the pure-Python engine.
+        """
+        if self._python is None:
+            try:
+                self._python = make_engine("python")
+            except ImportError as exc:
+                raise CelCompileError(
+                    f"optional values passed to library functions need the python engine: {exc}", expression
+                ) from None
+        return self._python.compile(expression)
 
     def _check(self, original: str, source: str, toks: list[Token] | None) -> tuple[Any, str]:
         """Type-check ``source`` (``original`` after same-length rewrites); returns the checked
@@ -213,34 +240,42 @@ class CppEngine:
                 pass
         raise CelCompileError(compile_text(raw, toks), original)
 
-    def _value_relations(self, source: str, toks: list[Token]) -> list[tuple[int, int, int]]:
+    def _value_relations(self, source: str, toks: list[Token], strict: bool) -> list[tuple[int, int, int]]:
         """The ``==``, ``!=`` and ``in`` of ``source`` that may compare quantities.
 
         Quantity messages compare by key, which also carries the integer trait (see
         cpp_values); Kubernetes compares quantities by value alone, inside lists and maps
         too, so such relations are run by Python (cpp_equality). An equality qualifies when an
-        operand is statically a quantity, a list of them or a map to them; ``in`` when its
-        list may hold quantities.
+        operand is statically a quantity, a list of them or a map to them, or both are dyn;
+        ``in`` when its list may hold quantities.
         """
         if not any(t.text in ("quantity", "capacity") for t in toks):
             return []
+        # With ``strict`` (the expression can make optional values, which crash the runtime's
+        # conversion to Python), only operands whose static type rules optionals out qualify.
+        typed = {"quantity", "quantities", "quantity_map"}
         found = []
         for start, op, end in relation_operands(toks, VALUE_RELATIONS):
             kinds = (
                 self._operand_kind(source, toks, start, op),
                 self._operand_kind(source, toks, op + 1, end),
             )
-            if toks[op].text == "in":
+            if strict:
+                qualifies = set(kinds) <= typed
+            elif toks[op].text == "in":
                 qualifies = kinds[1] == "quantities" or (kinds[0] == "quantity" and kinds[1] == "list")
             else:
-                qualifies = bool({"quantity", "quantities", "quantity_map"} & set(kinds))
+                # Two dyn operands (or lists of dyn) may hold quantities as well.
+                qualifies = bool({"quantity", "quantities", "quantity_map"} & set(kinds)) or (
+                    kinds[0] == kinds[1] and kinds[0] in ("dyn", "list")
+                )
             if qualifies:
                 found.append((start, op, end))
         return found
 
     def _operand_kind(self, source: str, toks: list[Token], a: int, b: int) -> str | None:
-        """``quantity``, ``quantities`` (a list of them), ``quantity_map`` (a map to them), ``list``
-        (of dyn), or None."""
+        """``quantity``, ``quantities`` (a list of them), ``quantity_map`` (a map to them), ``dyn``,
+        ``list`` (of dyn), or None."""
         if a >= b or (b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in LITERAL_WORDS)):
             return None
         head, text, tail = (
@@ -257,7 +292,7 @@ class CppEngine:
             return True
 
         if accepts("k8sdra_quantity_probe"):
-            return None if accepts("k8sdra_int_probe") else "quantity"
+            return "dyn" if accepts("k8sdra_int_probe") else "quantity"
         if accepts("k8sdra_quantities_probe"):
             return "list" if accepts("k8sdra_ints_probe") else "quantities"
         if accepts("k8sdra_quantity_map_probe") and not accepts("k8sdra_int_map_probe"):

@@ -663,3 +663,46 @@ def test_engines_agree(engine: CppEngine, expression: str) -> None:
     engine_py = pytest.importorskip("extender.cel.engine_py", reason="python engine not written yet")
     view = view_for(gpu())
     assert _outcome(engine, expression, view) == _outcome(engine_py.make(), expression, view), expression
+
+
+# Each of these once crashed the process: an optional value reached a Python function through
+# a list(dyn) parameter. They run in a child process so that a crash fails the test instead of
+# ending the run.
+_OPTIONALS_TO_PYTHON = {
+    "[dyn(optional.of(1))].sum() == 1": "error",
+    '"%s".format([dyn(optional.of(1))]) == ""': "error",
+    'dyn(optional.of(1)) == quantity("1")': "False",
+    'dyn(optional.of(1)) == dyn(optional.of(1)) && quantity("1").isInteger()': "True",
+    f'{G}.?model.orValue("") == "a100" && quantity("1") == quantity("1000m")': "True",
+}
+_CHILD = """
+import json, sys
+from extender.cel import CelRuntimeError
+from extender.cel.device import view_for
+from extender.cel.engine_cpp import CppEngine
+from extender.cel.parity import CaseDevice
+device = CaseDevice("gpu.example.com", {"model": {"string": "a100"}}, {}, False)
+engine, out = CppEngine(), {}
+for expression in json.loads(sys.argv[1]):
+    try:
+        out[expression] = str(engine.compile(expression).evaluate(view_for(device)))
+    except CelRuntimeError:
+        out[expression] = "error"
+print(json.dumps(out))
+"""
+
+
+def test_optional_values_never_reach_python_functions() -> None:
+    import json
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(list(_OPTIONALS_TO_PYTHON))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert json.loads(child.stdout) == _OPTIONALS_TO_PYTHON

@@ -62,6 +62,13 @@ CASES = [
     ('quantity("1") in [dyn(quantity("1000m"))]', "true"),
     ('"cores" in device.capacity["gpu.example.com"]', "true"),
     ('quantity("4").isInteger() && !quantity("4000m").isInteger()', "true"),
+    ('dyn(quantity("4")) == dyn(quantity("4000m"))', "true"),
+    ('[dyn(quantity("4"))] == [dyn(quantity("4000m"))]', "true"),
+    ('quantity("4") == quantity("4000m") == true', "true"),
+    ('quantity("4") == quantity("5") != true', "true"),
+    ('quantity("4") in [quantity("4000m")] == true', "true"),
+    ('dyn(true) == dyn(1) || quantity("1") != quantity("1")', "false"),
+    ('dyn({"a": 1}) == dyn({"a": 1.0}) && quantity("1").isInteger()', "true"),
     # optMap/optFlatMap: the value bound to the name; an empty optional skips the body.
     ("optional.of(2).optMap(x, x + 1).value() == 3", "true"),
     ("optional.none().optMap(x, x + 1).hasValue()", "false"),
