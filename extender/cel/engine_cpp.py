@@ -86,6 +86,11 @@ def _value_type_name(t: Any) -> str:
 _FOREIGN_ARENA = "No PyCelArena found"
 
 
+def _is_literal(toks: list[Token], a: int, b: int) -> bool:
+    """Whether ``toks[a:b]`` is one scalar literal (a string, a number, true, false or null)."""
+    return b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in LITERAL_WORDS)
+
+
 class CppProgram:
     """One compiled selector; evaluation reuses the device's cached activation."""
 
@@ -256,6 +261,8 @@ class CppEngine:
         typed = {"quantity", "quantities", "quantity_map"}
         found = []
         for start, op, end in relation_operands(toks, VALUE_RELATIONS):
+            if _is_literal(toks, start, op) or _is_literal(toks, op + 1, end):
+                continue  # a scalar literal never equals a quantity (nor holds one)
             kinds = (
                 self._operand_kind(source, toks, start, op),
                 self._operand_kind(source, toks, op + 1, end),
@@ -276,7 +283,7 @@ class CppEngine:
     def _operand_kind(self, source: str, toks: list[Token], a: int, b: int) -> str | None:
         """``quantity``, ``quantities`` (a list of them), ``quantity_map`` (a map to them), ``dyn``,
         ``list`` (of dyn), or None."""
-        if a >= b or (b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in LITERAL_WORDS)):
+        if a >= b:
             return None
         head, text, tail = (
             source[: toks[a].start],
