@@ -20,7 +20,7 @@ from extender.api import wire
 from extender.api.wire import BadRequest
 from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
-from extender.scheduling.bind import bind_pod
+from extender.scheduling.bind import UnknownPod, bind_pod
 from extender.scheduling.claims import pod_for_request
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.explain import explain
@@ -62,6 +62,17 @@ async def _body(request: Request, limit: int) -> bytes:
 
 Handler = Callable[[bytes], Awaitable[Any]]
 
+# Far above any real cluster (Kubernetes supports 5,000 nodes, kubelet ~250 pods per node), far
+# below what would keep the single event loop busy for seconds: beyond these a list is a bug or
+# an attack, and gets a 400 instead of a long stall for every other caller.
+MAX_NODES = 50_000
+MAX_VICTIMS_PER_NODE = 5_000
+
+
+def _bounded(what: str, count: int, limit: int) -> None:
+    if count > limit:
+        raise BadRequest(f"{what}: {count} entries, more than the limit of {limit}")
+
 
 def create_app(
     ctx: SchedulingContext,
@@ -95,6 +106,8 @@ def create_app(
                 return _json(await handler(await _body(request, limit)))
             except BadRequest as exc:
                 return _problem(400, f"{name}: {exc}")
+            except UnknownPod as exc:
+                return _problem(404, f"{name}: {exc.args[0]}")
             except Exception as exc:
                 # A bug, not the request's fault: say so instead of blaming the input.
                 log.exception("%s failed", name)
@@ -108,24 +121,30 @@ def create_app(
 
     def request_pod(obj: dict[str, Any]) -> PodInfo:
         try:
-            return pod_for_request(state, obj)
+            info = pod_for_request(state, obj)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
+        if "spec" not in obj and state.pod(info.namespace, info.name) is not info:
+            # Only a name, and not one we know: scheduling it as a pod without claims would be a guess.
+            raise UnknownPod(f"pod {info.ref} is not known to the extender and the request has no spec")
+        return info
 
     async def do_filter(body: bytes) -> Any:
         args = wire.extender_args(body)
-        pod = request_pod(args.pod)
+        _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
         given = None
         if args.nodes is not None:
             try:
                 given = {name: parse_node(obj) for name, obj in args.nodes.items()}
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
+        pod = request_pod(args.pod)  # after the structural checks: a malformed body is a 400 first
         out = filter_nodes(ctx, pod, args.node_names, given)
         return wire.filter_result(args, out.passed, out.failed, out.unresolvable, out.error)
 
     async def do_prioritize(body: bytes) -> Any:
         args = wire.extender_args(body)
+        _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
         pod = request_pod(args.pod)
         return wire.host_priorities(score_nodes(ctx, pod, args.node_names))
 
@@ -136,6 +155,9 @@ def create_app(
 
     async def do_preempt(body: bytes) -> Any:
         args = wire.preemption_args(body)
+        _bounded("NodeNameToMetaVictims", len(args.victims), MAX_NODES)
+        for node, victims in args.victims.items():
+            _bounded(f"victims of node {node}", len(victims.uids), MAX_VICTIMS_PER_NODE)
         pod = request_pod(args.pod)
         keep = nodes_worth_preempting(ctx, pod, {n: v.uids for n, v in args.victims.items()})
         return wire.preemption_result({n: v for n, v in args.victims.items() if n in keep})

@@ -33,6 +33,10 @@ class BindFailed(Exception):
     """The bind cannot proceed; the message goes back in the reply's ``Error``."""
 
 
+class UnknownPod(LookupError):
+    """The request names a pod (or pod UID) the extender does not hold: a bad request, not a bind failure."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Write:
     claim: ResourceClaim
@@ -102,14 +106,17 @@ async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
 
 
 async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, node: str) -> str:
-    """Bind one pod; returns "" on success, else the error text for the reply."""
+    """Bind one pod; returns "" on success, else the error text for the reply.
+
+    Raises UnknownPod when there is nothing to bind (kube-scheduler re-queues the pod either way).
+    """
     if not ctx.leading:
         return "this dra-extender replica is not the leader; binds go to the leader"
     pod = ctx.state.pod(namespace, name)
     if pod is None:
-        return f"pod {namespace}/{name} is not known to the extender"
+        raise UnknownPod(f"pod {namespace}/{name} is not known to the extender")
     if uid and pod.uid != uid:
-        return f"pod {namespace}/{name} has UID {pod.uid}, not {uid}"
+        raise UnknownPod(f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
     ctx.expected.pop(pod.uid, None)  # the bind itself now decides (and holds) the devices
     if pod.uid in ctx.binding:
         return f"a bind of pod {pod.ref} is already in progress"
