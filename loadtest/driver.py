@@ -24,6 +24,7 @@ import httpx
 import orjson
 
 from loadtest import wire
+from loadtest.http import HttpxPoster, Poster
 from loadtest.stats import LatencyLog
 from loadtest.wire import Obj, ProtocolError
 
@@ -109,8 +110,11 @@ class SchedulerDriver:
     config: DriverConfig
     log: LatencyLog = field(default_factory=LatencyLog)
     on_bound: BoundCallback | None = None
+    # The scheduling verbs go through this; None: through `client` (churn's calls always do).
+    poster: Poster | None = None
 
     def __post_init__(self) -> None:
+        self.verbs: Poster = self.poster or HttpxPoster(self.client)
         count = self.config.candidates or nodes_to_find(len(self.node_names), self.config.percentage)
         self.sampler = CandidateSampler(self.node_names, count)
         self.rng = random.Random(self.config.seed)
@@ -171,14 +175,13 @@ class SchedulerDriver:
         started = time.perf_counter()
         ok = False
         try:
-            response = await self.client.post(
-                f"/{verb}", content=body, headers={"Content-Type": "application/json"}
-            )
-            reply = wire.decode(response.status_code, response.content)
+            try:
+                status, content = await self.verbs.post(f"/{verb}", body)
+            except ProtocolError as e:
+                raise ProtocolError(f"{verb}: {e}") from None
+            reply = wire.decode(status, content)
             ok = True
             return reply
-        except httpx.HTTPError as e:
-            raise ProtocolError(f"{verb}: {type(e).__name__}: {e}") from None
         finally:
             self.log.record(verb, started - self.t0, time.perf_counter() - started, ok)
 

@@ -1,8 +1,11 @@
-"""A tiny run against a real `dra-extender serve` subprocess."""
+"""A tiny run against a real `dra-extender serve` subprocess, over loopback.
+
+The full suite may run on a loaded 2-core machine: every limit here is generous (the server's
+start-up, each HTTP call, the number of attempts), and nothing asserts on timing.
+"""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
@@ -12,25 +15,15 @@ from loadtest.runner import RunSpec, run
 from loadtest.workloads import WorkloadParams
 
 
-def _service_missing() -> str | None:
-    try:
-        importlib.import_module("extender.cli")
-    except ImportError as e:
-        return f"the extender service (extender.cli) is not importable yet: {e}"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_service_missing() is not None, reason=str(_service_missing()))
-
-
 @pytest.mark.parametrize(("workload", "pods"), [("template", 6), ("steady", 4)])
 def test_tiny_run_binds_every_pod_without_double_allocation(workload: str, pods: int, tmp_path: Path) -> None:
     spec = RunSpec(
         workload=workload,
         params=WorkloadParams(nodes=4, devices_per_node=2, pods=pods, seed=3),
-        driver=DriverConfig(bind_concurrency=4, backoff_initial=0.01),
+        driver=DriverConfig(bind_concurrency=4, backoff_initial=0.01, max_attempts=100),
         out_dir=tmp_path,
-        ready_timeout=60,
+        http_timeout=120.0,
+        ready_timeout=600.0,
     )
     result = run(spec).result
     assert result["pods_bound"] == result["pods_expected"] >= pods, result
