@@ -6,7 +6,7 @@ import re
 
 from extender.cel import CelCompileError
 from extender.cel import k8s_functions as lib
-from extender.cel.cpp_rewrite import Token, is_root, position, texts
+from extender.cel.cpp_tokens import Token, is_root, position, texts
 from extender.cel.cpp_types import CALL_ALIASES, KEY_FIELD, TYPE_PACKAGES, status_text
 
 MIXED_LISTS = re.compile(r"found no matching overload for '_\+_' applied to '\(list\((.*)\), list\((.*)\)\)'")

@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from extender.cel.cpp_rewrite import Token, closing, split_top
+from extender.cel.cpp_tokens import Token, closing, split_top
 from extender.cel.engine_py_format import check_format, format_string
 from extender.cel.engine_py_types import DURATION, DYN, NULL, TIMESTAMP, TYPE, Type
 from extender.cel.engine_py_values import CelType, Duration, EvalError, Timestamp

@@ -1,73 +1,15 @@
-"""Scanning of selector source and the text rewrites that make the C++ runtime run it as
-Kubernetes does (missing-domain default, quantity equality by value, map transforms, ...)."""
+"""The text rewrites that make the C++ runtime run a selector as Kubernetes does (missing-domain
+default, quantity equality by value, map transforms, mixed numeric comparisons, long sums)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
 
+from extender.cel.cpp_tokens import Token, closing, is_root, offset, split_top, texts
 from extender.cel.cpp_types import CALL_ALIASES
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
-CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
-
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>\s+|//[^\n]*)
-  | (?P<str>(?:[rR][bB]?|[bB][rR])(?:'''.*?'''|\"\"\".*?\"\"\"|'[^'\n]*'|"[^"\n]*")
-          | [bB]?
-            (?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
-  | (?P<num>0[xX][0-9a-fA-F]+[uU]?|\d*\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+[uU]?)
-  | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>\|\||&&|==|!=|<=|>=|\.\?|[-+*/%!<>?:.,()\[\]{}])
-    """,
-    re.X | re.S,
-)
-
-
-class Token(NamedTuple):
-    kind: str
-    text: str
-    start: int
-    end: int
-
-
-def tokens(source: str) -> list[Token] | None:
-    """Lex ``source``; None when it holds something the lexer does not know (the C++ parser
-    has already accepted it, so it is then compiled without rewriting)."""
-    out: list[Token] = []
-    pos = 0
-    while pos < len(source):
-        m = _TOKEN_RE.match(source, pos)
-        if m is None:
-            return None
-        kind = m.lastgroup or ""
-        if kind != "ws":
-            out.append(Token(kind, m.group(), m.start(), m.end()))
-        pos = m.end()
-    return out
-
-
-def texts(toks: list[Token], i: int, n: int) -> tuple[str, ...]:
-    return tuple(t.text for t in toks[i : i + n])
-
-
-def is_root(toks: list[Token], i: int) -> bool:
-    return i == 0 or toks[i - 1].text not in (".", ".?")
-
-
-def closing(toks: list[Token], i: int) -> int | None:
-    """Index of the bracket closing the one at ``i``."""
-    depth = 0
-    for j in range(i, len(toks)):
-        if toks[j].text in ("(", "[", "{"):
-            depth += 1
-        elif toks[j].text in (")", "]", "}"):
-            depth -= 1
-            if depth == 0:
-                return j
-    return None
 
 
 def field_presence(source: str, toks: list[Token]) -> str:
@@ -86,112 +28,6 @@ def field_presence(source: str, toks: list[Token]) -> str:
             end = toks[i + 5].end
             source = source[: tok.start] + "true".ljust(end - tok.start) + source[end:]
     return source
-
-
-_OPERAND_END_TEXTS = frozenset({")", "]", "}"})
-
-
-def _opens_literal(toks: list[Token], i: int) -> bool:
-    """Whether the ``[`` or ``{`` at ``i`` starts a list/map literal (not an index or a
-    message construction)."""
-    if i == 0:
-        return True
-    prev = toks[i - 1]
-    if prev.kind in ("str", "num") or prev.text in _OPERAND_END_TEXTS:
-        return False
-    return not (prev.kind == "id" and prev.text != "in")
-
-
-def split_top(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
-    """Token ranges of ``toks[lo:hi]`` separated by ``sep`` at bracket depth 0."""
-    parts: list[tuple[int, int]] = []
-    depth, start = 0, lo
-    for j in range(lo, hi):
-        text = toks[j].text
-        if text in ("(", "[", "{"):
-            depth += 1
-        elif text in (")", "]", "}"):
-            depth -= 1
-        elif depth == 0 and text == sep:
-            parts.append((start, j))
-            start = j + 1
-    parts.append((start, hi))
-    return [(a, b) for a, b in parts if a < b]
-
-
-# A variant bigger than this (nested map literals double per level) is not checked.
-MAX_PROBE_CHARS = 64 * 1024
-# Compilations spent finding which literal a failing variant is about.
-MAX_LOCATING_PROBES = 64
-
-
-def _literal_probe(toks: list[Token], i: int, close: int, render: Callable[[int, int], str]) -> str:
-    """The homogeneity probe of the literal ``toks[i..close]``, its entries spelled by ``render``;
-    empty when the literal is not probed."""
-    entries = split_top(toks, i + 1, close, ",")
-    if len(entries) < 2:
-        return ""
-    if toks[i].text == "[":
-        return "(" + " + ".join(f"[{render(a, b)}]" for a, b in entries) + ")"
-    pairs = [split_top(toks, a, b, ":") for a, b in entries]
-    if any(len(p) != 2 or toks[p[0][0]].text == "?" for p in pairs):
-        return ""  # optional entries `?k: v` or a ternary in a key: not probed
-    keys = " + ".join(f"[{render(*p[0])}]" for p in pairs)
-    values = " + ".join(f"[{render(*p[1])}]" for p in pairs)
-    literal = "{" + ", ".join(f"{render(*p[0])}: {render(*p[1])}" for p in pairs) + "}"
-    return f"cel.bind(k8sdra_keys, {keys}, cel.bind(k8sdra_values, {values}, {literal}))"
-
-
-def _literals(toks: list[Token]) -> Iterator[tuple[int, int]]:
-    for i, tok in enumerate(toks):
-        if tok.text in ("[", "{") and _opens_literal(toks, i):
-            close = closing(toks, i)
-            if close is not None:
-                yield i, close
-
-
-def homogeneity_variant(source: str, toks: list[Token]) -> str | None:
-    """``source`` with every list and map literal of two or more entries spelled so that
-    checking fails exactly when some literal's entries differ in type; None if there is none.
-
-    cel-go's HomogeneousAggregateLiterals rejects ``[1, "a"]``; the C++ checker types it
-    list(dyn). ``[a] + [b]`` makes it unify the element types instead.
-    """
-    closes = dict(_literals(toks))
-
-    def render(lo: int, hi: int) -> str:
-        out: list[str] = []
-        pos = toks[lo].start
-        j = lo
-        while j < hi:
-            close = closes.get(j)
-            probe = _literal_probe(toks, j, close, render) if close is not None and close < hi else ""
-            if probe:
-                out += [source[pos : toks[j].start], probe]
-                pos = toks[close].end
-                j = close + 1
-            else:
-                j += 1
-        out.append(source[pos : toks[hi - 1].end])
-        return "".join(out)
-
-    if not toks or not closes:
-        return None
-    variant = source[: toks[0].start] + render(0, len(toks)) + source[toks[-1].end :]
-    return variant if variant != source and len(variant) <= MAX_PROBE_CHARS else None
-
-
-def homogeneity_probes(source: str, toks: list[Token]) -> Iterator[tuple[Token, str]]:
-    """Per literal, ``source`` with only that literal spelled as in :func:`homogeneity_variant`:
-    locates the literal a failing variant is about."""
-
-    def text(a: int, b: int) -> str:
-        return source[toks[a].start : toks[b - 1].end]
-
-    for i, close in _literals(toks):
-        probe = _literal_probe(toks, i, close, text)
-        if probe:
-            yield toks[i], source[: toks[i].start] + probe + source[toks[close].end :]
 
 
 # An edit replaces source[start:end] by text. At one position, edits apply by descending
@@ -335,43 +171,7 @@ def rewrite(source: str, toks: list[Token], value_relations: Iterable[tuple[int,
     return source
 
 
-def literal_conversions(toks: list[Token]) -> Iterator[tuple[Token, str, Token]]:
-    """Calls of a conversion function on one literal, e.g. ``uint(-1)``: the function's token,
-    the call's source and the literal's token."""
-    for i, tok in enumerate(toks):
-        if tok.kind != "id" or tok.text not in CONVERSIONS or not is_root(toks, i):
-            continue
-        rest = texts(toks, i + 1, 4)
-        if len(rest) >= 3 and rest[0] == "(" and rest[2] == ")" and toks[i + 2].kind in ("str", "num"):
-            yield tok, f"{tok.text}({rest[1]})", toks[i + 2]
-        elif len(rest) == 4 and rest[:2] == ("(", "-") and toks[i + 3].kind == "num" and rest[3] == ")":
-            yield tok, f"{tok.text}(-{rest[2]})", toks[i + 3]
-
-
-_REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
-
-
-def literal_patterns(toks: list[Token]) -> Iterator[Token]:
-    """String literals used as the pattern of matches/find/findAll (member or global form)."""
-    for i, tok in enumerate(toks):
-        if tok.text not in _REGEX_FUNCTIONS or texts(toks, i + 1, 1) != ("(",):
-            continue
-        if i > 0 and toks[i - 1].text == ".":
-            arg = i + 2
-        elif tok.text == "matches" and is_root(toks, i):
-            close = closing(toks, i + 1)
-            args = split_top(toks, i + 2, close, ",") if close is not None else []
-            if len(args) != 2:
-                continue
-            arg = args[1][0]
-        else:
-            continue
-        if arg < len(toks) and toks[arg].kind == "str" and texts(toks, arg + 1, 1) in ((")",), (",",)):
-            yield toks[arg]
-
-
 _RELATIONS = frozenset({"<", "<=", ">", ">=", "==", "!=", "in"})
-LITERAL_WORDS = frozenset({"true", "false", "null"})
 # Where a relation's left operand ends when scanning leftwards at bracket depth 0.
 _LOGIC_STOPS = frozenset({"&&", "||", "?", ":", ","})
 _OPERAND_STOPS = _RELATIONS | _LOGIC_STOPS
@@ -413,26 +213,14 @@ def widen_numeric_comparisons(source: str, toks: list[Token], message: str) -> s
         m = _MIXED_NUMERIC.fullmatch(text.strip())
         if m is None or m.group(1) == m.group(2):
             return None
-        offset = _offset(source, int(line), int(col))
-        op = next((i for i, t in enumerate(toks) if t.start == offset and t.text in _RELATIONS), None)
+        at = offset(source, int(line), int(col))
+        op = next((i for i, t in enumerate(toks) if t.start == at and t.text in _RELATIONS), None)
         if op is None:
             return None
         inserts += [(toks[_left_operand_start(toks, op)].start, 1, "dyn("), (toks[op].start, 0, ")")]
     for pos, _, text in sorted(inserts, reverse=True):
         source = source[:pos] + text + source[pos:]
     return source
-
-
-def _offset(source: str, line: int, col: int) -> int:
-    start = 0
-    for _ in range(line - 1):
-        start = source.index("\n", start) + 1
-    return start + col - 1
-
-
-def position(source: str, offset: int) -> tuple[int, int]:
-    line = source.count("\n", 0, offset) + 1
-    return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
 
 
 # Chains of this many ``+`` operands or more are regrouped when the parser's depth limit is hit,
@@ -509,23 +297,3 @@ def _group(
     mid = (len(operands) + 1) // 2
     _group(toks, operands[:mid], inserts, outermost=False)
     _group(toks, operands[mid:], inserts, outermost=False)
-
-
-def may_hold_optionals(toks: list[Token]) -> bool:
-    """Whether the expression can make optional values: ``optional.*``, ``x.?f``, ``x[?k]``,
-    optional list/map elements, ``optMap``/``optFlatMap``."""
-    for i, tok in enumerate(toks):
-        if tok.text in ("optional", "optMap", "optFlatMap", ".?"):
-            return True
-        if tok.text == "?" and i > 0 and toks[i - 1].text in ("[", "{", ","):
-            return True
-    return False
-
-
-def member_calls(toks: list[Token]) -> set[str]:
-    """Names called as ``x.name(...)``."""
-    return {
-        tok.text
-        for i, tok in enumerate(toks)
-        if i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",)
-    }

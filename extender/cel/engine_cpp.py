@@ -1,22 +1,28 @@
 """Google's C++ CEL runtime (``cel_expr_python``) set up as Kubernetes' DRA selector environment.
 
 The C++ checker gives cel-go's static typing; what the library lacks or does differently is
-patched here and in the ``cpp_*`` modules: ``cpp_rewrite`` (source scanning and rewriting),
-``cpp_library`` (Kubernetes' functions), ``cpp_values``/``cpp_types`` (library types as
-messages) and ``cpp_errors`` (cel-go's wording):
+patched here and in the ``cpp_*`` modules: ``cpp_tokens`` (scanning the source),
+``cpp_rewrite`` (rewriting it), ``cpp_homogeneity`` (mixed literal lists), ``cpp_library``
+(Kubernetes' functions), ``cpp_types``/``cpp_values`` (library types as messages),
+``cpp_equality`` and ``cpp_format`` (Python implementations) and ``cpp_errors`` (cel-go's wording):
 
 - ``device`` is declared as four qualified variables (``device.driver``, ...), because a
   protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are;
   the checker then rejects unknown fields as an object type would.
-- Missing-domain default: ``device.attributes[X]`` runs as ``device.attributes[?X].orValue({})``.
+- Missing-domain default: ``device.attributes[X]`` runs as ``device.attributes[?X].orValue({})``,
+  also through a ``cel.bind`` name bound to the map.
 - Library types (kubernetes.Quantity/Semver/URL, net.IP/CIDR) are protobuf messages holding a
-  value-canonical key, so CEL's message equality is Kubernetes' equality by value. Functions
+  value-canonical key. Quantity keys also carry the integer trait, so relations that may
+  compare quantities run through Python (equality by value, in lists and maps too). Functions
   of one name and argument kinds share one Python implementation (a C++ registry limit).
 - Checks cel-go does that the C++ one does not: homogeneous aggregate literals, conversions of
-  literals and literal regexes at compile time; cross-type comparison of numeric literals
-  (``1 < 1.5``) is admitted by widening an operand to dyn.
-- ``indexOf``/``lastIndexOf`` (strings and Kubernetes' lists) and ``transformMap`` run through
-  aliases, because declared functions cannot be extended.
+  literals, literal regexes and literal ``format`` calls at compile time; cross-type comparison
+  of numeric literals (``1 < 1.5``) is admitted by widening an operand to dyn.
+- ``indexOf``/``lastIndexOf`` (strings and Kubernetes' lists), ``format`` (cel-go's formatter)
+  and ``transformMap`` run through aliases, because declared functions cannot be extended.
+- Long ``+`` chains are regrouped when the parser's nesting limit (32, cel-go's is 250) is hit.
+- An optional value reaching a Python function crashes the runtime: such expressions run on
+  the pure-Python engine.
 - Activations are cached per device view and per thread (the library's arenas are thread-bound).
 """
 
@@ -33,25 +39,25 @@ from cel_expr_python.ext import ext_bindings, ext_optional
 from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.cpp_errors import MIXED_LISTS, compile_text, lint, runtime_text
 from extender.cel.cpp_format import literal_format_problems
+from extender.cel.cpp_homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
 from extender.cel.cpp_library import function_decls
 from extender.cel.cpp_rewrite import (
-    LITERAL_WORDS,
-    MAX_LOCATING_PROBES,
     VALUE_RELATIONS,
-    Token,
     balanced_sums,
     field_presence,
-    homogeneity_probes,
-    homogeneity_variant,
+    relation_operands,
+    rewrite,
+    widen_numeric_comparisons,
+)
+from extender.cel.cpp_tokens import (
+    LITERAL_WORDS,
+    Token,
     literal_conversions,
     literal_patterns,
     may_hold_optionals,
     member_calls,
     position,
-    relation_operands,
-    rewrite,
     tokens,
-    widen_numeric_comparisons,
 )
 from extender.cel.cpp_types import CALL_ALIASES, CONFIG_YAML, POOL, QT, T, status_text
 from extender.cel.cpp_values import quantity_message, to_cel

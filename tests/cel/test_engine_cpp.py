@@ -12,7 +12,8 @@ pytest.importorskip("cel_expr_python", reason="cpp engine not installed: cel_exp
 pytest.importorskip("google.protobuf", reason="cpp engine not installed: protobuf is missing")
 
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel.cpp_rewrite import MAX_BALANCED_OPERANDS, balanced_sums, field_presence, rewrite, tokens
+from extender.cel.cpp_rewrite import MAX_BALANCED_OPERANDS, balanced_sums, field_presence, rewrite
+from extender.cel.cpp_tokens import tokens
 from extender.cel.device import view_for
 from extender.cel.engine_cpp import CppEngine
 from extender.cel.parity import CaseDevice

@@ -1,0 +1,152 @@
+"""Tokens of selector source, and the queries the C++ engine's checks and rewrites make on them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import NamedTuple
+
+CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
+LITERAL_WORDS = frozenset({"true", "false", "null"})
+
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>\s+|//[^\n]*)
+  | (?P<str>(?:[rR][bB]?|[bB][rR])(?:'''.*?'''|\"\"\".*?\"\"\"|'[^'\n]*'|"[^"\n]*")
+          | [bB]?
+            (?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?|\d*\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+[uU]?)
+  | (?P<id>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>\|\||&&|==|!=|<=|>=|\.\?|[-+*/%!<>?:.,()\[\]{}])
+    """,
+    re.X | re.S,
+)
+
+
+class Token(NamedTuple):
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+def tokens(source: str) -> list[Token] | None:
+    """Lex ``source``; None when it holds something the lexer does not know (the C++ parser
+    has already accepted it, so it is then compiled without rewriting)."""
+    out: list[Token] = []
+    pos = 0
+    while pos < len(source):
+        m = _TOKEN_RE.match(source, pos)
+        if m is None:
+            return None
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            out.append(Token(kind, m.group(), m.start(), m.end()))
+        pos = m.end()
+    return out
+
+
+def texts(toks: list[Token], i: int, n: int) -> tuple[str, ...]:
+    return tuple(t.text for t in toks[i : i + n])
+
+
+def is_root(toks: list[Token], i: int) -> bool:
+    return i == 0 or toks[i - 1].text not in (".", ".?")
+
+
+def closing(toks: list[Token], i: int) -> int | None:
+    """Index of the bracket closing the one at ``i``."""
+    depth = 0
+    for j in range(i, len(toks)):
+        if toks[j].text in ("(", "[", "{"):
+            depth += 1
+        elif toks[j].text in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def split_top(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, int]]:
+    """Token ranges of ``toks[lo:hi]`` separated by ``sep`` at bracket depth 0."""
+    parts: list[tuple[int, int]] = []
+    depth, start = 0, lo
+    for j in range(lo, hi):
+        text = toks[j].text
+        if text in ("(", "[", "{"):
+            depth += 1
+        elif text in (")", "]", "}"):
+            depth -= 1
+        elif depth == 0 and text == sep:
+            parts.append((start, j))
+            start = j + 1
+    parts.append((start, hi))
+    return [(a, b) for a, b in parts if a < b]
+
+
+def literal_conversions(toks: list[Token]) -> Iterator[tuple[Token, str, Token]]:
+    """Calls of a conversion function on one literal, e.g. ``uint(-1)``: the function's token,
+    the call's source and the literal's token."""
+    for i, tok in enumerate(toks):
+        if tok.kind != "id" or tok.text not in CONVERSIONS or not is_root(toks, i):
+            continue
+        rest = texts(toks, i + 1, 4)
+        if len(rest) >= 3 and rest[0] == "(" and rest[2] == ")" and toks[i + 2].kind in ("str", "num"):
+            yield tok, f"{tok.text}({rest[1]})", toks[i + 2]
+        elif len(rest) == 4 and rest[:2] == ("(", "-") and toks[i + 3].kind == "num" and rest[3] == ")":
+            yield tok, f"{tok.text}(-{rest[2]})", toks[i + 3]
+
+
+_REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
+
+
+def literal_patterns(toks: list[Token]) -> Iterator[Token]:
+    """String literals used as the pattern of matches/find/findAll (member or global form)."""
+    for i, tok in enumerate(toks):
+        if tok.text not in _REGEX_FUNCTIONS or texts(toks, i + 1, 1) != ("(",):
+            continue
+        if i > 0 and toks[i - 1].text == ".":
+            arg = i + 2
+        elif tok.text == "matches" and is_root(toks, i):
+            close = closing(toks, i + 1)
+            args = split_top(toks, i + 2, close, ",") if close is not None else []
+            if len(args) != 2:
+                continue
+            arg = args[1][0]
+        else:
+            continue
+        if arg < len(toks) and toks[arg].kind == "str" and texts(toks, arg + 1, 1) in ((")",), (",",)):
+            yield toks[arg]
+
+
+def offset(source: str, line: int, col: int) -> int:
+    start = 0
+    for _ in range(line - 1):
+        start = source.index("\n", start) + 1
+    return start + col - 1
+
+
+def position(source: str, offset: int) -> tuple[int, int]:
+    line = source.count("\n", 0, offset) + 1
+    return line, offset - (source.rfind("\n", 0, offset) + 1) + 1
+
+
+def may_hold_optionals(toks: list[Token]) -> bool:
+    """Whether the expression can make optional values: ``optional.*``, ``x.?f``, ``x[?k]``,
+    optional list/map elements, ``optMap``/``optFlatMap``."""
+    for i, tok in enumerate(toks):
+        if tok.text in ("optional", "optMap", "optFlatMap", ".?"):
+            return True
+        if tok.text == "?" and i > 0 and toks[i - 1].text in ("[", "{", ","):
+            return True
+    return False
+
+
+def member_calls(toks: list[Token]) -> set[str]:
+    """Names called as ``x.name(...)``."""
+    return {
+        tok.text
+        for i, tok in enumerate(toks)
+        if i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",)
+    }
