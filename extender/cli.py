@@ -106,9 +106,12 @@ def _configure_cel(engine: str) -> str:
     try:
         environment = importlib.import_module("extender.cel.environment")
         chosen = environment.configure(engine)
-    except (ImportError, ValueError) as exc:
+        # Pay the engine's one-time set-up (grammar build, runtime init) now, not on the first
+        # filter; an engine that answers the warm-up selector wrongly refuses to serve.
+        warm_up_s = environment.warm_up()
+    except (ImportError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"--cel-engine {engine}: {exc}") from None
-    log.info("CEL engine: %s", chosen)
+    log.info("CEL engine: %s (warm-up %.0f ms)", chosen, warm_up_s * 1000)
     return chosen
 
 
