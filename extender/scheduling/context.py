@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from cachetools import TTLCache
 
@@ -23,15 +24,6 @@ EXPECTED_TTL_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
-class Remembered:
-    """A filter decision kept for bind: valid only while the node's signature is unchanged."""
-
-    node_signature: tuple[int, ...]
-    claim_uids: tuple[str, ...]
-    results: tuple[AllocationResult, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Expected:
     """Where a scored pod will most likely be bound, and the devices it will take there."""
 
@@ -47,6 +39,37 @@ class NodeVerdict:
     reason: str = ""
     resolvable: bool = False  # preemption might help
     results: tuple[AllocationResult, ...] = ()
+    # Derived from ``results`` once (see ``fitting``): verdicts are shared by every pod of a
+    # template, and prioritize reads these for each node of each pod.
+    devices: frozenset[DeviceID] = frozenset()
+    drivers: frozenset[str] = frozenset()
+    taken: int = 0  # devices the allocation takes away from others (admin access takes none)
+
+    @classmethod
+    def fitting(cls, results: tuple[AllocationResult, ...]) -> NodeVerdict:
+        picked = [d for r in results for d in r.devices]
+        return cls(
+            True,
+            results=results,
+            devices=frozenset(d.id for d in picked),
+            drivers=frozenset(d.driver for d in picked),
+            taken=sum(not d.admin_access for d in picked),
+        )
+
+
+class Remembered(NamedTuple):
+    """A filter decision kept for bind: valid only while the node's signature is unchanged.
+
+    A tuple rather than a frozen dataclass: one is made per passing node per filter call.
+    """
+
+    node_signature: tuple[int, ...]
+    claim_uids: tuple[str, ...]
+    verdict: NodeVerdict
+
+    @property
+    def results(self) -> tuple[AllocationResult, ...]:
+        return self.verdict.results
 
 
 @dataclass(frozen=True, slots=True)

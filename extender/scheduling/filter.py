@@ -137,7 +137,7 @@ class PodPlan:
                     (self._spec, name), CachedVerdict(signature, self._claim_keys, verdict)
                 )
         if verdict.fits and self.remember:
-            self._remembered[name] = Remembered(signature, self._claim_uids, verdict.results)
+            self._remembered[name] = Remembered(signature, self._claim_uids, verdict)
         return verdict
 
     def _rekey(self, hit: CachedVerdict) -> NodeVerdict:
@@ -175,7 +175,7 @@ class PodPlan:
             reason = self.allocator.last_failure or "cannot allocate all claims"
             return NodeVerdict(False, reason, resolvable=self._devices_in_use_near(node))
         outcomes[(phase, "fit")] += 1
-        return NodeVerdict(True, results=tuple(results))
+        return NodeVerdict.fitting(tuple(results))
 
     def _devices_in_use_near(self, node: Node) -> bool:
         per_pool = self.ctx.state.inuse.per_pool
@@ -251,6 +251,6 @@ def _expect_sole_node(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> 
     remembered = plan.remembered(node_name)
     if remembered is None or not plan.claims.to_allocate:
         return
-    devices = frozenset(d for r in remembered.results for d in r.device_ids())
     claims = frozenset(c.uid for c in plan.claims.to_allocate)
-    ctx.expected[plan.pod.uid] = Expected(node_name, devices, claims, time.monotonic() + EXPECTED_TTL_S)
+    expires = time.monotonic() + EXPECTED_TTL_S
+    ctx.expected[plan.pod.uid] = Expected(node_name, remembered.verdict.devices, claims, expires)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from extender.model import AllocationResult, DeviceID, ResourceClaim
 from extender.scheduling.claims import PodWaits
-from extender.scheduling.context import EXPECTED_TTL_S, Expected, SchedulingContext
+from extender.scheduling.context import EXPECTED_TTL_S, Expected, NodeVerdict, SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan
 from extender.state.pods import PodInfo
 
@@ -59,22 +59,17 @@ class _Packing:
         self.in_use = ctx.state.inuse.per_pool
         self.pools_for_node = ctx.state.slices.pools_for_node
 
-    def free_after(self, node: str, results: Sequence[AllocationResult]) -> int:
-        drivers = set()
-        taken = 0
-        for result in results:
-            for device in result.devices:
-                drivers.add(device.driver)
-                taken += not device.admin_access
+    def free_after(self, node: str, verdict: NodeVerdict) -> int:
+        drivers = verdict.drivers
         if not drivers:
             return 0
-        in_use = self.in_use
-        free = sum(
-            self.totals[pool] - in_use.get(pool, 0)
-            for pool in self.pools_for_node(node)
-            if pool[0] in drivers
-        )
-        return max(free - taken, 0)
+        totals, in_use = self.totals, self.in_use
+        free = -verdict.taken
+        # A plain loop: this runs for every candidate node of every prioritize call.
+        for pool in self.pools_for_node(node):
+            if pool[0] in drivers:
+                free += totals[pool] - in_use.get(pool, 0)
+        return max(free, 0)
 
 
 def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[str, int]:
@@ -94,13 +89,14 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     others = _expected_elsewhere(ctx, pod.uid)
     sign = -1 if ctx.config.score_policy == "binpack" else 1
     for name in names:
-        results = _results(ctx, plan, name)
-        if results is None:
+        verdict = _verdict(ctx, plan, name)
+        if verdict is None:
             continue
-        prio = prioritized_score(order, results) if prioritized else 0
-        devices = frozenset(d for r in results for d in r.device_ids())
-        free_of_contention = int(devices.isdisjoint(others.get(name, ())))
-        keys[name] = (prio, free_of_contention, sign * packing.free_after(name, results))
+        prio = prioritized_score(order, verdict.results) if prioritized else 0
+        devices = verdict.devices
+        contended = others.get(name)
+        free_of_contention = 1 if contended is None else int(devices.isdisjoint(contended))
+        keys[name] = (prio, free_of_contention, sign * packing.free_after(name, verdict))
         taken[name] = devices
     plan.flush_metrics()
     if not keys:
@@ -130,15 +126,15 @@ def _expected_elsewhere(ctx: SchedulingContext, pod_uid: str) -> dict[str, set[D
     return per_node
 
 
-def _results(ctx: SchedulingContext, plan: PodPlan, name: str) -> tuple[AllocationResult, ...] | None:
-    """The node's allocation as filter saw it if the node is unchanged since, else computed now.
+def _verdict(ctx: SchedulingContext, plan: PodPlan, name: str) -> NodeVerdict | None:
+    """The node's fitting verdict as filter saw it if the node is unchanged since, else computed now.
 
     Binds of earlier pods land between this pod's filter and prioritize; scoring a node on a
     stale result would send the pod to devices that are gone.
     """
     remembered = plan.remembered(name)
     if remembered is not None:
-        return remembered.results
+        return remembered.verdict
     node = ctx.state.nodes.get(name)
     if node is None:
         return None
@@ -146,4 +142,4 @@ def _results(ctx: SchedulingContext, plan: PodPlan, name: str) -> tuple[Allocati
         verdict = plan.evaluate(node, phase="prioritize")
     except FatalAllocation:
         return None
-    return verdict.results if verdict.fits else None
+    return verdict if verdict.fits else None

@@ -200,8 +200,13 @@ class ClusterState:
 
     def node_signature(self, node_name: str) -> tuple[int, ...]:
         """Changes whenever an allocation on this node could come out differently."""
-        versions = self.inuse.pool_versions
-        return (self.inventory_epoch, *(versions[pool] for pool in self.slices.pools_for_node(node_name)))
+        # Called for every candidate node of every request: no generator, and .get skips
+        # Counter.__missing__ for the (usual) pools nobody has allocated from yet.
+        pools = self.slices.pools_for_node(node_name)
+        version = self.inuse.pool_versions.get
+        if len(pools) == 1:
+            return (self.inventory_epoch, version(pools[0], 0))
+        return (self.inventory_epoch, *[version(pool, 0) for pool in pools])
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self.claims.get((namespace, name))
