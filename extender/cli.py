@@ -200,5 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
     listeners = servers(app, config.host, config.port, tls=tls, probe_port=args.probe_port,
                         log_level=args.log_level)
-    asyncio.run(serve(listeners))
+    # uvicorn.run would pick uvloop when installed; running the servers ourselves must too
+    # (the plain asyncio loop costs about a fifth more CPU per request).
+    with asyncio.Runner(loop_factory=listeners[0].config.get_loop_factory()) as runner:
+        runner.run(serve(listeners))
     return 0
