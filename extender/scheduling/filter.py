@@ -79,6 +79,9 @@ class PodPlan:
         self._claim_keys = tuple(f"{c.namespace}/{c.name}" for c in claims.to_allocate)
         self._claim_uids = tuple(c.uid for c in claims.to_allocate)
         self.outcomes: Counter[tuple[str, str]] = Counter()
+        # Rekeyed rejections by (reason, resolvable, claim keys it names): in a filling cluster
+        # most candidates fail for the same reason, and each would otherwise be rewritten anew.
+        self._rekeyed: dict[tuple[str, bool, tuple[str, ...]], NodeVerdict] = {}
         self._spec = orjson.dumps(
             [c.raw.get("spec") for c in claims.to_allocate], option=orjson.OPT_SORT_KEYS
         )
@@ -145,11 +148,15 @@ class PodPlan:
         verdict = hit.verdict
         if verdict.fits:
             return verdict
-        reason = verdict.reason
-        for old, new in zip(hit.claim_keys, self._claim_keys, strict=True):
-            if old != new:
-                reason = reason.replace(f"claim {old}", f"claim {new}")
-        return NodeVerdict(False, reason, verdict.resolvable)
+        key = (verdict.reason, verdict.resolvable, hit.claim_keys)
+        rekeyed = self._rekeyed.get(key)
+        if rekeyed is None:
+            reason = verdict.reason
+            for old, new in zip(hit.claim_keys, self._claim_keys, strict=True):
+                if old != new:
+                    reason = reason.replace(f"claim {old}", f"claim {new}")
+            rekeyed = self._rekeyed[key] = NodeVerdict(False, reason, verdict.resolvable)
+        return rekeyed
 
     def flush_metrics(self) -> None:
         """Per-node outcomes are counted locally and published once per request."""
