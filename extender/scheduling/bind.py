@@ -145,12 +145,16 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
         return str(exc)
 
     written: list[_Write] = []
+    # Claims whose write timed out: the request may still land after our rollback, so their
+    # devices stay in flight until the entry's TTL instead of being offered to the next pod.
+    unknown: set[str] = set()
     try:
         outcomes = await _run_all([_write(ctx, w, ref) for w in writes], ctx.config.bind_timeout_s)
         errors = []
         for write, outcome in zip(writes, outcomes, strict=True):
             if isinstance(outcome, TimeoutError):
                 written.append(write)  # it may still land: release it too, best effort
+                unknown.add(write.claim.uid)
             if isinstance(outcome, BaseException):
                 metrics.claim_writes.labels("error").inc()
                 errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
@@ -170,6 +174,14 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
                 return readiness.message  # claims stay allocated and reserved for the retry
         try:
             await asyncio.wait_for(ctx.binder.bind_pod(ref, node), ctx.config.bind_timeout_s)
+        except TimeoutError:
+            # The Binding may still land. Releasing the claims now could leave the pod bound without
+            # them (kubelet would never start it), so they stay reserved: the scheduler's retry
+            # adopts them (nothing left to write), and a deleted pod's reservations are dropped
+            # by the resourceclaim controller.
+            metrics.bind_outcomes.labels("failed").inc()
+            return (f"binding pod {pod_ref} to node {node}: no answer within {ctx.config.bind_timeout_s:g}s; "
+                    "its claims stay reserved for the retry")
         except Exception as exc:
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:
@@ -178,7 +190,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
         return str(exc)
     finally:
         for write in writes:
-            if write.newly_allocated:
+            if write.newly_allocated and write.claim.uid not in unknown:
                 ctx.state.remove_inflight(write.claim.uid)
     ctx.forget_pod(ref.uid)
     metrics.bind_outcomes.labels("bound").inc()

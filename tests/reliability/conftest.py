@@ -18,7 +18,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not FIGURES:
         return
     figures = dict(sorted(FIGURES.items()))
-    if config.cache is not None:
+    if getattr(config, "cache", None) is not None:  # absent with -p no:cacheprovider
         config.cache.set("reliability/figures", figures)
     terminalreporter.section("reliability figures")
     for name, value in figures.items():

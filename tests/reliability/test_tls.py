@@ -38,31 +38,49 @@ class Issued:
     def write(self, directory: Path, stem: str) -> tuple[Path, Path]:
         cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
         cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(self.key.private_bytes(serialization.Encoding.PEM,
-                                                    serialization.PrivateFormat.PKCS8,
-                                                    serialization.NoEncryption()))
+        key_path.write_bytes(
+            self.key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         return cert_path, key_path
 
 
-def issue(common_name: str, issuer: Issued | None = None, *, ca: bool = False,
-          server: bool = False) -> Issued:
+def issue(
+    common_name: str, issuer: Issued | None = None, *, ca: bool = False, server: bool = False
+) -> Issued:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
-    builder = (x509.CertificateBuilder().subject_name(subject)
-               .issuer_name(issuer.cert.subject if issuer else subject)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5))
-               .not_valid_after(now + datetime.timedelta(days=1))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer.cert.subject if issuer else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
     if ca:
         builder = builder.add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                          key_encipherment=False, data_encipherment=False, key_agreement=False,
-                          encipher_only=False, decipher_only=False), critical=True)
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
     if server:
-        builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
     return Issued(builder.sign(issuer.key if issuer else key, hashes.SHA256()), key)
 
 
@@ -116,9 +134,19 @@ def running(pki: Pki, tmp_path: Path) -> Iterator[Running]:
     cert_file.write_bytes(pki.cert_file.read_bytes())
     key_file.write_bytes(pki.key_file.read_bytes())
     pki_here = Pki(tmp_path, pki.ca, pki.ca_file, cert_file, key_file, pki.client, pki.stranger)
-    args = _parser().parse_args(["serve", "--port", str(port), "--tls-cert-file", str(cert_file),
-                                 "--tls-private-key-file", str(key_file),
-                                 "--client-ca-file", str(pki.ca_file)])
+    args = _parser().parse_args(
+        [
+            "serve",
+            "--port",
+            str(port),
+            "--tls-cert-file",
+            str(cert_file),
+            "--tls-private-key-file",
+            str(key_file),
+            "--client-ca-file",
+            str(pki.ca_file),
+        ]
+    )
     tls = tls_from_args(args)
     app = build_app(config_from_args(args))
     listeners = servers(app, "127.0.0.1", port, tls=tls, probe_port=probe_port, log_level="warning")
@@ -149,8 +177,10 @@ def client_context(pki: Pki, cert: tuple[Path, Path] | None) -> ssl.SSLContext:
 
 def served_common_name(port: int, ctx: ssl.SSLContext) -> str:
     """A fresh connection's view of the server certificate's CN."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     cert = x509.load_der_x509_certificate(der)
@@ -174,16 +204,20 @@ def test_the_scheduler_binds_over_https_with_its_client_certificate(running: Run
 @pytest.mark.parametrize("who", ["no certificate", "certificate of another CA"])
 def test_a_client_without_a_trusted_certificate_is_refused(running: Running, pki: Pki, who: str) -> None:
     ctx = client_context(pki, None if who == "no certificate" else pki.stranger)
-    with pytest.raises((ssl.SSLError, httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)), \
-            httpx.Client(verify=ctx, base_url=f"https://127.0.0.1:{running.port}") as http:
+    with (
+        pytest.raises((ssl.SSLError, httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)),
+        httpx.Client(verify=ctx, base_url=f"https://127.0.0.1:{running.port}") as http,
+    ):
         # TLS 1.3 completes the client's side of the handshake first; the refusal arrives on first use.
         http.post("/bind", json=BIND)
     record("tls connections refused", 1)
 
 
 def test_plain_http_on_the_tls_port_gets_no_answer(running: Running) -> None:
-    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError, httpx.ConnectError)), \
-            httpx.Client(base_url=f"http://127.0.0.1:{running.port}") as http:
+    with (
+        pytest.raises((httpx.RemoteProtocolError, httpx.ReadError, httpx.ConnectError)),
+        httpx.Client(base_url=f"http://127.0.0.1:{running.port}") as http,
+    ):
         http.post("/bind", json=BIND)
 
 
@@ -233,10 +267,21 @@ def test_half_or_broken_tls_configuration_refuses_to_start(pki: Pki, tmp_path: P
         (["--tls-cert-file", str(pki.cert_file)], "go together"),
         (["--client-ca-file", str(pki.ca_file)], "needs --tls-cert-file"),
         (["--tls-cert-file", str(garbage), "--tls-private-key-file", str(pki.key_file)], "garbage.pem"),
-        (["--tls-cert-file", str(pki.cert_file), "--tls-private-key-file", str(tmp_path / "missing")],
-         "missing"),
-        (["--tls-cert-file", str(pki.cert_file), "--tls-private-key-file", str(pki.key_file),
-          "--client-ca-file", str(garbage)], "client CA"),
+        (
+            ["--tls-cert-file", str(pki.cert_file), "--tls-private-key-file", str(tmp_path / "missing")],
+            "missing",
+        ),
+        (
+            [
+                "--tls-cert-file",
+                str(pki.cert_file),
+                "--tls-private-key-file",
+                str(pki.key_file),
+                "--client-ca-file",
+                str(garbage),
+            ],
+            "client CA",
+        ),
     ]
     for flags, message in cases:
         with pytest.raises(ConfigError, match=message):
