@@ -1,7 +1,7 @@
 """ResourceSlices indexed the way the allocator asks for them (the ``SliceSource`` protocol).
 
 Order is the cache's insertion order, which stands for the informer's list order; an update
-keeps a slice's place (dict assignment does). Invalidation: ``_for_node`` and ``_pools_for_node``
+keeps a slice's place (dict assignment does). Invalidation: ``_for_node`` and ``pools_by_node``
 memoize per-node lists and are cleared on every slice change, as are ``devices_per_pool``
 and the device index.
 """
@@ -33,7 +33,8 @@ class SliceIndex:
         self._no_node: dict[str, ResourceSlice] = {}
         self._by_pool: dict[tuple[str, str], dict[str, ResourceSlice]] = {}
         self._for_node: dict[str | None, list[ResourceSlice]] = {}
-        self._pools_for_node: dict[str, tuple[tuple[str, str], ...]] = {}
+        # The memo behind pools_for_node; public for the hottest reader (a miss: call that).
+        self.pools_by_node: dict[str, tuple[tuple[str, str], ...]] = {}
         self._devices_per_pool: Counter[tuple[str, str]] | None = None
         self._devices: dict[DeviceID, Device] | None = None
 
@@ -71,7 +72,7 @@ class SliceIndex:
 
     def _invalidate(self) -> None:
         self._for_node.clear()
-        self._pools_for_node.clear()
+        self.pools_by_node.clear()
         self._devices_per_pool = None
         self._devices = None
 
@@ -89,10 +90,10 @@ class SliceIndex:
 
     def pools_for_node(self, node_name: str) -> tuple[tuple[str, str], ...]:
         """The pools whose devices the node can see, in a stable order."""
-        pools = self._pools_for_node.get(node_name)
+        pools = self.pools_by_node.get(node_name)
         if pools is None:
             pools = tuple(dict.fromkeys(_pool_of(rs) for rs in self.for_node(node_name)))
-            self._pools_for_node[node_name] = pools
+            self.pools_by_node[node_name] = pools
         return pools
 
     def device(self, device_id: DeviceID) -> Device | None:

@@ -200,12 +200,14 @@ class ClusterState:
 
     def node_signature(self, node_name: str) -> tuple[int, ...]:
         """Changes whenever an allocation on this node could come out differently."""
-        # Called for every candidate node of every request: no generator, and .get skips
-        # Counter.__missing__ for the (usual) pools nobody has allocated from yet.
-        pools = self.slices.pools_for_node(node_name)
-        version = self.inuse.pool_versions.get
+        # Called for every candidate node of every request (twice): no generator, the pools
+        # memo read directly, and .get skips Counter.__missing__ for never-allocated pools.
+        pools = self.slices.pools_by_node.get(node_name)
+        if pools is None:
+            pools = self.slices.pools_for_node(node_name)
         if len(pools) == 1:
-            return (self.inventory_epoch, version(pools[0], 0))
+            return (self.inventory_epoch, self.inuse.pool_versions.get(pools[0], 0))
+        version = self.inuse.pool_versions.get
         return (self.inventory_epoch, *[version(pool, 0) for pool in pools])
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
