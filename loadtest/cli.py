@@ -111,7 +111,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     unknown = set(workloads) - set(GENERATORS)
     if unknown:
         raise ValueError(f"unknown workloads: {sorted(unknown)}")
-    results = run_matrix(_spec(args, args.out.parent), workloads, args.nodes, args.pods_per_node)
+    spec = _spec(args, args.out.parent)
+    results = run_matrix(spec, workloads, args.nodes, args.pods_per_node, pods=args.pods)
     table = markdown(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table)
@@ -142,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
     mat.add_argument("--nodes", type=_node_list, default=[100, 500], help="comma-separated node counts")
     mat.add_argument("--workloads", default="all", help=f"comma-separated, or all: {', '.join(GENERATORS)}")
     mat.add_argument("--pods-per-node", type=_positive, default=4)
+    mat.add_argument("--pods", type=_positive, default=None, help="pods per run (overrides --pods-per-node)")
     mat.add_argument("--out", type=Path, default=RESULTS / "matrix" / "matrix.md")
     mat.set_defaults(func=cmd_matrix)
     return top

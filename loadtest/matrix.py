@@ -61,12 +61,16 @@ def run_matrix(
     node_counts: list[int],
     pods_per_node: int,
     progress: Callable[[str], None] = print,
+    pods: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every (workload, node count); a failed run is reported in its row, not raised."""
+    """Run every (workload, node count); a failed run is reported in its row, not raised.
+
+    ``pods`` fixes the pod count of every run (big clusters), else it is ``pods_per_node`` per node.
+    """
     results = []
     for nodes in node_counts:
         for workload in workloads:
-            params = replace(base.params, nodes=nodes, pods=nodes * pods_per_node)
+            params = replace(base.params, nodes=nodes, pods=pods or nodes * pods_per_node)
             out_dir = base.out_dir / f"{workload}-{nodes}"
             spec = replace(base, workload=workload, params=params, out_dir=out_dir)
             progress(f"running {workload} at {nodes} nodes ...")

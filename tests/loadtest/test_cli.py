@@ -113,3 +113,27 @@ def test_unreachable_url_is_a_clear_error(capsys: pytest.CaptureFixture[str]) ->
     args = ["run", "--nodes", "2", "--pods", "1", "--url", "http://127.0.0.1:1", "--no-plot"]
     assert main(args) == 2
     assert "no extender reachable at http://127.0.0.1:1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"), [([], [(2, 8), (3, 12)]), (["--pods", "5"], [(2, 5), (3, 5)])]
+)
+def test_matrix_sizes_each_run_per_node_or_fixed(
+    extra: list[str], expected: list[tuple[int, int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import loadtest.matrix
+
+    seen: list[tuple[int, int]] = []
+
+    def fake_run(spec: object) -> object:  # records the sizes instead of starting servers
+        seen.append((spec.params.nodes, spec.params.pods))  # type: ignore[attr-defined]
+        raise OSError("not started in this test")
+
+    monkeypatch.setattr(loadtest.matrix, "run", fake_run)
+    out = tmp_path / "m.md"
+    args = ["matrix", "--workloads", "template", "--nodes", "2,3", "--out", str(out), *extra]
+    assert main(args) == 1  # every row failed
+    assert seen == expected
+    assert out.read_text().count("run failed: not started in this test") == 2
+    with pytest.raises(SystemExit):
+        main(["matrix", "--pods", "0"])
