@@ -23,8 +23,10 @@ COLUMNS = (
     ("prioritize p99 ms", ("prioritize", "p99_ms")),
     ("bind p99 ms", ("bind", "p99_ms")),
     ("peak RSS MiB", "server_peak_rss_mb"),
+    ("server CPU ms/pod", "server_cpu_ms_per_pod"),
     ("CEL evals/pod", "cel_evaluations_per_pod"),
     ("double allocs", None),
+    ("load avg", None),
     ("ok", "ok"),
 )
 
@@ -34,6 +36,10 @@ def _cell(result: dict[str, Any], title: str, key: Any) -> str:
         return f"{result['pods_bound']}/{result['pods_expected']}"
     if title == "double allocs":
         return str(len(result["double_allocations"]))
+    if title == "load avg":
+        load = result.get("load_average")
+        return "n/a" if not load else f"{load[0]}→{load[1]}"
+
     if isinstance(key, tuple):
         verb, stat = key
         value = result["latency_ms"].get(verb, {}).get(stat)

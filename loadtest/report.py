@@ -22,6 +22,11 @@ def _fmt(value: Any) -> str:
     return "n/a" if value is None else str(value)
 
 
+def _load(result: dict[str, Any]) -> str:
+    load = result.get("load_average")
+    return "n/a" if not load else f"{load[0]} -> {load[1]}"
+
+
 def latency_table(latency: dict[str, dict[str, float]]) -> list[str]:
     header = ["verb", "calls", "errors", *(f"p{p} ms" for p in PERCENTILES), "max ms"]
     rows = [header]
@@ -69,6 +74,7 @@ def render(result: dict[str, Any]) -> str:
         f"CEL evals / pod   {_fmt(result['cel_evaluations_per_pod'])}",
         f"CPU ms / pod      server {_fmt(result.get('server_cpu_ms_per_pod'))}, "
         f"load generator {_fmt(result.get('driver_cpu_ms_per_pod'))}",
+        f"load average      {_load(result)} (1 min, start -> end)",
         f"double allocs     {len(result['double_allocations'])}",
         f"misplaced pods    {len(result['misplaced_pods'])}",
         f"unreserved pods   {len(result['unreserved_pods'])}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -116,6 +117,7 @@ async def drive(
         for pod in workload.pods:
             driver.submit(pod)
         started, cpu_started = driver.now(), time.process_time()
+        load_before = os.getloadavg()[0]
         await driver.run()
         phases = [_phase("warm-up" if workload.churn_pods else "all", len(workload.pods), driver, started, 0)]
         deleted: set[tuple[str, str]] = set()
@@ -127,6 +129,7 @@ async def drive(
             phases.append(_phase("churn", len(workload.churn_pods), driver, started, before))
             deleted, errors = churn.deleted, churn.errors
         driver_cpu = time.process_time() - cpu_started
+        load_after = os.getloadavg()[0]
         if pool is not None:
             pool.close()
         metrics_after = await _metrics(client)
@@ -160,6 +163,8 @@ async def drive(
         "server_latency_ms": _server_latency(metrics_before, metrics_after),
         "cel_evaluations_per_pod": cel_per_pod,
         "driver_cpu_ms_per_pod": _per_pod_ms(0.0, driver_cpu, bound),
+        # The machine is shared: 1-minute load average as scheduling started and as it ended.
+        "load_average": [round(load_before, 2), round(load_after, 2)],
         "claims_allocated": sum(1 for c in claims if (c.get("status") or {}).get("allocation")),
         "double_allocations": [str(d) for d in checks.find_double_allocations(claims)],
         "misplaced_pods": checks.find_misplaced_pods(claims, live)[:20],

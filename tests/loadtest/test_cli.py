@@ -57,6 +57,8 @@ def _result(ok: bool = True) -> dict:
         "phases": [{"name": "all", "pods": 6, "bound": 6, "seconds": 0.05, "pods_per_second": 120.0}],
         "latency_ms": log.summary(),
         "server_peak_rss_mb": 80.5,
+        "server_cpu_ms_per_pod": 1.5,
+        "load_average": [0.5, 1.25],
         "cel_evaluations_per_pod": None,
         "double_allocations": [] if ok else ["d/p/gpu-0 allocated to ns/a, ns/b"],
         "misplaced_pods": [],
@@ -69,12 +71,16 @@ def test_report_and_matrix_show_the_figures() -> None:
     text = render(_result())
     assert "6 / 6 expected" in text and "123.4 pods/s" in text and "RESULT: OK" in text
     assert "80.5 MiB" in text and "CEL evals / pod   n/a" in text
+    assert "load average      0.5 -> 1.25" in text
     failed = render(_result(ok=False))
     assert "RESULT: FAILED" in failed and "d/p/gpu-0 allocated to ns/a, ns/b" in failed
     table = markdown([_result(), {"workload": "shared", "nodes": 9, "error": "server died"}])
     lines = table.splitlines()
     assert lines[0].startswith("| workload | nodes |")
-    assert "| template | 4 | 4 | 6/6 | 123.4 | 2.0 | 2.0 | n/a | 4.0 | 80.5 | n/a | 0 | True |" in lines
+    row = (
+        "| template | 4 | 4 | 6/6 | 123.4 | 2.0 | 2.0 | n/a | 4.0 | 80.5 | 1.5 | n/a | 0 | 0.5→1.25 | True |"
+    )
+    assert row in lines
     assert "run failed: server died" in lines[-1]
 
 
