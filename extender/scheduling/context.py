@@ -149,12 +149,6 @@ class SchedulingContext:
             per_node = self.remembered[pod_uid] = {}
         return per_node
 
-    def still_valid(self, entry: Remembered | None, node: str) -> Remembered | None:
-        """``entry`` if the node has not changed since it was computed."""
-        if entry is None or entry.node_signature != self.state.node_signature(node):
-            return None
-        return entry
-
     def share_verdict(self, key: tuple[bytes, str], verdict: CachedVerdict) -> None:
         if len(self.verdicts) >= MAX_VERDICTS:
             self.verdicts.clear()

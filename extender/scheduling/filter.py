@@ -88,7 +88,10 @@ class PodPlan:
 
     def remembered(self, node_name: str) -> Remembered | None:
         """This pod's filter result on the node, while the node is unchanged."""
-        return self.ctx.still_valid(self._remembered.get(node_name), node_name)
+        entry = self._remembered.get(node_name)
+        if entry is None or entry.node_signature != self.ctx.state.node_signature(node_name):
+            return None
+        return entry
 
     def use_allocator(self, allocator: Allocator) -> None:
         self._allocator = allocator

@@ -81,7 +81,7 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     except PodWaits:
         return scores
     keys: dict[str, tuple[int, int, int]] = {}
-    taken: dict[str, frozenset[DeviceID]] = {}
+    verdicts: dict[str, NodeVerdict] = {}
     order = subrequest_order(plan.claims.to_allocate)
     prioritized = any(order)
     packing = _Packing(ctx)
@@ -93,23 +93,23 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
         if verdict is None:
             continue
         prio = prioritized_score(order, verdict.results) if prioritized else 0
-        devices = verdict.devices
         contended = others.get(name)
-        free_of_contention = 1 if contended is None else int(devices.isdisjoint(contended))
+        free_of_contention = 1 if contended is None else int(verdict.devices.isdisjoint(contended))
         keys[name] = (prio, free_of_contention, sign * packing.free_after(name, verdict))
-        taken[name] = devices
+        verdicts[name] = verdict
     plan.flush_metrics()
     if not keys:
         return scores
     ranked = sorted(set(keys.values()), reverse=True)
-    rank = {key: i for i, key in enumerate(ranked)}
+    score_of = {key: round((MAX_SCORE - 1) * (len(ranked) - i) / len(ranked)) for i, key in enumerate(ranked)}
     for name, key in keys.items():
-        scores[name] = round((MAX_SCORE - 1) * (len(ranked) - rank[key]) / len(ranked))
+        scores[name] = score_of[key]
     # One node, the first of the best, gets the top score: the scheduler then (normally)
     # picks exactly the node recorded as this pod's expected placement.
     best = max(keys, key=keys.__getitem__)
     scores[best] = MAX_SCORE
-    ctx.expected[pod.uid] = Expected(best, taken[best], claim_uids, time.monotonic() + EXPECTED_TTL_S)
+    expires = time.monotonic() + EXPECTED_TTL_S
+    ctx.expected[pod.uid] = Expected(best, verdicts[best].devices, claim_uids, expires)
     return scores
 
 
