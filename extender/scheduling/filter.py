@@ -79,6 +79,7 @@ class PodPlan:
         self._claim_keys = tuple(f"{c.namespace}/{c.name}" for c in claims.to_allocate)
         self._claim_uids = tuple(c.uid for c in claims.to_allocate)
         self.outcomes: Counter[tuple[str, str]] = Counter()
+        self.cache_hits: Counter[str] = Counter()  # by phase; apart from outcomes: no tuple per node
         # Rekeyed rejections by (reason, resolvable, claim keys it names): in a filling cluster
         # most candidates fail for the same reason, and each would otherwise be rewritten anew.
         self._rekeyed: dict[tuple[str, bool, tuple[str, ...]], NodeVerdict] = {}
@@ -134,8 +135,11 @@ class PodPlan:
         if shareable:
             hit = self.ctx.verdicts.get((self._spec, name))
             if hit is not None and hit.node_signature == signature:
-                verdict = hit.verdict if hit.claim_keys == self._claim_keys else self._rekey(hit)
-                self.outcomes[(phase, "cached")] += 1
+                verdict = hit.verdict
+                # A fit names no claim; only rejections speak of the other pod's claims.
+                if not verdict.fits and hit.claim_keys != self._claim_keys:
+                    verdict = self._rekey(hit)
+                self.cache_hits[phase] += 1
         if verdict is None:
             verdict = self._allocate(node, phase)
             if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
@@ -147,10 +151,8 @@ class PodPlan:
         return verdict
 
     def _rekey(self, hit: CachedVerdict) -> NodeVerdict:
-        """Another pod's verdict, with its claim names in the reason replaced by ours."""
+        """Another pod's rejection, with its claim names in the reason replaced by ours."""
         verdict = hit.verdict
-        if verdict.fits:
-            return verdict
         key = (verdict.reason, verdict.resolvable, hit.claim_keys)
         rekeyed = self._rekeyed.get(key)
         if rekeyed is None:
@@ -165,7 +167,10 @@ class PodPlan:
         """Per-node outcomes are counted locally and published once per request."""
         for (phase, outcome), n in self.outcomes.items():
             self.ctx.metrics.attempt(phase, outcome, n)
+        for phase, n in self.cache_hits.items():
+            self.ctx.metrics.attempt(phase, "cached", n)
         self.outcomes.clear()
+        self.cache_hits.clear()
 
     def _allocate(self, node: Node, phase: str) -> NodeVerdict:
         outcomes = self.outcomes
