@@ -93,17 +93,31 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     out = args.out or RESULTS / f"{args.workload}-{args.nodes}" / "results.json"
-    outcome = run(_spec(args, out.parent))
-    report.write_json(outcome.result, out)
-    print(report.render(outcome.result))
+    spec = _spec(args, out.parent)
+    outcomes = []
+    for i in range(args.repeat):
+        outcome = run(spec)
+        outcomes.append(outcome)
+        if args.repeat > 1:
+            report.write_json(outcome.result, out.with_name(f"{out.stem}-{i + 1}{out.suffix}"))
+            print(f"run {i + 1}/{args.repeat}: {outcome.result['pods_per_second']} pods/s", flush=True)
+    median = report.median_run([o.result for o in outcomes])
+    chosen = outcomes[median]
+    if args.repeat > 1:
+        runs = [report.repeat_summary(o.result) for o in outcomes]
+        chosen.result["repeats"] = {"median_run": median + 1, "runs": runs}
+    report.write_json(chosen.result, out)
+    print(report.render(chosen.result))
+    if args.repeat > 1:
+        print("\n" + "\n".join(report.repeats_lines(chosen.result["repeats"]["runs"], median)))
     print(f"\nresults: {out}")
     if not args.no_plot:
         from loadtest.plot import plot
 
         png = out.with_suffix(".png")
-        plot(outcome.log, f"{args.workload}, {args.nodes} nodes", png)
+        plot(chosen.log, f"{args.workload}, {args.nodes} nodes", png)
         print(f"plot:    {png}")
-    return 0 if outcome.result["ok"] else 1
+    return 0 if all(o.result["ok"] for o in outcomes) else 1
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -135,6 +149,9 @@ def parser() -> argparse.ArgumentParser:
     _driver_args(run_p)
     run_p.add_argument("--out", type=Path, default=None, help="results JSON (plot goes next to it)")
     run_p.add_argument("--no-plot", action="store_true")
+    run_p.add_argument(
+        "--repeat", type=_positive, default=1, help="run N times; report (and plot) the median run"
+    )
     run_p.set_defaults(func=cmd_run)
 
     mat = sub.add_parser("matrix", help="every workload at several node counts, as markdown")

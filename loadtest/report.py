@@ -94,3 +94,38 @@ def render(result: dict[str, Any]) -> str:
 def write_json(result: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def median_run(results: list[dict[str, Any]]) -> int:
+    """Index of the run with the median throughput (the lower middle for an even count).
+
+    A real run is reported, not a mix of figures from several: its latencies, RSS and checks
+    belong together.
+    """
+    if not results:
+        raise ValueError("no runs to take the median of")
+    order = sorted(range(len(results)), key=lambda i: results[i]["pods_per_second"])
+    return order[(len(order) - 1) // 2]
+
+
+def repeat_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one run that a list of repeats shows side by side."""
+    filter_ms = result["latency_ms"].get("filter", {})
+    return {
+        "pods_per_second": result["pods_per_second"],
+        "filter_p99_ms": filter_ms.get("p99_ms"),
+        "server_cpu_ms_per_pod": result.get("server_cpu_ms_per_pod"),
+        "load_average": result.get("load_average"),
+        "ok": result["ok"],
+    }
+
+
+def repeats_lines(runs: list[dict[str, Any]], median: int) -> list[str]:
+    lines = [f"{len(runs)} runs; the median by throughput is run {median + 1}:"]
+    for i, run in enumerate(runs):
+        lines.append(
+            f"  run {i + 1}: {run['pods_per_second']} pods/s, filter p99 {_fmt(run['filter_p99_ms'])} ms, "
+            f"server CPU {_fmt(run['server_cpu_ms_per_pod'])} ms/pod, load {_load(run)}, "
+            + ("OK" if run["ok"] else "FAILED")
+        )
+    return lines

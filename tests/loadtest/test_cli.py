@@ -143,3 +143,36 @@ def test_matrix_sizes_each_run_per_node_or_fixed(
     assert out.read_text().count("run failed: not started in this test") == 2
     with pytest.raises(SystemExit):
         main(["matrix", "--pods", "0"])
+
+
+def test_repeated_runs_report_the_median_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import loadtest.cli
+    from loadtest.runner import RunOutcome
+
+    rates = iter([300.0, 100.0, 200.0])
+
+    def fake_run(spec: object) -> RunOutcome:  # stands in for starting a server
+        result = _result()
+        result["pods_per_second"] = next(rates)
+        return RunOutcome(result, LatencyLog())
+
+    monkeypatch.setattr(loadtest.cli, "run", fake_run)
+    out = tmp_path / "r.json"
+    assert main(["run", "--nodes", "2", "--repeat", "3", "--no-plot", "--out", str(out)]) == 0
+    median = orjson.loads(out.read_bytes())
+    assert median["pods_per_second"] == 200.0
+    assert median["repeats"]["median_run"] == 3
+    assert [r["pods_per_second"] for r in median["repeats"]["runs"]] == [300.0, 100.0, 200.0]
+    assert orjson.loads((tmp_path / "r-2.json").read_bytes())["pods_per_second"] == 100.0
+    printed = capsys.readouterr().out
+    assert "3 runs; the median by throughput is run 3" in printed and "load 0.5 -> 1.25" in printed
+
+
+def test_median_of_an_even_count_is_the_lower_middle_and_of_none_an_error() -> None:
+    from loadtest.report import median_run
+
+    assert median_run([{"pods_per_second": r} for r in (4.0, 1.0, 3.0, 2.0)]) == 3
+    with pytest.raises(ValueError, match="no runs"):
+        median_run([])
