@@ -1,12 +1,20 @@
-"""Reports the reliability figures of the run (see figures.py)."""
+"""The test API server per test, and the reliability figures of the run (see figures.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.apiserver.server import ApiServer
 from tests.reliability.figures import FIGURES
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServer]:
+    with ApiServer(bookmark_interval=0.2) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,0 +1,328 @@
+"""The fault matrix against the test API server: each row's expected outcome, shown end to end.
+
+Every test ends with the same audit (``audit``): no device allocated to two claims, no claim
+allocated without a consumer, every bound pod holding its claims on its node, and the
+extender's cache agreeing with the server. docs/reliability.md lists the rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import pytest
+
+from extender.api import create_app
+from extender.binder import PodRef
+from extender.binder.kube import KubeBinder
+from extender.config import Config
+from extender.kubeclient import RawClient
+from extender.metrics import Metrics
+from extender.model import parse_resource_claim
+from extender.scheduling.context import SchedulingContext
+from extender.sources.kube import Backoff, KubeSource
+from extender.state import ClusterState
+from tests.apiserver.resources import BY_KIND
+from tests.apiserver.server import ApiServer
+from tests.kube import objects
+from tests.kube.conftest import eventually
+from tests.kube.test_service import NODES, seed
+from tests.reliability.figures import record
+
+pytestmark = pytest.mark.anyio
+
+CLAIM, POD = BY_KIND["ResourceClaim"], BY_KIND["Pod"]
+FAST = Backoff(initial=0.05, cap=0.2)
+
+
+@contextlib.asynccontextmanager
+async def extender(
+    server: ApiServer, *, wait_ready: bool = True, **config: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState]]:
+    client = RawClient(server.api_client(), request_timeout=5.0)
+    state = ClusterState()
+    cfg = replace(Config(kube=True), **config)
+    ctx = SchedulingContext(cfg, state, KubeBinder(client, retry_delay=0.001), Metrics())
+    app = create_app(ctx, background=[KubeSource(client, state, backoff=FAST).run])
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://extender") as http:
+            if wait_ready:
+                await eventually(lambda: state.synced, what="extender ready")
+            yield http, state
+
+
+def pod_obj(server: ApiServer, name: str) -> dict[str, Any]:
+    return server.store.get(POD, "default", name)
+
+
+async def filter_nodes(http: httpx.AsyncClient, server: ApiServer, name: str) -> dict[str, Any]:
+    reply = await http.post("/filter", json={"Pod": pod_obj(server, name), "NodeNames": NODES})
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+async def bind(http: httpx.AsyncClient, server: ApiServer, name: str, node: str) -> str:
+    body = {
+        "PodName": name,
+        "PodNamespace": "default",
+        "PodUID": pod_obj(server, name)["metadata"]["uid"],
+        "Node": node,
+    }
+    reply = await http.post("/bind", json=body)
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["Error"])
+
+
+async def schedule(http: httpx.AsyncClient, server: ApiServer, name: str) -> tuple[str | None, str]:
+    result = await filter_nodes(http, server, name)
+    if result["Error"] or not result["NodeNames"]:
+        return None, result["Error"] or f"no node fits: {result}"
+    node = result["NodeNames"][0]
+    error = await bind(http, server, name, node)
+    return (None if error else node), error
+
+
+def devices(status: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (r["pool"], r["device"])
+        for r in ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
+    ]
+
+
+async def audit(server: ApiServer, state: ClusterState) -> None:
+    claims, _ = server.store.list(CLAIM, None)
+    held = [d for c in claims for d in devices(c.get("status") or {})]
+    doubles = [d for d, n in Counter(held).items() if n > 1]
+    record("double allocations", len(doubles))
+    assert not doubles, doubles
+    for c in claims:
+        status = c.get("status") or {}
+        if status.get("allocation"):
+            assert status.get("reservedFor"), f"claim {c['metadata']['name']} is allocated for nobody"
+    pods, _ = server.store.list(POD, None)
+    by_name = {c["metadata"]["name"]: c for c in claims}
+    for p in pods:
+        node = p["spec"].get("nodeName")
+        for ref in p["spec"].get("resourceClaims") or ():
+            status = by_name[ref["resourceClaimName"]].get("status") or {}
+            if node:
+                assert p["metadata"]["uid"] in {r["uid"] for r in status.get("reservedFor") or ()}
+                assert {pool for pool, _ in devices(status)} == {node}
+    expected = {(objects.DRIVER, pool, device) for pool, device in held}
+    # Entries of timed-out writes are dropped by their TTL, as the next filter call would.
+    await eventually(
+        lambda: not state.expire_inflight() and state.inuse.devices == expected and not state.inuse.inflight,
+        what="the cache to agree with the server",
+    )
+
+
+# ----- the API server unavailable -------------------------------------------------------------
+
+
+async def test_api_unavailable_at_start_means_not_ready_then_a_normal_start(apiserver: ApiServer) -> None:
+    seed(apiserver, pods=1)
+    apiserver.faults.fail("list", None, 503, times=12)
+    async with extender(apiserver, wait_ready=False) as (http, state):
+        assert (await http.get("/readyz")).status_code == 503
+        result = await filter_nodes(http, apiserver, "pod-0")
+        assert "not synced" in result["Error"]  # kube-scheduler retries the pod; nothing is guessed
+        await eventually(lambda: state.synced, what="sync after the API came back")
+        assert (await http.get("/readyz")).status_code == 200
+        node, error = await schedule(http, apiserver, "pod-0")
+        assert node in NODES, error
+        await audit(apiserver, state)
+    record("faults injected", 12)
+
+
+async def test_api_unavailable_mid_run_fails_binds_cleanly_and_recovers(apiserver: ApiServer) -> None:
+    seed(apiserver, pods=2)
+    async with extender(apiserver) as (http, state):
+        assert (await schedule(http, apiserver, "pod-0"))[0] in NODES
+        apiserver.faults.fail(None, None, 503, times=40)  # every call, reads and writes alike
+        apiserver.cut_watches()
+        node, error = await schedule(http, apiserver, "pod-1")
+        assert node is None and "503" in error
+        assert "nodeName" not in pod_obj(apiserver, "pod-1")["spec"]
+        await eventually(lambda: apiserver.faults.take_failure("get", "pods", None) == 0, what="recovery")
+        node, error = await schedule(http, apiserver, "pod-1")
+        assert node in NODES, error
+        await audit(apiserver, state)
+    record("faults injected", 41)
+
+
+# ----- watch streams --------------------------------------------------------------------------
+
+
+async def test_cut_and_expired_watches_during_binds_never_free_a_held_device(apiserver: ApiServer) -> None:
+    seed(apiserver, pods=3)
+    async with extender(apiserver) as (http, state):
+        first = await schedule(http, apiserver, "pod-0")
+        apiserver.cut_watches()
+        apiserver.faults.force_gone("resourceclaims", times=2)
+        apiserver.store.compact()
+        second = await schedule(http, apiserver, "pod-1")
+        apiserver.cut_watches("resourceclaims")
+        third = await schedule(http, apiserver, "pod-2")
+        assert {first[0], second[0]} == set(NODES) and third[0] is None  # one device per node
+        await audit(apiserver, state)
+    record("faults injected", 4)
+
+
+# ----- slow answers ---------------------------------------------------------------------------
+
+
+async def test_a_claim_write_answered_after_the_bind_deadline_is_adopted_by_the_retry(
+    apiserver: ApiServer,
+) -> None:
+    seed(apiserver, pods=2)
+    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state):
+        node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
+        apiserver.faults.delay(0.8, "update", "resourceclaims", subresource="status")
+        error = await bind(http, apiserver, "pod-0", node)
+        assert "no answer within 0.3s" in error
+        # The write is still sitting in the server: its device is not offered to pod-1 meanwhile.
+        other = await filter_nodes(http, apiserver, "pod-1")
+        assert other["NodeNames"] == [n for n in NODES if n != node]
+        await eventually(lambda: claim_reserved("claim-0", apiserver), what="the late write to land")
+        assert "nodeName" not in pod_obj(apiserver, "pod-0")["spec"]
+        # (until the watch delivers it, pod-0 is told its claim "is in the process of being allocated")
+        await eventually(lambda: cached_allocation(state, "claim-0"), what="the watch echo")
+        # kube-scheduler retries pod-0: it adopts what landed, with no second claim write.
+        writes_before = len(apiserver.writes())
+        retried = await schedule(http, apiserver, "pod-0")
+        assert retried == (node, ""), retried[1]
+        assert [(c.verb, c.subresource) for c in apiserver.writes()[writes_before:]] == [
+            ("create", "binding")
+        ]
+        assert (await schedule(http, apiserver, "pod-1"))[0] not in (None, node)
+        await audit(apiserver, state)
+    record("faults injected")
+
+
+def cached_allocation(state: ClusterState, name: str) -> bool:
+    held = state.claim("default", name)
+    return held is not None and held.allocation is not None
+
+
+def claim_reserved(name: str, server: ApiServer) -> bool:
+    return bool((server.store.get(CLAIM, "default", name).get("status") or {}).get("reservedFor"))
+
+
+async def test_a_binding_answered_after_the_deadline_keeps_the_claims_for_the_pod(
+    apiserver: ApiServer,
+) -> None:
+    seed(apiserver, pods=1)
+    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state):
+        node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
+        apiserver.faults.delay(0.8, "create", "pods", subresource="binding")
+        error = await bind(http, apiserver, "pod-0", node)
+        assert "claims stay reserved for the retry" in error
+        await eventually(
+            lambda: pod_obj(apiserver, "pod-0")["spec"].get("nodeName") == node,
+            what="the late Binding to land",
+        )
+        assert claim_reserved("claim-0", apiserver)  # not rolled back under a bound pod
+        # the scheduler's informer shows the pod bound, so it is not retried; a retry would be a no-op
+        assert await bind(http, apiserver, "pod-0", node) == ""
+        await audit(apiserver, state)
+    record("faults injected")
+
+
+# ----- conflicts and deletions ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("conflicts", [4, 12])
+async def test_a_409_storm_on_claim_status_converges_or_fails_cleanly(
+    apiserver: ApiServer, conflicts: int
+) -> None:
+    seed(apiserver, pods=3)
+    async with extender(apiserver) as (http, state):
+        apiserver.faults.fail("update", "resourceclaims", 409, times=conflicts, subresource="status")
+        results = await asyncio.gather(*(schedule(http, apiserver, f"pod-{i}") for i in range(3)))
+        bound = [n for n, _ in results if n]
+        assert len(bound) == len(set(bound)) <= len(NODES)
+        for _ in range(3):  # kube-scheduler's retries, after the storm
+            for i in range(3):
+                if "nodeName" not in pod_obj(apiserver, f"pod-{i}")["spec"]:
+                    await schedule(http, apiserver, f"pod-{i}")
+        bound_now = sorted(pod_obj(apiserver, f"pod-{i}")["spec"].get("nodeName", "") for i in range(3))
+        assert bound_now == ["", *NODES]  # two devices, two pods placed, one left pending
+        await audit(apiserver, state)
+    record("faults injected", conflicts)
+
+
+async def test_a_binding_rejected_because_the_pod_was_deleted_rolls_the_claim_back(
+    apiserver: ApiServer,
+) -> None:
+    seed(apiserver, pods=1)
+    async with extender(apiserver) as (http, state):
+        node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
+        apiserver.faults.delay(0.4, "update", "resourceclaims", subresource="status")
+        binding = asyncio.create_task(bind(http, apiserver, "pod-0", node))
+        await asyncio.sleep(0.1)
+        await asyncio.to_thread(apiserver.store.delete, POD, "default", "pod-0")
+        error = await binding
+        assert "no longer exists" in error or "not known" in error
+        status = apiserver.store.get(CLAIM, "default", "claim-0").get("status") or {}
+        assert not status.get("allocation") and not status.get("reservedFor")
+        await audit(apiserver, state)
+    record("faults injected")
+
+
+# ----- a crash between the claim write and the Binding -----------------------------------------
+
+
+async def test_a_restart_after_a_crash_between_claim_write_and_binding_adopts_the_claim(
+    apiserver: ApiServer,
+) -> None:
+    seed(apiserver, pods=2)
+    # What the first extender did before it died: allocate and reserve claim-0 for pod-0 on node-a.
+    uid = pod_obj(apiserver, "pod-0")["metadata"]["uid"]
+    raw = apiserver.store.get(CLAIM, "default", "claim-0")
+    crashed = KubeBinder(RawClient(apiserver.api_client()), retry_delay=0.001)
+    await crashed.write_claim(
+        parse_resource_claim(raw), objects.allocation("node-a"), PodRef("default", "pod-0", uid)
+    )
+    crashed.close()
+    async with extender(apiserver) as (http, state):
+        assert state.inuse.devices == {(objects.DRIVER, "node-a", "gpu-0")}
+        # pod-1 cannot take the device the dead extender wrote for pod-0 ...
+        assert (await filter_nodes(http, apiserver, "pod-1"))["NodeNames"] == ["node-b"]
+        # ... and pod-0's retry lands where its claim already is, with only the Binding left to write.
+        writes_before = len(apiserver.writes())
+        assert await schedule(http, apiserver, "pod-0") == ("node-a", "")
+        assert [(c.verb, c.subresource) for c in apiserver.writes()[writes_before:]] == [
+            ("create", "binding")
+        ]
+        await audit(apiserver, state)
+    record("faults injected")
+
+
+async def test_a_restart_after_a_crash_releases_when_the_pod_is_gone(apiserver: ApiServer) -> None:
+    """The pod was deleted while no extender ran: its reservation is dropped, the device is free again."""
+    seed(apiserver, pods=2)
+    uid = pod_obj(apiserver, "pod-0")["metadata"]["uid"]
+    raw = apiserver.store.get(CLAIM, "default", "claim-0")
+    crashed = KubeBinder(RawClient(apiserver.api_client()), retry_delay=0.001)
+    claim_obj = parse_resource_claim(raw)
+    await crashed.write_claim(claim_obj, objects.allocation("node-a"), PodRef("default", "pod-0", uid))
+    apiserver.store.delete(POD, "default", "pod-0")
+    # The resourceclaim controller's part (it is not in the test server): drop the dead consumer, and
+    # with it the allocation, through the same rollback the extender uses.
+    await crashed.release_claim(
+        parse_resource_claim(apiserver.store.get(CLAIM, "default", "claim-0")),
+        PodRef("default", "pod-0", uid),
+        deallocate=True,
+    )
+    crashed.close()
+    async with extender(apiserver) as (http, state):
+        assert state.inuse.devices == set()
+        assert set((await filter_nodes(http, apiserver, "pod-1"))["NodeNames"]) == set(NODES)
+        await audit(apiserver, state)
+    record("faults injected")
