@@ -43,7 +43,7 @@ FAST = Backoff(initial=0.05, cap=0.2)
 @contextlib.asynccontextmanager
 async def extender(
     server: ApiServer, *, wait_ready: bool = True, **config: Any
-) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState]]:
+) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState, SchedulingContext]]:
     client = RawClient(server.api_client(), request_timeout=5.0)
     state = ClusterState()
     cfg = replace(Config(kube=True), **config)
@@ -54,7 +54,7 @@ async def extender(
         async with httpx.AsyncClient(transport=transport, base_url="http://extender") as http:
             if wait_ready:
                 await eventually(lambda: state.synced, what="extender ready")
-            yield http, state
+            yield http, state, ctx
 
 
 def pod_obj(server: ApiServer, name: str) -> dict[str, Any]:
@@ -128,7 +128,7 @@ async def audit(server: ApiServer, state: ClusterState) -> None:
 async def test_api_unavailable_at_start_means_not_ready_then_a_normal_start(apiserver: ApiServer) -> None:
     seed(apiserver, pods=1)
     apiserver.faults.fail("list", None, 503, times=12)
-    async with extender(apiserver, wait_ready=False) as (http, state):
+    async with extender(apiserver, wait_ready=False) as (http, state, _ctx):
         assert (await http.get("/readyz")).status_code == 503
         result = await filter_nodes(http, apiserver, "pod-0")
         assert "not synced" in result["Error"]  # kube-scheduler retries the pod; nothing is guessed
@@ -142,7 +142,7 @@ async def test_api_unavailable_at_start_means_not_ready_then_a_normal_start(apis
 
 async def test_api_unavailable_mid_run_fails_binds_cleanly_and_recovers(apiserver: ApiServer) -> None:
     seed(apiserver, pods=2)
-    async with extender(apiserver) as (http, state):
+    async with extender(apiserver) as (http, state, _ctx):
         assert (await schedule(http, apiserver, "pod-0"))[0] in NODES
         apiserver.faults.fail(None, None, 503, times=40)  # every call, reads and writes alike
         apiserver.cut_watches()
@@ -161,7 +161,7 @@ async def test_api_unavailable_mid_run_fails_binds_cleanly_and_recovers(apiserve
 
 async def test_cut_and_expired_watches_during_binds_never_free_a_held_device(apiserver: ApiServer) -> None:
     seed(apiserver, pods=3)
-    async with extender(apiserver) as (http, state):
+    async with extender(apiserver) as (http, state, _ctx):
         first = await schedule(http, apiserver, "pod-0")
         apiserver.cut_watches()
         apiserver.faults.force_gone("resourceclaims", times=2)
@@ -181,7 +181,7 @@ async def test_a_claim_write_answered_after_the_bind_deadline_is_adopted_by_the_
     apiserver: ApiServer,
 ) -> None:
     seed(apiserver, pods=2)
-    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state):
+    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state, ctx):
         node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
         apiserver.faults.delay(0.8, "update", "resourceclaims", subresource="status")
         error = await bind(http, apiserver, "pod-0", node)
@@ -193,6 +193,8 @@ async def test_a_claim_write_answered_after_the_bind_deadline_is_adopted_by_the_
         assert "nodeName" not in pod_obj(apiserver, "pod-0")["spec"]
         # (until the watch delivers it, pod-0 is told its claim "is in the process of being allocated")
         await eventually(lambda: cached_allocation(state, "claim-0"), what="the watch echo")
+        # The fault is over: a loaded CI machine must not turn the normal binds below into timeouts.
+        ctx.config = replace(ctx.config, bind_timeout_s=30.0, inflight_ttl_s=60.0)
         # kube-scheduler retries pod-0: it adopts what landed, with no second claim write.
         writes_before = len(apiserver.writes())
         retried = await schedule(http, apiserver, "pod-0")
@@ -200,7 +202,8 @@ async def test_a_claim_write_answered_after_the_bind_deadline_is_adopted_by_the_
         assert [(c.verb, c.subresource) for c in apiserver.writes()[writes_before:]] == [
             ("create", "binding")
         ]
-        assert (await schedule(http, apiserver, "pod-1"))[0] not in (None, node)
+        placed, why = await schedule(http, apiserver, "pod-1")
+        assert placed not in (None, node), why
         await audit(apiserver, state)
     record("faults injected")
 
@@ -218,7 +221,7 @@ async def test_a_binding_answered_after_the_deadline_keeps_the_claims_for_the_po
     apiserver: ApiServer,
 ) -> None:
     seed(apiserver, pods=1)
-    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state):
+    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state, ctx):
         node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
         apiserver.faults.delay(0.8, "create", "pods", subresource="binding")
         error = await bind(http, apiserver, "pod-0", node)
@@ -228,6 +231,7 @@ async def test_a_binding_answered_after_the_deadline_keeps_the_claims_for_the_po
             what="the late Binding to land",
         )
         assert claim_reserved("claim-0", apiserver)  # not rolled back under a bound pod
+        ctx.config = replace(ctx.config, bind_timeout_s=30.0, inflight_ttl_s=60.0)
         # the scheduler's informer shows the pod bound, so it is not retried; a retry would be a no-op
         assert await bind(http, apiserver, "pod-0", node) == ""
         await audit(apiserver, state)
@@ -242,7 +246,7 @@ async def test_a_409_storm_on_claim_status_converges_or_fails_cleanly(
     apiserver: ApiServer, conflicts: int
 ) -> None:
     seed(apiserver, pods=3)
-    async with extender(apiserver) as (http, state):
+    async with extender(apiserver) as (http, state, _ctx):
         apiserver.faults.fail("update", "resourceclaims", 409, times=conflicts, subresource="status")
         results = await asyncio.gather(*(schedule(http, apiserver, f"pod-{i}") for i in range(3)))
         bound = [n for n, _ in results if n]
@@ -261,7 +265,7 @@ async def test_a_binding_rejected_because_the_pod_was_deleted_rolls_the_claim_ba
     apiserver: ApiServer,
 ) -> None:
     seed(apiserver, pods=1)
-    async with extender(apiserver) as (http, state):
+    async with extender(apiserver) as (http, state, _ctx):
         node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
         apiserver.faults.delay(0.4, "update", "resourceclaims", subresource="status")
         binding = asyncio.create_task(bind(http, apiserver, "pod-0", node))
@@ -290,7 +294,7 @@ async def test_a_restart_after_a_crash_between_claim_write_and_binding_adopts_th
         parse_resource_claim(raw), objects.allocation("node-a"), PodRef("default", "pod-0", uid)
     )
     crashed.close()
-    async with extender(apiserver) as (http, state):
+    async with extender(apiserver) as (http, state, _ctx):
         assert state.inuse.devices == {(objects.DRIVER, "node-a", "gpu-0")}
         # pod-1 cannot take the device the dead extender wrote for pod-0 ...
         assert (await filter_nodes(http, apiserver, "pod-1"))["NodeNames"] == ["node-b"]
@@ -321,7 +325,7 @@ async def test_a_restart_after_a_crash_releases_when_the_pod_is_gone(apiserver: 
         deallocate=True,
     )
     crashed.close()
-    async with extender(apiserver) as (http, state):
+    async with extender(apiserver) as (http, state, _ctx):
         assert state.inuse.devices == set()
         assert set((await filter_nodes(http, apiserver, "pod-1"))["NodeNames"]) == set(NODES)
         await audit(apiserver, state)
