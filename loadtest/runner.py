@@ -114,24 +114,27 @@ async def drive(
         # Over a real network the verbs skip httpx, whose CPU cost would be taken from the server.
         pool = KeepAlivePool(url, spec.http_timeout) if transport is None else None
         driver = SchedulerDriver(client, workload.node_names, spec.driver, poster=pool)
-        for pod in workload.pods:
-            driver.submit(pod)
-        started, cpu_started = driver.now(), time.process_time()
-        load_before = os.getloadavg()[0]
-        await driver.run()
-        phases = [_phase("warm-up" if workload.churn_pods else "all", len(workload.pods), driver, started, 0)]
-        deleted: set[tuple[str, str]] = set()
-        errors: list[str] = []
-        if workload.churn_pods:
-            churn = Churn(driver, window=spec.churn_window)
-            before, started = len(driver.bound), driver.now()
-            await churn.run(workload.churn_pods)
-            phases.append(_phase("churn", len(workload.churn_pods), driver, started, before))
-            deleted, errors = churn.deleted, churn.errors
-        driver_cpu = time.process_time() - cpu_started
-        load_after = os.getloadavg()[0]
-        if pool is not None:
-            pool.close()
+        try:
+            for pod in workload.pods:
+                driver.submit(pod)
+            started, cpu_started = driver.now(), time.process_time()
+            load_before = os.getloadavg()[0]
+            await driver.run()
+            first = "warm-up" if workload.churn_pods else "all"
+            phases = [_phase(first, len(workload.pods), driver, started, 0)]
+            deleted: set[tuple[str, str]] = set()
+            errors: list[str] = []
+            if workload.churn_pods:
+                churn = Churn(driver, window=spec.churn_window)
+                before, started = len(driver.bound), driver.now()
+                await churn.run(workload.churn_pods)
+                phases.append(_phase("churn", len(workload.churn_pods), driver, started, before))
+                deleted, errors = churn.deleted, churn.errors
+            driver_cpu = time.process_time() - cpu_started
+            load_after = os.getloadavg()[0]
+        finally:
+            if pool is not None:
+                pool.close()
         metrics_after = await _metrics(client)
         claims = await _claims(client)
 
