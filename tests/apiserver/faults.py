@@ -32,6 +32,9 @@ class Faults:
         self._gone: list[_Rule] = []
         # Bumped to make every open watch stream (of a resource, or all) end abruptly.
         self._cut_epoch: dict[str | None, int] = {}
+        # Faults that actually hit a request (failures, delays, 410s) and watch cuts: what
+        # docs/reliability.md reports as injected.
+        self.fired = 0
 
     def fail(self, verb: str | None, resource: str | None, code: int, times: int = 1,
              subresource: str | None = None) -> None:
@@ -52,6 +55,7 @@ class Faults:
     def cut_watches(self, resource: str | None = None) -> None:
         with self._lock:
             self._cut_epoch[resource] = self._cut_epoch.get(resource, 0) + 1
+            self.fired += 1
 
     def cut_epoch(self, resource: str) -> tuple[int, int]:
         with self._lock:
@@ -73,5 +77,6 @@ class Faults:
             for rule in rules:
                 if rule.matches(verb, resource, subresource):
                     rule.remaining -= 1
+                    self.fired += 1
                     return rule
         return None

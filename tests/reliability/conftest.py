@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from tests.apiserver.server import ApiServer
-from tests.reliability.figures import FIGURES
+from tests.reliability.figures import FIGURES, record
 
 
 @pytest.fixture
 def apiserver() -> Iterator[ApiServer]:
     with ApiServer(bookmark_interval=0.2) as server:
         yield server
+        record("faults injected", server.faults.fired)
 
 
 @pytest.fixture

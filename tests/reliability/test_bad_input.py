@@ -56,8 +56,7 @@ def post(svc: Service, verb: str, content: bytes, headers: dict[str, str] | None
 
     response = svc.run(call)
     record("bad inputs tried")
-    if response.status_code >= 500:
-        record("5xx seen")
+    record("5xx seen", int(response.status_code >= 500))
     return response
 
 

@@ -67,7 +67,7 @@ def test_a_late_landing_write_keeps_its_device_and_the_retry_adopts_it() -> None
         assert fits("b") == []
 
     asyncio.run(scenario())
-    record("faults injected")
+    record("faults injected", api.faults.injected)
 
 
 def test_a_write_that_never_lands_frees_its_device_after_the_ttl() -> None:
@@ -88,4 +88,4 @@ def test_a_write_that_never_lands_frees_its_device_after_the_ttl() -> None:
         assert await bind_pod(ctx, "default", "b", b.uid, "node-0") == ""
 
     asyncio.run(scenario())
-    record("faults injected")
+    record("faults injected", api.faults.injected)

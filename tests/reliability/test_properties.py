@@ -251,7 +251,7 @@ class Harness:
         assert self.svc.state.inuse.devices == cached, "the cache disagrees with the server"
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     shape=cluster_shape,
     fault_knobs=faults_shape,
