@@ -36,8 +36,12 @@ class Binder(Protocol):
 
     async def bind_pod(self, pod: PodRef, node: str) -> None: ...
 
-    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> None:
-        """Rollback: remove the pod's reservedFor entry; clear the allocation if ``deallocate``."""
+    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+        """Rollback: remove the pod's reservedFor entry; clear the allocation if ``deallocate``.
+
+        Returns the claim as it is now (API JSON), or None when it is gone. The caller caches it
+        at once: until the watch echoes the rollback, a retry must not see the old reservation.
+        """
         ...
 
 

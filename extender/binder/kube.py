@@ -77,8 +77,8 @@ class KubeBinder:
     async def bind_pod(self, pod: PodRef, node: str) -> None:
         await self._run(self._bind_pod, pod, node)
 
-    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> None:
-        await self._run(self._release_claim, claim, pod, deallocate)
+    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+        return await self._run(self._release_claim, claim, pod, deallocate)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -186,7 +186,7 @@ class KubeBinder:
         if uid != pod.uid or bound_to != node:
             raise BindError(f"binding pod {pod.namespace}/{pod.name} to {node} failed: {conflict.message}")
 
-    def _release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> None:
+    def _release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
         path = _claim_path(claim.namespace, claim.name) + "/status"
         patch = {
             "metadata": {"uid": claim.uid},
@@ -196,13 +196,17 @@ class KubeBinder:
             current = self._client.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
         except KubeApiError as exc:
             if exc.not_found or exc.conflict:
-                return  # the claim is gone or was replaced: nothing of ours is left on it
+                return None  # the claim is gone or was replaced: nothing of ours is left on it
             raise BindError(f"removing pod {pod.name} from claim {claim.key} failed: {exc}") from exc
         if deallocate:
-            self._deallocate(claim, path, current)
+            return self._deallocate(claim, path, current)
+        return current
 
-    def _deallocate(self, claim: ResourceClaim, path: str, current: dict) -> None:
-        """Clear an allocation nobody uses any more; stop as soon as someone else holds the claim."""
+    def _deallocate(self, claim: ResourceClaim, path: str, current: dict) -> dict | None:
+        """Clear an allocation nobody uses any more; stop as soon as someone else holds the claim.
+
+        Returns the claim as last seen, or None when it is gone.
+        """
         for attempt in range(self._attempts):
             status = current.get("status") or {}
             if (
@@ -210,15 +214,15 @@ class KubeBinder:
                 or status.get("reservedFor")
                 or status.get("allocation") is None
             ):
-                return
+                return current
+            cleared = copy.deepcopy(current)
             for field in ("allocation", "reservedFor", "devices"):
-                status.pop(field, None)
+                (cleared.get("status") or {}).pop(field, None)
             try:
-                self._client.request("PUT", path, body=current)
-                return
+                return self._client.request("PUT", path, body=cleared)
             except KubeApiError as exc:
                 if exc.not_found:
-                    return
+                    return None
                 if not _retryable(exc) or attempt == self._attempts - 1:
                     raise BindError(f"deallocating claim {claim.key} failed: {exc}") from exc
                 self._pause(attempt + 1)
@@ -226,9 +230,9 @@ class KubeBinder:
                     current = self._client.request("GET", _claim_path(claim.namespace, claim.name))
                 except KubeApiError as exc2:
                     if exc2.not_found:
-                        return
+                        return None
                     raise BindError(f"deallocating claim {claim.key} failed: {exc2}") from exc2
-
+        return current
 
 def _claim_path(namespace: str, name: str) -> str:
     return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"

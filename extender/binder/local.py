@@ -66,11 +66,11 @@ class LocalBinder:
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
         self.cluster.write("Pod", obj)
 
-    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> None:
+    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
         try:
             obj = self._current(claim)
         except BindError:
-            return  # gone: nothing left to release
+            return None  # gone: nothing left to release
         meta, status = obj["metadata"], obj.setdefault("status", {})
         status["reservedFor"] = [e for e in status.get("reservedFor") or () if e.get("uid") != pod.uid]
         if not status["reservedFor"]:
@@ -82,4 +82,4 @@ class LocalBinder:
                     meta["finalizers"] = finalizers
                 else:
                     meta.pop("finalizers", None)
-        self.cluster.write("ResourceClaim", obj)
+        return self.cluster.write("ResourceClaim", obj)

@@ -216,11 +216,24 @@ def _ours_to_release(ctx: SchedulingContext, plan: PodPlan, ref: PodRef) -> list
 async def _write(ctx: SchedulingContext, write: _Write, ref: PodRef) -> Mapping[str, Any]:
     """Write one claim; the result counts as committed at once, before any watch echo."""
     obj = await ctx.binder.write_claim(write.claim, write.allocation, ref)
+    _assume(ctx, obj)
+    return obj
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _assume(ctx: SchedulingContext, obj: Mapping[str, Any]) -> None:
+    """Cache what we just wrote, unless the watch already brought something newer."""
     meta = obj.get("metadata") or {}
     held = ctx.state.claim(meta.get("namespace") or "default", meta.get("name") or "")
-    if held is None or held.raw is not obj:
-        ctx.state.assume_claim(dict(obj))
-    return obj
+    if held is not None and (held.raw is obj or _version(held.raw) > _version(obj)):
+        return
+    ctx.state.assume_claim(dict(obj))
 
 
 async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write]) -> None:
@@ -231,3 +244,7 @@ async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write]) -
     for write, outcome in zip(written, outcomes, strict=True):
         if isinstance(outcome, BaseException):
             log.error("rollback of claim %s/%s failed: %s", write.claim.namespace, write.claim.name, outcome)
+        elif outcome is not None:
+            # Cached at once, like a write: until the watch echoes the rollback, a retry of the pod
+            # would otherwise find its old reservation and bind without writing the claim again.
+            _assume(ctx, outcome)

@@ -199,12 +199,13 @@ class FakeApi:
             self._store("Pod", obj)
         await self._after_write()
 
-    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> None:
+    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
         # Rollback is retried by the real binder until it lands; no faults here.
         current = self.claims.get((claim.namespace, claim.name))
         if current is None or current["metadata"]["uid"] != claim.uid:
-            return
+            return None
         obj = copy.deepcopy(current)
         self._drop_reservation(obj, pod.uid, deallocate)
-        if obj != current:  # like the API server, a patch that changes nothing keeps the resourceVersion
-            self._store("ResourceClaim", obj)
+        if obj == current:  # like the API server, a patch that changes nothing keeps the resourceVersion
+            return copy.deepcopy(current)
+        return self._store("ResourceClaim", obj)

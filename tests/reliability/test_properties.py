@@ -33,6 +33,8 @@ from tests.scheduling.cluster import DRIVER, Service, claim, claim_spec, device_
 
 BIND_TIMEOUT = 0.02
 UNITS = 2  # shared counter capacity per node: "big" takes both, each "half" one
+SHARED_MEM = 4  # consumable capacity of each node's multi-allocatable device "shared"
+EXCLUSIVE = "exclusive"
 
 
 def devices_slice(node_name: str, plain: int, generation: int = 1) -> dict[str, Any]:
@@ -40,6 +42,9 @@ def devices_slice(node_name: str, plain: int, generation: int = 1) -> dict[str, 
         return [{"counterSet": "cs", "counters": {"units": {"value": str(units)}}}]
 
     devices: list[dict[str, Any]] = [{"name": f"gpu-{i}"} for i in range(plain)]
+    devices.append(
+        {"name": "shared", "allowMultipleAllocations": True, "capacity": {"mem": {"value": str(SHARED_MEM)}}}
+    )
     devices += [
         {"name": "big", "consumesCounters": consumes(2)},
         {"name": "half-0", "consumesCounters": consumes(1)},
@@ -78,6 +83,7 @@ cluster_shape = st.fixed_dictionaries(
     {
         "plain": st.lists(st.integers(0, 2), min_size=1, max_size=3),  # plain devices per node
         "claims": st.lists(st.integers(1, 2), min_size=1, max_size=5),  # devices per claim
+        "shares": st.lists(st.integers(1, 3), max_size=3),  # "mem" per claim on a shared device
         "pods": st.lists(st.integers(0, 4), min_size=1, max_size=6),  # claim index per pod
     }
 )
@@ -103,12 +109,27 @@ faults_shape = st.fixed_dictionaries(
 class Harness:
     def __init__(self, shape: dict[str, Any], fault_knobs: dict[str, Any]) -> None:
         self.nodes = [f"node-{i}" for i in range(len(shape["plain"]))]
-        objs: list[dict[str, Any]] = [device_class()]
+        objs: list[dict[str, Any]] = [
+            device_class(EXCLUSIVE, f'device.driver == "{DRIVER}" && !device.allowMultipleAllocations'),
+            device_class("shared", f'device.driver == "{DRIVER}" && device.allowMultipleAllocations'),
+        ]
         for name, plain in zip(self.nodes, shape["plain"], strict=True):
             objs += [node(name), devices_slice(name, plain), counters_slice(name)]
-        objs += [claim(f"c{j}", claim_spec(request(count=n))) for j, n in enumerate(shape["claims"])]
-        n_claims = len(shape["claims"])
-        objs += [pod(f"p{i}", claims={"gpu": f"c{c % n_claims}"}) for i, c in enumerate(shape["pods"])]
+        objs += [
+            claim(f"c{j}", claim_spec(request(count=n, device_class_name=EXCLUSIVE)))
+            for j, n in enumerate(shape["claims"])
+        ]
+        objs += [
+            claim(
+                f"s{k}",
+                claim_spec(request(device_class_name="shared", capacity={"requests": {"mem": str(mem)}})),
+            )
+            for k, mem in enumerate(shape["shares"])
+        ]
+        names = [f"c{j}" for j in range(len(shape["claims"]))] + [
+            f"s{k}" for k in range(len(shape["shares"]))
+        ]
+        objs += [pod(f"p{i}", claims={"gpu": names[c % len(names)]}) for i, c in enumerate(shape["pods"])]
         self.svc = Service(objs, bind_timeout_s=BIND_TIMEOUT, inflight_ttl_s=BIND_TIMEOUT * 3)
         rng = random.Random(fault_knobs["seed"])
         self.faults = Faults(
@@ -188,29 +209,39 @@ class Harness:
 
     # ----- invariants ---------------------------------------------------------------------
 
-    def server_allocations(self) -> dict[str, list[tuple[str, str, str]]]:
-        out = {}
+    def server_results(self) -> list[dict[str, Any]]:
+        out = []
         for obj in self.api.claims.values():
             allocation = (obj.get("status") or {}).get("allocation")
             if allocation:
-                out[obj["metadata"]["name"]] = [
-                    (r["driver"], r["pool"], r["device"]) for r in allocation["devices"]["results"]
-                ]
+                out += allocation["devices"]["results"]
         return out
 
+    @staticmethod
+    def device_id(result: dict[str, Any]) -> tuple[str, str, str]:
+        return (result["driver"], result["pool"], result["device"])
+
     def check_no_double_allocation(self) -> None:
-        devices = [d for held in self.server_allocations().values() for d in held]
-        doubles = [d for d, n in Counter(devices).items() if n > 1]
+        results = self.server_results()
+        exclusive = [self.device_id(r) for r in results if not r.get("shareID")]
+        doubles = [d for d, n in Counter(exclusive).items() if n > 1]
+        # As upstream: a device the driver no longer publishes consumes no counters any more.
+        published = [d for d in exclusive if self.svc.state.slices.device(d) is not None]
         units: Counter[str] = Counter()
-        for device_id in devices:
-            # As upstream: a device the driver no longer publishes consumes no counters any more.
-            if self.svc.state.slices.device(device_id) is not None:
-                units[device_id[1]] += CONSUMES.get(device_id[2], 0)
+        for device_id in published:
+            units[device_id[1]] += CONSUMES.get(device_id[2], 0)
         over = {pool: n for pool, n in units.items() if n > UNITS}
-        record("double allocations", len(doubles) + len(over))
+        mem: Counter[tuple[str, str, str]] = Counter()
+        for r in results:
+            if r.get("shareID"):
+                assert r["device"] == "shared", r
+                mem[self.device_id(r)] += int(r["consumedCapacity"]["mem"])
+        beyond = {d: n for d, n in mem.items() if n > SHARED_MEM and self.svc.state.slices.device(d)}
+        record("double allocations", len(doubles) + len(over) + len(beyond))
         record("invariant checks")
         assert not doubles, f"devices held by two claims: {doubles}"
         assert not over, f"shared counters over capacity: {over}"
+        assert not beyond, f"consumable capacity over its limit: {beyond}"
 
     async def check_settled(self) -> None:
         """After a batch: every bind has returned; deliver the watch backlog and compare."""
@@ -225,7 +256,7 @@ class Harness:
         assert not inflight, "in-flight entries outlived their TTL"
         assert self.longest_bind < BIND_TIMEOUT * 3 + 0.5, f"a bind took {self.longest_bind:.3f}s"
         self.api.deliver()
-        held = self.server_allocations()
+        results = self.server_results()
         for write in self.api.allocations:
             for device in write.devices:
                 withdrawn_at = self.withdrawn.get(device)
@@ -247,8 +278,12 @@ class Harness:
                 status = claim_obj.get("status") or {}
                 assert obj["metadata"]["uid"] in {r["uid"] for r in status.get("reservedFor") or ()}
                 assert {r["pool"] for r in status["allocation"]["devices"]["results"]} == {node_name}
-        cached = {d for devices in held.values() for d in devices}
-        assert self.svc.state.inuse.devices == cached, "the cache disagrees with the server"
+        exclusive = {self.device_id(r) for r in results if not r.get("shareID")}
+        shares = {(self.device_id(r), r["shareID"]) for r in results if r.get("shareID")}
+        assert self.svc.state.inuse.devices == exclusive, "the cache disagrees with the server"
+        assert self.svc.state.inuse.shared == shares, "the cache disagrees with the server on shares"
+        record("capacity shares checked", len(shares))
+        record("counter-consuming devices checked", sum(d[2] in CONSUMES for d in exclusive))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
