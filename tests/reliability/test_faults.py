@@ -321,3 +321,21 @@ async def test_a_restart_after_a_crash_releases_when_the_pod_is_gone(apiserver: 
         assert state.inuse.devices == set()
         assert set((await filter_nodes(http, apiserver, "pod-1"))["NodeNames"]) == set(NODES)
         await audit(apiserver, state)
+
+
+async def test_a_rollback_returns_the_claim_as_left_so_bind_can_cache_it(apiserver: ApiServer) -> None:
+    seed(apiserver, pods=1)
+    uid = pod_obj(apiserver, "pod-0")["metadata"]["uid"]
+    binder = KubeBinder(RawClient(apiserver.api_client()), retry_delay=0.001)
+    ref = PodRef("default", "pod-0", uid)
+    raw = apiserver.store.get(CLAIM, "default", "claim-0")
+    await binder.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), ref)
+    written = parse_resource_claim(apiserver.store.get(CLAIM, "default", "claim-0"))
+    left = await binder.release_claim(written, ref, deallocate=True)
+    assert left == apiserver.store.get(CLAIM, "default", "claim-0")
+    assert left is not None and "allocation" not in (left.get("status") or {})
+    ghost = parse_resource_claim(
+        {**objects.claim("ghost"), "metadata": {"name": "ghost", "namespace": "default", "uid": "0000-ghost"}}
+    )
+    assert await binder.release_claim(ghost, ref, deallocate=True) is None  # gone: nothing to cache
+    binder.close()
