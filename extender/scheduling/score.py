@@ -57,6 +57,7 @@ class _Packing:
     def __init__(self, ctx: SchedulingContext) -> None:
         self.totals = ctx.state.slices.devices_per_pool()
         self.in_use = ctx.state.inuse.per_pool
+        self.pools_by_node = ctx.state.slices.pools_by_node
         self.pools_for_node = ctx.state.slices.pools_for_node
 
     def free_after(self, node: str, verdict: NodeVerdict) -> int:
@@ -65,8 +66,11 @@ class _Packing:
             return 0
         totals, in_use = self.totals, self.in_use
         free = -verdict.taken
+        pools = self.pools_by_node.get(node)
+        if pools is None:
+            pools = self.pools_for_node(node)
         # A plain loop: this runs for every candidate node of every prioritize call.
-        for pool in self.pools_for_node(node):
+        for pool in pools:
             if pool[0] in drivers:
                 free += totals[pool] - in_use.get(pool, 0)
         return max(free, 0)
@@ -88,8 +92,10 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     claim_uids = frozenset(c.uid for c in plan.claims.to_allocate)
     others = _expected_elsewhere(ctx, pod.uid)
     sign = -1 if ctx.config.score_policy == "binpack" else 1
+    remembered = plan.remembered
     for name in names:
-        verdict = _verdict(ctx, plan, name)
+        entry = remembered(name)
+        verdict = entry.verdict if entry is not None else _fresh_verdict(ctx, plan, name)
         if verdict is None:
             continue
         prio = prioritized_score(order, verdict.results) if prioritized else 0
@@ -126,15 +132,12 @@ def _expected_elsewhere(ctx: SchedulingContext, pod_uid: str) -> dict[str, set[D
     return per_node
 
 
-def _verdict(ctx: SchedulingContext, plan: PodPlan, name: str) -> NodeVerdict | None:
-    """The node's fitting verdict as filter saw it if the node is unchanged since, else computed now.
+def _fresh_verdict(ctx: SchedulingContext, plan: PodPlan, name: str) -> NodeVerdict | None:
+    """The node's fitting verdict computed now: it changed since filter, or filter never saw it.
 
     Binds of earlier pods land between this pod's filter and prioritize; scoring a node on a
     stale result would send the pod to devices that are gone.
     """
-    remembered = plan.remembered(name)
-    if remembered is not None:
-        return remembered.verdict
     node = ctx.state.nodes.get(name)
     if node is None:
         return None
