@@ -303,3 +303,14 @@ def test_debug_endpoints_follow_the_mode_and_the_flag(tmp_path: Path) -> None:
         assert debug_paths("--no-enable-debug-endpoints") == set()
         assert debug_paths(*kube) == set()
         assert "/debug/explain" in debug_paths(*kube, "--enable-debug-endpoints")
+
+
+def test_serve_refuses_bad_listener_flags_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str], pki: Pki
+) -> None:
+    from extender.cli import main
+
+    assert main(["serve", "--port", "9000", "--probe-port", "9000"]) == 2
+    assert "--probe-port 9000" in capsys.readouterr().err
+    assert main(["serve", "--client-ca-file", str(pki.ca_file)]) == 2
+    assert "needs --tls-cert-file" in capsys.readouterr().err
