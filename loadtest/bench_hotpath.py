@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     if profiler is not None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
-    gc.unfreeze()    print(
+    gc.unfreeze()
+    print(
         f"{args.workload}: {args.nodes} nodes, {figures.candidates} candidates, "
         f"{figures.bound}/{figures.pods} pods bound"
     )
