@@ -79,6 +79,9 @@ class CachedVerdict:
     node_signature: tuple[int, ...]
     claim_keys: tuple[str, ...]  # "ns/name" of the claims it was computed for (named in reasons)
     verdict: NodeVerdict
+    # A rejection's reason with those claim names as numbered slots (see ``filter``): equal
+    # across nodes that fail alike, so each pod fills it in once rather than once per node.
+    reason_template: str = ""
 
 
 @dataclass

@@ -80,9 +80,9 @@ class PodPlan:
         self._claim_uids = tuple(c.uid for c in claims.to_allocate)
         self.outcomes: Counter[tuple[str, str]] = Counter()
         self.cache_hits: Counter[str] = Counter()  # by phase; apart from outcomes: no tuple per node
-        # Rekeyed rejections by (reason, resolvable, claim keys it names): in a filling cluster
-        # most candidates fail for the same reason, and each would otherwise be rewritten anew.
-        self._rekeyed: dict[tuple[str, bool, tuple[str, ...]], NodeVerdict] = {}
+        # Rekeyed rejections by (reason template, resolvable): in a filling cluster most
+        # candidates fail alike, and each would otherwise be rewritten anew.
+        self._rekeyed: dict[tuple[str, bool], NodeVerdict] = {}
         self._spec = orjson.dumps(
             [c.raw.get("spec") for c in claims.to_allocate], option=orjson.OPT_SORT_KEYS
         )
@@ -143,8 +143,9 @@ class PodPlan:
         if verdict is None:
             verdict = self._allocate(node, phase)
             if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
+                template = "" if verdict.fits else _reason_template(verdict.reason, self._claim_keys)
                 self.ctx.share_verdict(
-                    (self._spec, name), CachedVerdict(signature, self._claim_keys, verdict)
+                    (self._spec, name), CachedVerdict(signature, self._claim_keys, verdict, template)
                 )
         if verdict.fits and self.remember:
             self._remembered[name] = Remembered(signature, self._claim_uids, verdict)
@@ -152,15 +153,13 @@ class PodPlan:
 
     def _rekey(self, hit: CachedVerdict) -> NodeVerdict:
         """Another pod's rejection, with its claim names in the reason replaced by ours."""
-        verdict = hit.verdict
-        key = (verdict.reason, verdict.resolvable, hit.claim_keys)
+        key = (hit.reason_template, hit.verdict.resolvable)
         rekeyed = self._rekeyed.get(key)
         if rekeyed is None:
-            reason = verdict.reason
-            for old, new in zip(hit.claim_keys, self._claim_keys, strict=True):
-                if old != new:
-                    reason = reason.replace(f"claim {old}", f"claim {new}")
-            rekeyed = self._rekeyed[key] = NodeVerdict(False, reason, verdict.resolvable)
+            reason = hit.reason_template
+            for i, claim_key in enumerate(self._claim_keys):
+                reason = reason.replace(_slot(i), claim_key)
+            rekeyed = self._rekeyed[key] = NodeVerdict(False, reason, hit.verdict.resolvable)
         return rekeyed
 
     def flush_metrics(self) -> None:
@@ -216,6 +215,17 @@ def _check_expected(ctx: SchedulingContext, pod: PodInfo, claims: PodClaims) -> 
                     f"resource claim {claim.namespace}/{claim.name} is in the process of being allocated "
                     f"(for another pod, on node {expected.node})"
                 )
+
+
+def _slot(index: int) -> str:
+    return f"\x00{index}\x00"  # NUL never occurs in names or reasons
+
+
+def _reason_template(reason: str, claim_keys: tuple[str, ...]) -> str:
+    """``reason`` with each "claim <ns/name>" of ``claim_keys`` turned into a numbered slot."""
+    for i, claim_key in enumerate(claim_keys):
+        reason = reason.replace(f"claim {claim_key}", f"claim {_slot(i)}")
+    return reason
 
 
 def _has_shares(results: tuple[AllocationResult, ...]) -> bool:
