@@ -73,8 +73,10 @@ class Config:
     result_ttl_s: float = 30.0
     # Bounds an in-flight commit: a bind that crashes or hangs frees its devices after this.
     inflight_ttl_s: float = 60.0
-    # Upper bound for the claim writes and the pod binding of one bind call.
-    bind_timeout_s: float = 30.0
+    # Upper bound for the claim writes and the pod binding of one bind call. Below the
+    # scheduler's httpTimeout (10 s in manifests/), so the extender gives up and rolls back
+    # before kube-scheduler stops listening, and its Error reaches the scheduler.
+    bind_timeout_s: float = 8.0
     # --kube only: one active replica commits binds (Lease in lease_namespace/lease_name).
     leader_elect: bool = True
     lease_name: str = "dra-extender"
