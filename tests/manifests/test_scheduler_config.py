@@ -46,7 +46,10 @@ def test_extender_entry_uses_names_only_and_binds() -> None:
     assert "managedResources" not in entry  # pods with only resourceClaims must reach the extender
     assert entry["weight"] > 0  # required by kube-scheduler's validation when prioritizeVerb is set
     assert entry.get("ignorable", False) is False  # a skipped bind would bind pods without their claims
+    # The extender must answer filter and bind (rolling back on its own deadline) before the
+    # scheduler stops listening.
     assert seconds(entry["httpTimeout"]) > Config().filter_timeout_s
+    assert seconds(entry["httpTimeout"]) > Config().bind_timeout_s
 
 
 def test_extender_url_reaches_the_service_and_container() -> None:
