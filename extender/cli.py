@@ -43,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--scheduler-name",
         action="append",
-        help="schedulerName of pods to handle (repeatable; default: dra-extender-scheduler, dra-scheduler)",
+        help="schedulerName of pods to handle (repeatable; default: with --kube dra-extender-scheduler and "
+        "dra-scheduler, locally every pod)",
     )
     serve.add_argument("--max-body-bytes", type=int, default=10 * 1024 * 1024)
     serve.add_argument(

@@ -65,7 +65,11 @@ class Config:
     score_policy: str = "binpack"
     # Pods whose spec.schedulerName names another scheduler pass through untouched; a pod
     # without the field (as written in local manifests) counts as ours.
-    scheduler_names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES
+    # None: the mode's default. With --kube, DEFAULT_SCHEDULER_NAMES (other profiles' pods are
+    # allocated by their own scheduler). Locally there is no other scheduler or allocator in the
+    # embedded cluster, so every pod is ours: passing a pod with claims untouched would bind it
+    # without its devices.
+    scheduler_names: tuple[str, ...] | None = None
     max_body_bytes: int = 10 * 1024 * 1024
     # Allocation budget for one filter call, below kube-scheduler's 5 s extender timeout.
     filter_timeout_s: float = 4.0
@@ -100,6 +104,13 @@ class Config:
             )
 
     @property
+    def handled_scheduler_names(self) -> tuple[str, ...] | None:
+        """The schedulerNames whose pods this extender schedules; None means every pod."""
+        if self.scheduler_names is not None:
+            return self.scheduler_names
+        return DEFAULT_SCHEDULER_NAMES if self.kube else None
+
+    @property
     def local(self) -> bool:
         return not self.kube
 
@@ -119,7 +130,7 @@ class Config:
             "celEngine": self.cel_engine,
             "celEngineInUse": self.cel_engine_in_use,
             "scorePolicy": self.score_policy,
-            "schedulerNames": list(self.scheduler_names),
+            "schedulerNames": "all" if (names := self.handled_scheduler_names) is None else list(names),
             "maxBodyBytes": self.max_body_bytes,
             "filterTimeoutSeconds": self.filter_timeout_s,
             "resultTTLSeconds": self.result_ttl_s,

@@ -124,7 +124,8 @@ class SchedulingContext:
 
     def handles(self, pod: PodInfo) -> bool:
         """Pods of another scheduler pass untouched; a pod without schedulerName counts as ours."""
-        return pod.scheduler_name is None or pod.scheduler_name in self.config.scheduler_names
+        names = self.config.handled_scheduler_names
+        return names is None or pod.scheduler_name is None or pod.scheduler_name in names
 
     def allocated_state(self) -> AllocatedState:
         """The live in-use sets (committed + in flight); read-only for the allocator."""

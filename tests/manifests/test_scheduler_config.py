@@ -34,7 +34,8 @@ def test_profile_disables_the_in_tree_dra_plugin_for_our_scheduler_name() -> Non
     assert config["kind"] == "KubeSchedulerConfiguration"
     (profile,) = config["profiles"]
     assert profile["schedulerName"] == "dra-extender-scheduler"
-    assert profile["schedulerName"] in Config().scheduler_names  # the extender handles these pods
+    # the extender handles these pods
+    assert profile["schedulerName"] in (Config(kube=True).handled_scheduler_names or ())
     assert {"name": "DynamicResources"} in profile["plugins"]["multiPoint"]["disabled"]
 
 

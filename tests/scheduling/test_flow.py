@@ -74,7 +74,7 @@ def test_node_without_devices_is_unresolvable():
 def test_pod_without_claims_and_foreign_pods_pass_untouched():
     objs = [*gpu_cluster(nodes=1, per_node=0), claim("c")]
     objs += [pod("plain"), pod("foreign", claims={"c": "c"}, scheduler="default-scheduler")]
-    svc = Service(objs)
+    svc = Service(objs, scheduler_names=("dra-extender-scheduler",))
 
     async def flow(client):
         return [
@@ -84,6 +84,17 @@ def test_pod_without_claims_and_foreign_pods_pass_untouched():
     for result in svc.run(flow):
         assert result["NodeNames"] == ["node-0", "unknown"]
         assert result["FailedNodes"] == {} and result["FailedAndUnresolvableNodes"] == {}
+
+
+def test_locally_every_pod_is_ours_whatever_its_scheduler_name():
+    # The embedded cluster has no other allocator: a pod with claims passed untouched would be
+    # bound without its devices.
+    objs = [*gpu_cluster(nodes=1, per_node=0), node("empty"), claim("c")]
+    objs += [pod("foreign", claims={"c": "c"}, scheduler="default-scheduler")]
+    svc = Service(objs)
+    result = svc.run(lambda c: filter_call(c, svc.pod("foreign"), ["node-0", "empty"]))
+    assert result["NodeNames"] == []
+    assert "claim default/c" in result["FailedAndUnresolvableNodes"]["empty"]
 
 
 def test_missing_claim_and_missing_generated_claim_make_the_pod_wait():
