@@ -46,15 +46,18 @@ from extender.cel.engine_py_strings import compile_regex
 from extender.cel.engine_py_types import (
     BOOL,
     BYTES,
+    CIDR,
     DEVICE,
     DEVICE_FIELDS,
     DOUBLE,
     DYN,
     INT,
+    IP,
     NULL,
     STRING,
     TYPE,
     UINT,
+    URL,
     Type,
     display,
     join,
@@ -311,6 +314,9 @@ class Compiler:
             if all(unify(p, c.type, bindings) for p, c in zip(ov.params, parts, strict=True)):
                 matched.append((ov, substitute(ov.result, bindings)))
         if not matched:
+            if name == "string" and not member and len(parts) == 1 and parts[0].type in (IP, CIDR, URL):
+                # Valid Kubernetes CEL that the C++ engine cannot run; both engines refuse it alike.
+                raise CompileFailure(f"function string is not supported for {parts[0].type}")
             types = [display(p.type) for p in parts]
             applied = f"{types[0]}.({', '.join(types[1:])})" if member else f"({', '.join(types)})"
             raise _no_overload(name, applied)

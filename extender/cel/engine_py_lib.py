@@ -1,5 +1,5 @@
 """The function table of the DRA CEL environment: every overload's static signature and its
-implementation (which lives in ``engine_py_values``/``_conv``/``_strings``/``_k8s``/``_time``).
+implementation (which lives in ``engine_py_values``/``_conv``/``_strings``/``_k8s``/``_net``/``_time``).
 
 One table serves both the checker, which resolves overloads from static types, and the
 evaluator, which calls the implementation (dispatching at run time only where ``dyn``
@@ -16,6 +16,7 @@ from typing import Any
 
 from extender.cel import engine_py_conv as conv
 from extender.cel import engine_py_k8s as k8s
+from extender.cel import engine_py_net as net
 from extender.cel import engine_py_strings as strs
 from extender.cel import engine_py_time as cel_time
 from extender.cel import k8s_functions
@@ -23,10 +24,12 @@ from extender.cel.engine_py_format import format_string
 from extender.cel.engine_py_types import (
     BOOL,
     BYTES,
+    CIDR,
     DOUBLE,
     DURATION,
     DYN,
     INT,
+    IP,
     NULL,
     QUANTITY,
     SEMVER,
@@ -34,6 +37,7 @@ from extender.cel.engine_py_types import (
     TIMESTAMP,
     TYPE,
     UINT,
+    URL,
     A,
     K,
     Type,
@@ -82,7 +86,7 @@ CONVERSIONS = frozenset(
 REGEX_ARG = {"matches": 1, "find": 1, "findAll": 1}
 
 # Kubernetes library functions this engine does not implement: a clear compile error.
-NOT_SUPPORTED = k8s_functions.ALL - {"includes"}
+NOT_SUPPORTED = k8s_functions.ALL - k8s_functions.IP - k8s_functions.CIDR - k8s_functions.URLS - {"includes"}
 
 
 def unsupported_message(name: str) -> str:
@@ -261,6 +265,30 @@ _decl("patch", True, (SEMVER,), INT, lambda v: v.patch)
 _decl("compareTo", True, (SEMVER, SEMVER), INT, lambda a, b: a.compare(b))
 _decl("isGreaterThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) > 0)
 _decl("isLessThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) < 0)
+
+# --- Kubernetes IP, CIDR and URL libraries ---------------------------------------------------
+
+
+_decl("ip", False, (STRING,), IP, net.ip)
+_decl("isIP", False, (STRING,), BOOL, net.is_ip)
+_decl("ip.isCanonical", False, (STRING,), BOOL, net.ip_is_canonical)
+_decl("family", True, (IP,), INT, net.family)
+for _name, _predicate in net.IP_PREDICATES.items():
+    _decl(_name, True, (IP,), BOOL, _predicate)
+_decl("cidr", False, (STRING,), CIDR, net.cidr)
+_decl("isCIDR", False, (STRING,), BOOL, net.is_cidr)
+for _t in (IP, STRING):
+    _decl("containsIP", True, (CIDR, _t), BOOL, net.contains_ip)
+for _t in (CIDR, STRING):
+    _decl("containsCIDR", True, (CIDR, _t), BOOL, net.contains_cidr)
+_decl("ip", True, (CIDR,), IP, net.cidr_ip)
+_decl("masked", True, (CIDR,), CIDR, net.masked)
+_decl("prefixLength", True, (CIDR,), INT, net.prefix_length)
+_decl("url", False, (STRING,), URL, net.url)
+_decl("isURL", False, (STRING,), BOOL, net.is_url)
+for _name, _getter in net.URL_STRING_GETTERS.items():
+    _decl(_name, True, (URL,), STRING, _getter)
+_decl("getQuery", True, (URL,), map_of(STRING, list_of(STRING)), net.get_query)
 
 # --- timestamps and durations ----------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
+from extender.cel.engine_py_net import CIDRValue, IPValue, URLValue
 from extender.cel.engine_py_values import CelOptional, CelType, DeviceValue, Duration, Timestamp, UInt
 from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
@@ -18,6 +19,7 @@ Type = Union[str, tuple[Any, ...]]  # noqa: UP007 (a recursive alias reads bette
 INT, UINT, DOUBLE, BOOL, STRING, BYTES = "int", "uint", "double", "bool", "string", "bytes"
 NULL, DYN, TYPE = "null_type", "dyn", "type"
 QUANTITY, SEMVER = "kubernetes.Quantity", "kubernetes.Semver"
+IP, CIDR, URL = IPValue.cel_type_name, CIDRValue.cel_type_name, URLValue.cel_type_name
 DEVICE = "kubernetes.DRADevice"
 TIMESTAMP, DURATION = "google.protobuf.Timestamp", "google.protobuf.Duration"
 A, B, K, V = "A", "B", "K", "V"
@@ -100,6 +102,9 @@ _RUNTIME_CHECKS: dict[str, Any] = {
     BYTES: bytes,
     QUANTITY: Quantity,
     SEMVER: Semver,
+    IP: IPValue,
+    CIDR: CIDRValue,
+    URL: URLValue,
     TYPE: CelType,
     DEVICE: DeviceValue,
     TIMESTAMP: Timestamp,
