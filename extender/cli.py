@@ -121,6 +121,7 @@ class _KubeParts:
     binder: object
     background: list[Callable[[], Awaitable[None]]]
     is_leader: Callable[[], bool] | None
+    events: object
 
 
 def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
@@ -130,6 +131,7 @@ def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
         binder = importlib.import_module("extender.binder.kube")
         client = importlib.import_module("extender.kubeclient")
         leader = importlib.import_module("extender.leader")
+        events = importlib.import_module("extender.events")
     except ImportError as exc:
         raise ConfigError(f"--kube is not available in this build: {exc}") from None
     try:
@@ -143,11 +145,15 @@ def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
 
     background: list[Callable[[], Awaitable[None]]] = [watch]
     is_leader = None
+    identity = leader.default_identity()
     if config.leader_elect:
-        elector = leader.LeaderElector(raw, name=config.lease_name, namespace=config.lease_namespace)
+        elector = leader.LeaderElector(
+            raw, name=config.lease_name, namespace=config.lease_namespace, identity=identity
+        )
         background.append(elector.run)
         is_leader = elector.is_leader
-    return _KubeParts(binder.KubeBinder(api_client, is_leader=is_leader), background, is_leader)
+    recorder = events.EventRecorder(raw, instance=identity)
+    return _KubeParts(binder.KubeBinder(api_client, is_leader=is_leader), background, is_leader, recorder)
 
 
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
@@ -175,7 +181,9 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     state = ClusterState(config.feature_gates)
     if config.kube:
         parts = _kube_parts(config, state)
-        ctx = SchedulingContext(config, state, parts.binder, Metrics(), is_leader=parts.is_leader)  # type: ignore[arg-type]
+        ctx = SchedulingContext(
+            config, state, parts.binder, Metrics(), is_leader=parts.is_leader, events=parts.events  # type: ignore[arg-type]
+        )
         return create_app(ctx, background=parts.background, debug=debug)
     cluster = load_local(state, config.state_dir)
     ctx = SchedulingContext(config, state, LocalBinder(cluster), Metrics())

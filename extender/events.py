@@ -75,6 +75,12 @@ class EventRecorder:
         task.add_done_callback(self._tasks.discard)
         return True
 
+    def bind_failed(self, pod: Any, message: str) -> bool:
+        return self.warn(pod, REASON_BIND_FAILED, message)
+
+    def no_node_fits(self, pod: Any, message: str) -> bool:
+        return self.warn(pod, REASON_NO_NODE_FITS, message)
+
     async def flush(self) -> None:
         """Wait for queued writes (shutdown and tests)."""
         if self._tasks:

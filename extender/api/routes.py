@@ -24,7 +24,7 @@ from extender.scheduling.bind import UnknownPod, bind_pod
 from extender.scheduling.claims import pod_for_request
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.explain import explain
-from extender.scheduling.filter import filter_nodes
+from extender.scheduling.filter import filter_nodes, report_no_fit
 from extender.scheduling.preempt import nodes_worth_preempting
 from extender.scheduling.score import score_nodes
 from extender.sources.local import LocalCluster, ManifestError
@@ -140,6 +140,7 @@ def create_app(
                 raise BadRequest(str(exc)) from None
         pod = request_pod(args.pod)  # after the structural checks: a malformed body is a 400 first
         out = filter_nodes(ctx, pod, args.node_names, given)
+        report_no_fit(ctx, pod, out)
         return wire.filter_result(args, out.passed, out.failed, out.unresolvable, out.error)
 
     async def do_prioritize(body: bytes) -> Any:

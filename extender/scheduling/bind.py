@@ -123,10 +123,14 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
     if pod.node_name and pod.node_name != node:
         return f"pod {pod.ref} is already bound to node {pod.node_name}"
     ctx.binding.add(pod.uid)
+    ref = PodRef(namespace, name, pod.uid)
     try:
-        return await _bind(ctx, pod.ref, PodRef(namespace, name, pod.uid), node)
+        error = await _bind(ctx, pod.ref, ref, node)
     finally:
         ctx.binding.discard(pod.uid)
+    if error and ctx.events is not None:
+        ctx.events.bind_failed(ref, error)
+    return error
 
 
 async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from cachetools import TTLCache
 
 from extender.allocator import AllocatedState, Allocator, Features
-from extender.binder import Binder
+from extender.binder import Binder, PodRef
 from extender.config import Config
 from extender.metrics import Metrics
 from extender.model import AllocationResult, DeviceID
@@ -84,6 +84,14 @@ class CachedVerdict:
     reason_template: str = ""
 
 
+class PodEvents(Protocol):
+    """Where a user-visible reason goes (Kubernetes Events on the pod with --kube)."""
+
+    def bind_failed(self, pod: PodRef, message: str) -> object: ...
+
+    def no_node_fits(self, pod: PodRef, message: str) -> object: ...
+
+
 @dataclass
 class SchedulingContext:
     config: Config
@@ -106,6 +114,8 @@ class SchedulingContext:
     is_leader: Callable[[], bool] | None = None
     # Pods whose bind is running: a concurrent duplicate bind is refused, not interleaved.
     binding: set[str] = field(default_factory=set)
+    # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
+    events: PodEvents | None = None
 
     def __post_init__(self) -> None:
         self.features = Features.from_gate_names(self.config.enabled_gates)

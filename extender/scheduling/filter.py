@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from extender.allocator import AllocationError, AllocationTimeout, Allocator, NodeAllocationFailure
+from extender.binder import PodRef
 from extender.model import AllocationResult, Node
 from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, resolve, unavailable_on
 from extender.scheduling.context import (
@@ -230,6 +231,23 @@ def _reason_template(reason: str, claim_keys: tuple[str, ...]) -> str:
 
 def _has_shares(results: tuple[AllocationResult, ...]) -> bool:
     return any(d.share_id for r in results for d in r.devices)
+
+
+def report_no_fit(ctx: SchedulingContext, pod: PodInfo, out: FilterOutcome) -> None:
+    """Tell the user why no candidate node fits (an Event on the pod with --kube).
+
+    kube-scheduler's own FailedScheduling event only says that the extender rejected the nodes;
+    this one carries the DRA reasons. The message names no node and lists distinct reasons in
+    sorted order, so the recorder's per-message dedup holds while the scheduler rotates samples.
+    """
+    if ctx.events is None or out.passed or out.error or not (out.failed or out.unresolvable):
+        return
+    reasons = sorted({*out.failed.values(), *out.unresolvable.values()})
+    more = f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
+    ctx.events.no_node_fits(
+        PodRef(pod.namespace, pod.name, pod.uid),
+        f"no candidate node can allocate the pod's claims: {'; '.join(reasons[:3])}{more}",
+    )
 
 
 def filter_nodes(

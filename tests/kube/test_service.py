@@ -145,4 +145,16 @@ async def test_the_cli_kube_seam_serves_from_a_kubeconfig(apiserver: ApiServer, 
                 assert asyncio.get_running_loop().time() < deadline, "never became ready"
                 await asyncio.sleep(0.05)
             node, _ = await schedule(http, apiserver, "pod-0")
+            # Asked again on the other node only, the pod's allocated claim fits nowhere: the
+            # reason reaches the pod as an Event (written in the background).
+            pod_obj = apiserver.store.get(BY_KIND["Pod"], "default", "pod-0")
+            others = [n for n in NODES if n != node]
+            reply = (await http.post("/filter", json={"Pod": pod_obj, "NodeNames": others})).json()
+            assert reply["NodeNames"] == []
+            while not (events := apiserver.store.list(BY_KIND["Event"], "default")[0]):
+                assert asyncio.get_running_loop().time() < deadline + 10, "no event written"
+                await asyncio.sleep(0.05)
     assert apiserver.store.get(BY_KIND["Pod"], "default", "pod-0")["spec"]["nodeName"] == node
+    (event,) = events
+    assert event["reason"] == "FailedDeviceAllocation" and event["involvedObject"]["name"] == "pod-0"
+    assert "no candidate node can allocate" in event["message"]
