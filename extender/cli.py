@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from extender.api import create_app
 from extender.api.server import serve, servers
 from extender.binder.local import LocalBinder
+from extender.cel import environment
 from extender.config import CEL_ENGINES, SCORE_POLICIES, Config, ConfigError, parse_feature_gates
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
@@ -105,12 +106,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def _configure_cel(engine: str) -> str:
     """Select the process-wide CEL engine; returns the one in use."""
     try:
-        environment = importlib.import_module("extender.cel.environment")
         chosen = environment.configure(engine)
         # Pay the engine's one-time set-up (grammar build, runtime init) now, not on the first
         # filter; an engine that answers the warm-up selector wrongly refuses to serve.
         warm_up_s = environment.warm_up()
-    except (ImportError, ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError) as exc:
         raise ConfigError(f"--cel-engine {engine}: {exc}") from None
     log.info("CEL engine: %s (warm-up %.0f ms)", chosen, warm_up_s * 1000)
     return chosen
