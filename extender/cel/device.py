@@ -110,6 +110,15 @@ def _capacity_value(cap: Any) -> Quantity:
     return Quantity.parse(value if isinstance(value, str) else repr(value))
 
 
+def _put(by_domain: dict[str, dict[str, Any]], name: str, driver: str, value: Any) -> None:
+    """File ``value`` under its domain (the driver's for a bare name) and id."""
+    domain, ident = split_qualified_name(name, driver)
+    inner = by_domain.get(domain)
+    if inner is None:
+        inner = by_domain[domain] = {}
+    inner[ident] = value
+
+
 def build_device_view(device: DeviceInput) -> DeviceView:
     """Convert every attribute and capacity of ``device``; the first failure becomes ``error``."""
     driver = device.driver
@@ -120,11 +129,7 @@ def build_device_view(device: DeviceInput) -> DeviceView:
             value = _attribute_value(attr)
         except _BadAttribute as exc:
             return DeviceView(driver, {}, {}, allow_multiple, f"attribute {name}: {exc}")
-        domain, ident = split_qualified_name(name, driver)
-        inner = attributes.get(domain)
-        if inner is None:
-            inner = attributes[domain] = {}
-        inner[ident] = value
+        _put(attributes, name, driver, value)
     capacity: dict[str, dict[str, Quantity]] = {}
     for name, cap in device.capacity.items():
         try:
@@ -132,11 +137,7 @@ def build_device_view(device: DeviceInput) -> DeviceView:
         except ValueError as exc:
             # Upstream gets an already parsed Quantity; here bad input must still fail loudly.
             return DeviceView(driver, {}, {}, allow_multiple, f"capacity {name}: {exc}")
-        domain, ident = split_qualified_name(name, driver)
-        inner_cap = capacity.get(domain)
-        if inner_cap is None:
-            inner_cap = capacity[domain] = {}
-        inner_cap[ident] = quantity
+        _put(capacity, name, driver, quantity)
     return DeviceView(driver, attributes, capacity, allow_multiple)
 
 
