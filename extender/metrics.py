@@ -8,13 +8,14 @@ in sync.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from extender.cel import environment as cel_environment
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -39,25 +40,13 @@ class _StateCollector(Collector):
         )
 
 
-def _cel_counters() -> Mapping[str, Any]:
-    """The process-wide counters of extender.cel.environment (``stats``), when present."""
-    try:
-        env = importlib.import_module("extender.cel.environment")
-    except ImportError:
-        return {}
-    stats = getattr(env, "stats", None)
-    if dataclasses.is_dataclass(stats) and not isinstance(stats, type):
-        return dataclasses.asdict(stats)
-    return stats if isinstance(stats, Mapping) else {}
-
-
 class _CelCollector(Collector):
+    """The process-wide CEL counters (compilations, evaluations vs memo hits, errors)."""
+
     def collect(self) -> Iterator[CounterMetricFamily]:
-        for name, value in sorted(_cel_counters().items()):
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                yield CounterMetricFamily(
-                    f"dra_extender_cel_{name}", f"CEL {name.replace('_', ' ')}", value=value
-                )
+        for name, value in sorted(dataclasses.asdict(cel_environment.stats).items()):
+            help_text = f"CEL {name.replace('_', ' ')}"
+            yield CounterMetricFamily(f"dra_extender_cel_{name}", help_text, value=value)
 
 
 class Metrics:
