@@ -18,6 +18,7 @@ class _Rule:
     remaining: int
     code: int = 0
     delay: float = 0.0
+    release: threading.Event | None = None
 
     def matches(self, verb: str, resource: str, subresource: str | None) -> bool:
         return (self.remaining > 0 and self.verb in (None, verb) and self.resource in (None, resource)
@@ -47,6 +48,18 @@ class Faults:
         with self._lock:
             self._delays.append(_Rule(verb, resource, subresource, times, delay=seconds))
 
+    def hold(self, verb: str | None = None, resource: str | None = None,
+             subresource: str | None = None) -> threading.Event:
+        """Keep the next matching request waiting until the returned event is set.
+
+        Unlike ``delay``, the test decides when the request goes on, so a client-side deadline
+        can expire before it no matter how slow the machine is.
+        """
+        release = threading.Event()
+        with self._lock:
+            self._delays.append(_Rule(verb, resource, subresource, 1, release=release))
+        return release
+
     def force_gone(self, resource: str | None = None, times: int = 1) -> None:
         """The next ``times`` watches of ``resource`` get a 410 Expired ERROR event."""
         with self._lock:
@@ -65,9 +78,12 @@ class Faults:
         rule = self._take(self._failures, verb, resource, subresource)
         return rule.code if rule else 0
 
-    def take_delay(self, verb: str, resource: str, subresource: str | None) -> float:
+    def take_delay(self, verb: str, resource: str, subresource: str | None) -> float | threading.Event:
+        """Seconds to sleep, or the event to wait for, before answering this request."""
         rule = self._take(self._delays, verb, resource, subresource)
-        return rule.delay if rule else 0.0
+        if rule is None:
+            return 0.0
+        return rule.release or rule.delay
 
     def take_gone(self, resource: str) -> bool:
         return self._take(self._gone, "watch", resource, None) is not None

@@ -25,6 +25,10 @@ from tests.apiserver.faults import Faults
 from tests.apiserver.resources import BY_PATH, ResourceType
 from tests.apiserver.store import ApiError, Store, WatchEvent
 
+# A held request goes on by itself after this long, so a test that forgets to release it
+# fails on its own assertions instead of hanging the suite.
+HOLD_LIMIT_S = 30.0
+
 
 @dataclass(frozen=True)
 class Call:
@@ -154,7 +158,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.api.record(Call(method, verb, route.rtype.plural, route.subresource, route.namespace,
                                  route.name, query, body))
             delay = self.api.faults.take_delay(verb, route.rtype.plural, route.subresource)
-            if delay:
+            if isinstance(delay, threading.Event):
+                delay.wait(HOLD_LIMIT_S)
+            elif delay:
                 time.sleep(delay)
             code = self.api.faults.take_failure(verb, route.rtype.plural, route.subresource)
             if code:

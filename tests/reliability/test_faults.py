@@ -217,10 +217,15 @@ async def test_a_binding_answered_after_the_deadline_keeps_the_claims_for_the_po
     apiserver: ApiServer,
 ) -> None:
     seed(apiserver, pods=1)
-    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state, ctx):
+    # The deadline is generous because the claim write before the Binding must beat it even on
+    # a loaded CI machine; the Binding itself is held until the extender has given up on it.
+    async with extender(apiserver, bind_timeout_s=2.0, inflight_ttl_s=4.0) as (http, state, ctx):
         node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
-        apiserver.faults.delay(0.8, "create", "pods", subresource="binding")
-        error = await bind(http, apiserver, "pod-0", node)
+        release = apiserver.faults.hold("create", "pods", subresource="binding")
+        try:
+            error = await bind(http, apiserver, "pod-0", node)
+        finally:
+            release.set()
         assert "claims stay reserved for the retry" in error
         await eventually(
             lambda: pod_obj(apiserver, "pod-0")["spec"].get("nodeName") == node,
