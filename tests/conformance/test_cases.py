@@ -1,4 +1,8 @@
-"""Every shipped conformance case is one test, judged like `python -m extender.conformance`."""
+"""Every shipped conformance case is one test, judged like `python -m extender.conformance`.
+
+``cases/`` is the project's given set; ``upstream/`` holds further scenarios carried over from
+the upstream allocator's own test table, with the answers upstream expects.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ import pytest
 
 from extender.conformance import judge, load_case
 
-CASES = sorted((Path(__file__).parent / "cases").glob("*.yaml"))
+HERE = Path(__file__).parent
+GIVEN = sorted((HERE / "cases").glob("*.yaml"))
+UPSTREAM = sorted((HERE / "upstream").glob("*.yaml"))
+CASES = GIVEN + UPSTREAM
 
 
 def test_cases_are_shipped() -> None:
-    assert len(CASES) >= 352
+    assert len(GIVEN) >= 352
 
 
-@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+@pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
 def test_case(path: Path) -> None:
     verdict = judge(load_case(path))
     assert verdict.passed, verdict.diff
