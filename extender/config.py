@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Gate name -> default in the dev (1.37) column of dra-api.md §1, restricted to the gates the
-# allocator reads. Only these may be set: a typo must not silently mean "off".
+# extender reads (the allocator's, and DRADeviceTaintRules for the cluster-state cache). Only
+# these may be set: a typo must not silently mean "off".
 DEFAULT_GATES: Mapping[str, bool] = {
     "DRAAdminAccess": True,
     "DRAPrioritizedList": True,
     "DRAPartitionableDevices": True,
     "DRADeviceTaints": True,
+    "DRADeviceTaintRules": True,
     "DRAConsumableCapacity": True,
     "DRADeviceBindingConditions": True,
     "DRAResourceClaimDeviceStatus": True,

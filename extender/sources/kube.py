@@ -31,12 +31,16 @@ class Kind:
     name: str
     api_version: str
     path: str  # cluster-wide list/watch path
+    # A cluster may not serve an optional kind (its API is off): a 404 on the list then means
+    # "none of these", the kind counts as synced and empty, and the list is retried later.
+    optional: bool = False
 
 
 KINDS: tuple[Kind, ...] = (
     Kind("Node", "v1", "/api/v1/nodes"),
     Kind("DeviceClass", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/deviceclasses"),
     Kind("ResourceSlice", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceslices"),
+    Kind("DeviceTaintRule", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/devicetaintrules", optional=True),
     Kind("ResourceClaim", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceclaims"),
     Kind("ResourceClaimTemplate", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceclaimtemplates"),
     # All pods: the state needs those of our scheduler and every pod that holds a claim.
@@ -79,13 +83,15 @@ class _Cursor:
 
 class KubeSource:
     def __init__(self, client: RawClient, state: StateSink, *, kinds: tuple[Kind, ...] = KINDS,
-                 page_size: int = 500, watch_timeout: int = 300, backoff: Backoff | None = None) -> None:
+                 page_size: int = 500, watch_timeout: int = 300, backoff: Backoff | None = None,
+                 unserved_retry_s: float = 300.0) -> None:
         self._client = client
         self._state = state
         self._kinds = kinds
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._backoff = backoff or Backoff()
+        self._unserved_retry_s = unserved_retry_s
         self._stop = threading.Event()
         self._streams: dict[str, Any] = {}
         self._streams_lock = threading.Lock()
@@ -147,6 +153,16 @@ class KubeSource:
             except Exception as exc:
                 if self._stop.is_set() or loop.is_closed():
                     return
+                if kind.optional and isinstance(exc, KubeApiError) and exc.not_found:
+                    log.info("%s is not served by this cluster (%s); treating it as empty",
+                             kind.name, kind.path)
+                    cursor.resource_version = None
+                    emit(self._state.replace, kind.name, [])
+                    if not synced:
+                        emit(self._state.mark_synced, kind.name)
+                        synced = True
+                    self._stop.wait(self._unserved_retry_s)
+                    continue
                 if isinstance(exc, KubeApiError) and exc.gone:
                     cursor.resource_version = None
                 failures += 1

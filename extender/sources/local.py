@@ -29,6 +29,7 @@ API_VERSIONS: Mapping[str, str] = {
     "Pod": "v1",
     "DeviceClass": "resource.k8s.io/v1",
     "ResourceSlice": "resource.k8s.io/v1",
+    "DeviceTaintRule": "resource.k8s.io/v1",
     "ResourceClaim": "resource.k8s.io/v1",
     "ResourceClaimTemplate": "resource.k8s.io/v1",
 }
@@ -37,7 +38,10 @@ POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _MAX_BASE_LEN = 57  # the resourceclaim controller leaves room for "-" and 5 characters
 # Objects a later kind refers to come first, so a pod's template exists when the pod arrives.
-_LOAD_ORDER = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod")
+_LOAD_ORDER = (
+    "Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule",
+    "ResourceClaimTemplate", "ResourceClaim", "Pod",
+)
 
 
 # libyaml's safe loader is ~10x faster than the pure-Python one on big state directories.

@@ -16,9 +16,13 @@ from typing import Any
 
 from extender.model import (
     DeviceClass,
+    DeviceTaintRule,
     Node,
     ResourceClaim,
+    ResourceSlice,
+    apply_taint_rules,
     parse_device_class,
+    parse_device_taint_rule,
     parse_node,
     parse_resource_claim,
     parse_resource_slice,
@@ -29,7 +33,10 @@ from extender.state.slices import SliceIndex
 
 log = logging.getLogger(__name__)
 
-KINDS = ("Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Pod")
+KINDS = (
+    "Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule",
+    "ResourceClaim", "ResourceClaimTemplate", "Pod",
+)
 NAMESPACED = frozenset({"ResourceClaim", "ResourceClaimTemplate", "Pod"})
 ObjKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kinds
 
@@ -73,7 +80,13 @@ class ClusterState:
         gates = feature_gates or {}
         self.nodes: dict[str, Node] = {}
         self.classes: dict[str, DeviceClass] = {}
+        # The allocator sees slices with DeviceTaintRule taints applied (dra-allocation.md §9.3),
+        # as kube-scheduler's slice tracker does when both taint gates are on; ``_published``
+        # keeps the slices as their drivers wrote them, so a changed rule can be re-applied.
         self.slices = SliceIndex()
+        self._published: dict[str, ResourceSlice] = {}
+        self.taint_rules: dict[str, DeviceTaintRule] = {}
+        self._apply_taint_rules = all(gates.get(g, True) for g in ("DRADeviceTaints", "DRADeviceTaintRules"))
         self.claims: dict[ObjKey, ResourceClaim] = {}
         self.claims_by_uid: dict[str, ResourceClaim] = {}
         self.templates: dict[ObjKey, Mapping[str, Any]] = {}
@@ -96,8 +109,13 @@ class ClusterState:
         elif kind == "Pod":
             self.pods[key] = parse_pod(obj)
         elif kind == "ResourceSlice":
-            self.slices.put(parse_resource_slice(obj))
+            published = parse_resource_slice(obj)
+            self._published[published.name] = published
+            self.slices.put(self._tainted(published))
             self.inventory_epoch += 1
+        elif kind == "DeviceTaintRule":
+            self.taint_rules[key[1]] = parse_device_taint_rule(obj)
+            self._retaint()
         elif kind == "DeviceClass":
             parsed_class = parse_device_class(obj)
             held_class = self.classes.get(key[1])
@@ -125,8 +143,12 @@ class ClusterState:
         elif kind == "Pod":
             self.pods.pop(key, None)
         elif kind == "ResourceSlice":
+            self._published.pop(key[1], None)
             if self.slices.remove(key[1]):
                 self.inventory_epoch += 1
+        elif kind == "DeviceTaintRule":
+            if self.taint_rules.pop(key[1], None) is not None:
+                self._retaint()
         elif kind == "DeviceClass":
             if self.classes.pop(key[1], None) is not None:
                 self.inventory_epoch += 1
@@ -146,6 +168,21 @@ class ClusterState:
         for key, raw in list(self._raw_by_key(kind).items()):
             if key not in keep:
                 self.delete(kind, raw)
+
+    def _tainted(self, published: ResourceSlice) -> ResourceSlice:
+        if not self._apply_taint_rules or not self.taint_rules:
+            return published
+        return apply_taint_rules(published, tuple(self.taint_rules.values()))
+
+    def _retaint(self) -> None:
+        """A rule came, changed or went: every slice is seen through the new rule set."""
+        if not self._apply_taint_rules:
+            return
+        for published in self._published.values():
+            tainted = self._tainted(published)
+            if tainted is not self.slices.by_name.get(published.name):
+                self.slices.put(tainted)
+        self.inventory_epoch += 1
 
     def mark_synced(self, kind: str) -> None:
         if kind not in KINDS:
@@ -221,6 +258,7 @@ class ClusterState:
             "Node": len(self.nodes),
             "DeviceClass": len(self.classes),
             "ResourceSlice": len(self.slices),
+            "DeviceTaintRule": len(self.taint_rules),
             "ResourceClaim": len(self.claims),
             "ResourceClaimTemplate": len(self.templates),
             "Pod": len(self.pods),
@@ -239,6 +277,8 @@ class ClusterState:
             found: Any = self.classes.get(name)
         elif kind == "ResourceSlice":
             found = self.slices.by_name.get(name)
+        elif kind == "DeviceTaintRule":
+            found = self.taint_rules.get(name)
         elif kind == "ResourceClaim":
             found = self.claims.get(key)
         elif kind == "Pod":
@@ -254,6 +294,7 @@ class ClusterState:
             "Node": lambda: ((("", n), raw) for n, raw in self._node_raw.items()),
             "DeviceClass": lambda: ((("", n), c.raw) for n, c in self.classes.items()),
             "ResourceSlice": lambda: ((("", n), rs.raw) for n, rs in self.slices.by_name.items()),
+            "DeviceTaintRule": lambda: ((("", n), r.raw) for n, r in self.taint_rules.items()),
             "ResourceClaim": lambda: ((k, c.raw) for k, c in self.claims.items()),
             "ResourceClaimTemplate": lambda: self.templates.items(),
             "Pod": lambda: ((k, p.raw) for k, p in self.pods.items()),

@@ -26,6 +26,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "Event", namespaced=True),
     ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False),
+    ResourceType("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", namespaced=False),
     ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True,
                  has_status=True),
     ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True),

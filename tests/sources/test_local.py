@@ -130,7 +130,9 @@ def test_cli_exits_non_zero_on_bad_state_and_bad_gates(tmp_path: Path, capsys):
 
 
 def test_multi_document_directory_loads_every_kind(tmp_path: Path):
-    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"})]
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "drain"},
+            "spec": {"taint": {"key": "maintenance", "effect": "NoSchedule"}}}
+    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"}), rule]
     (tmp_path / "a.yaml").write_text(yaml.safe_dump_all(objs[:3]))
     (tmp_path / "b.yaml").write_text(yaml.safe_dump_all(objs[3:]))
     (tmp_path / "ignored.txt").write_text("not yaml")
@@ -141,6 +143,7 @@ def test_multi_document_directory_loads_every_kind(tmp_path: Path):
         "Node": 2,
         "DeviceClass": 1,
         "ResourceSlice": 2,
+        "DeviceTaintRule": 1,
         "ResourceClaim": 1,
         "ResourceClaimTemplate": 1,
         "Pod": 1,
