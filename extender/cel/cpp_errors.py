@@ -52,6 +52,12 @@ def compile_text(raw: str, toks: list[Token] | None) -> str:
         name = m.group(3)
         if name.startswith("device."):
             return f"ERROR: <input>:{m.group(1)}:{m.group(2)}: undefined field '{name.split('.', 1)[1]}'"
+        if name in lib.GLOBAL_ONLY and toks is not None and _called_as_member(toks, name):
+            # The C++ checker calls it undeclared; cel-go finds no overload for that call style.
+            return (
+                f"ERROR: <input>:{m.group(1)}:{m.group(2)}: found no matching overload for '{name}'"
+                f" called as a member function (it is global: {name}(...))"
+            )
         if name in lib.ALL and toks is not None and _called(toks, name):
             return lib.unsupported_message(name)
         if name == "format" and toks is not None:
@@ -60,6 +66,13 @@ def compile_text(raw: str, toks: list[Token] | None) -> str:
                 if tok.text == "format" and is_root(toks, i) and texts(toks, i + 1, 1) == (".",):
                     return lib.unsupported_message(f"format.{texts(toks, i + 2, 1)[0]}")
     return text
+
+
+def _called_as_member(toks: list[Token], name: str) -> bool:
+    return any(
+        t.text == name and i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",)
+        for i, t in enumerate(toks)
+    )
 
 
 def _called(toks: list[Token], name: str) -> bool:

@@ -199,7 +199,8 @@ PROBES = (
 def _declarations() -> Iterator[_Decl]:
     yield _Decl("quantity", "quantity_string", QT, (T.STRING,), False, _quantity)
     yield _Decl("isQuantity", "isQuantity_string", T.BOOL, (T.STRING,), False, _is_quantity_string)
-    yield _Decl("sign", "quantity_sign", T.INT, (QT,), True, lambda q: as_quantity(q).sign())
+    # Global upstream (cel.Overload, not MemberOverload): `q.sign()` does not type-check.
+    yield _Decl("sign", "quantity_sign", T.INT, (QT,), False, lambda q: as_quantity(q).sign())
     yield _Decl("isInteger", "quantity_isInteger", T.BOOL, (QT,), True, lambda q: as_quantity(q).is_integer())
     yield _Decl("asInteger", "quantity_asInteger", T.INT, (QT,), True, _as_integer)
     yield _Decl(

@@ -295,6 +295,8 @@ class Compiler:
         overloads = FUNCTIONS.get((name, member))
         parts = [self.compile(a, scope) for a in ((target, *arg_nodes) if member else arg_nodes)]
         if overloads is None:
+            if (name, not member) in FUNCTIONS:  # declared, but only in the other call style
+                raise _no_overload(name, _applied([p.type for p in parts], member))
             if name in NOT_SUPPORTED:
                 raise CompileFailure(unsupported_message(name))
             raise CompileFailure(f"undeclared reference to '{name}' (in container '')")
@@ -317,9 +319,7 @@ class Compiler:
             if name == "string" and not member and len(parts) == 1 and parts[0].type in (IP, CIDR, URL):
                 # Valid Kubernetes CEL that the C++ engine cannot run; both engines refuse it alike.
                 raise CompileFailure(f"function string is not supported for {parts[0].type}")
-            types = [display(p.type) for p in parts]
-            applied = f"{types[0]}.({', '.join(types[1:])})" if member else f"({', '.join(types)})"
-            raise _no_overload(name, applied)
+            raise _no_overload(name, _applied([p.type for p in parts], member))
         if name == "format" and member:
             self._check_format(parts, arg_nodes)
         result = join([r for _, r in matched])
@@ -422,6 +422,12 @@ class Compiler:
         step_cost = sum(b.cost for b in bodies) + 1
         fn = build_comprehension(kind, rng.fn, names, [b.fn for b in bodies], step_cost)
         return Compiled(result, fn, cost=rng.cost + step_cost)
+
+
+def _applied(types: list[Type], member: bool) -> str:
+    """cel-go's spelling of the argument types of a call: ``(int, string)`` or ``string.(int)``."""
+    shown = [display(t) for t in types]
+    return f"{shown[0]}.({', '.join(shown[1:])})" if member else f"({', '.join(shown)})"
 
 
 def _no_overload(function: str, applied: str) -> CompileFailure:

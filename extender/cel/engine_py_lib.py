@@ -242,7 +242,8 @@ _decl("or", True, (optional_of(A), optional_of(A)), optional_of(A), lambda o, p:
 
 _decl("quantity", False, (STRING,), QUANTITY, k8s.quantity)
 _decl("isQuantity", False, (STRING,), BOOL, k8s.is_quantity)
-_decl("sign", True, (QUANTITY,), INT, lambda q: q.sign())
+# Declared as a global function upstream (cel.Overload), so `q.sign()` does not type-check.
+_decl("sign", False, (QUANTITY,), INT, lambda q: q.sign())
 _decl("isInteger", True, (QUANTITY,), BOOL, lambda q: q.is_integer())
 _decl("asInteger", True, (QUANTITY,), INT, k8s.quantity_as_integer)
 _decl("asApproximateFloat", True, (QUANTITY,), DOUBLE, lambda q: q.as_approximate_float())

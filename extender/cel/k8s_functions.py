@@ -61,6 +61,10 @@ FORMAT = frozenset({"validate"})
 DRA = frozenset({"includes"})
 
 ALL = QUANTITY | SEMVER | REGEX | LISTS | URLS | IP | CIDR | FORMAT | DRA
+# Declared as global functions only (cel.Overload), so a member-style call does not type-check.
+GLOBAL_ONLY = frozenset(
+    {"quantity", "isQuantity", "sign", "semver", "isSemver", "url", "isURL", "ip", "isIP", "cidr", "isCIDR"}
+)
 
 
 def unsupported_message(name: str) -> str:

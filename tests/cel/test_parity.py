@@ -1,4 +1,4 @@
-"""Every Kubernetes parity case, once per engine, through the allocator's entry points."""
+"""Every Kubernetes parity case (both case files), once per engine, through the allocator's entry points."""
 
 from __future__ import annotations
 
@@ -11,15 +11,19 @@ from extender.cel import environment
 from extender.cel.engine import unavailable_reason
 from extender.cel.parity import Case, CaseFileError, load_cases, main, run_case
 
-CASES = load_cases(Path(__file__).with_name("cases.yaml"))
+# The shared conformance cases, and those carried over from Kubernetes' own CEL tests.
+CASE_FILES = ("cases.yaml", "upstream_cases.yaml")
+CASES = {name: load_cases(Path(__file__).with_name(name)) for name in CASE_FILES}
 
 
 def _params() -> Iterator[object]:
     for engine in ("cpp", "python"):
         reason = unavailable_reason(engine)
         marks = [pytest.mark.skip(reason=reason)] if reason else []
-        for case in CASES:
-            yield pytest.param(engine, case, id=f"{engine}-{case.name}", marks=marks)
+        for file_name, cases in CASES.items():
+            stem = file_name.removesuffix(".yaml")
+            for case in cases:
+                yield pytest.param(engine, case, id=f"{engine}-{stem}-{case.name}", marks=marks)
 
 
 @pytest.fixture
