@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.model._fields import Fields, metadata_name
+from extender.model.extended import is_dra_extended_name, rounded_up_quantity
 
 _LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
@@ -15,6 +16,10 @@ _LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt
 class Node:
     name: str
     labels: Mapping[str, str]
+    # status.allocatable of the names DRA could also back: a node listing one with a non-zero
+    # amount serves it through a device plugin (dra-scheduling.md §7). Other resources are
+    # kube-scheduler's business and are not kept.
+    extended_allocatable: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,4 +179,11 @@ def parse_node(obj: dict[str, Any]) -> Node:
     labels = f.mapping(meta.get("labels"), "metadata.labels")
     for key, value in labels.items():
         f.string(value, f"metadata.labels[{key}]")
-    return Node(name=name, labels=dict(labels))
+    status = f.mapping(obj.get("status"), "status")
+    allocatable = f.mapping(status.get("allocatable"), "status.allocatable")
+    extended = {
+        key: rounded_up_quantity(value, f"Node {name}: status.allocatable[{key}]")
+        for key, value in allocatable.items()
+        if is_dra_extended_name(key)
+    }
+    return Node(name=name, labels=dict(labels), extended_allocatable=extended)

@@ -62,21 +62,19 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> list[_Writ
         raise BindFailed(f"pod {plan.pod.ref} cannot run on node {node_name}: {unavailable}")
     to_allocate = plan.claims.to_allocate
     results: tuple[AllocationResult, ...] = ()
-    if to_allocate:
-        remembered = plan.remembered(node_name)
-        uids = tuple(c.uid for c in to_allocate)
-        if remembered is not None and remembered.claim_uids == uids:
-            results = remembered.results
-        else:
-            try:
-                verdict = plan.evaluate(node, phase="bind")
-            except FatalAllocation as exc:
-                raise BindFailed(str(exc)) from None
-            finally:
-                plan.flush_metrics()
-            if not verdict.fits:
-                raise BindFailed(f"pod {plan.pod.ref} no longer fits on node {node_name}: {verdict.reason}")
-            results = verdict.results
+    remembered = plan.remembered(node_name) if to_allocate else None
+    if remembered is not None and remembered.claim_uids == tuple(c.uid for c in to_allocate):
+        results = remembered.results
+    elif to_allocate or plan.extended is not None:
+        try:
+            verdict = plan.evaluate(node, phase="bind")
+        except FatalAllocation as exc:
+            raise BindFailed(str(exc)) from None
+        finally:
+            plan.flush_metrics()
+        if not verdict.fits:
+            raise BindFailed(f"pod {plan.pod.ref} no longer fits on node {node_name}: {verdict.reason}")
+        results = verdict.results
     writes = []
     expires = time.monotonic() + ctx.config.inflight_ttl_s
     for claim, result in zip(to_allocate, results, strict=True):
@@ -139,7 +137,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     metrics = ctx.metrics
     plan = None
     try:
-        if ctx.handles(pod) and pod.claims:
+        if ctx.handles(pod) and (pod.claims or pod.extended_requests):
             plan = PodPlan.build(ctx, pod)
             writes = _commit(ctx, plan, node)
         else:

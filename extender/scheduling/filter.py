@@ -38,6 +38,7 @@ from extender.scheduling.context import (
     Remembered,
     SchedulingContext,
 )
+from extender.scheduling.extended import ExtendedNeeds
 from extender.state.pods import PodInfo
 
 TIMEOUT = "timed out trying to allocate devices"
@@ -67,11 +68,17 @@ class PodPlan:
     """
 
     def __init__(
-        self, ctx: SchedulingContext, pod: PodInfo, claims: PodClaims, remember: bool = True
+        self,
+        ctx: SchedulingContext,
+        pod: PodInfo,
+        claims: PodClaims,
+        remember: bool = True,
+        extended: ExtendedNeeds | None = None,
     ) -> None:
         self.ctx = ctx
         self.pod = pod
         self.claims = claims
+        self.extended = extended
         # A what-if plan (preemption, explain) must neither leave results bind could reuse
         # nor share verdicts computed against a hypothetical state.
         self.remember = remember
@@ -105,7 +112,12 @@ class PodPlan:
         claims = resolve(ctx.state, pod)
         check_before_allocation(ctx.state, ctx.features, pod, claims)
         _check_expected(ctx, pod, claims)
-        return cls(ctx, pod, claims)
+        return cls(ctx, pod, claims, extended=ExtendedNeeds.of(pod, ctx.state.classes))
+
+    @property
+    def concerns_dra(self) -> bool:
+        """Whether DRA has anything to decide for this pod (claims or DRA-backed resources)."""
+        return bool(self.claims.claims) or self.extended is not None
 
     @property
     def allocator(self) -> Allocator:
@@ -119,6 +131,19 @@ class PodPlan:
 
         This runs for every candidate node of every filter call: keep it lean.
         """
+        if self.extended is not None:
+            via_dra, reason = self.extended.on_node(node)
+            if reason:
+                self.outcomes[(phase, "unavailable")] += 1
+                return NodeVerdict(False, reason)
+            if via_dra:
+                self.outcomes[(phase, "unavailable")] += 1
+                names = ", ".join(f"{n} (device class {self.extended.classes[n]})" for n in via_dra)
+                return NodeVerdict(
+                    False,
+                    f"node {node.name} provides {names} only through DRA, "
+                    "and DRA-backed extended resources are not supported yet",
+                )
         claims = self.claims
         if claims.allocated:
             reason = unavailable_on(claims, node)
@@ -255,7 +280,7 @@ def filter_nodes(
 ) -> FilterOutcome:
     """Filter ``names``; ``given`` holds the request's Node objects in nodeCacheCapable=false mode."""
     out = FilterOutcome()
-    if not ctx.handles(pod) or not pod.claims:
+    if not ctx.handles(pod) or not (pod.claims or pod.extended_requests):
         out.passed = list(names)
         return out
     if not ctx.state.synced:
@@ -265,6 +290,9 @@ def filter_nodes(
         plan = PodPlan.build(ctx, pod)
     except PodWaits as exc:
         out.unresolvable = dict.fromkeys(names, str(exc))
+        return out
+    if not plan.concerns_dra:
+        out.passed = list(names)
         return out
     for name in names:
         node = given.get(name) if given is not None else ctx.state.nodes.get(name)

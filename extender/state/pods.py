@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender.model.extended import integer_quantity, is_dra_extended_name
+
 
 @dataclass(frozen=True, slots=True)
 class PodClaim:
@@ -14,6 +16,18 @@ class PodClaim:
     name: str
     claim_name: str
     template_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerResources:
+    """One container's resource requests, as far as DRA-backed extended resources need them."""
+
+    name: str
+    init: bool
+    # Every requested resource name, sorted: a request's index here names the claim request
+    # made for it (``container-<i>-request-<j>``, dra-allocation.md §13).
+    request_names: tuple[str, ...]
+    extended: Mapping[str, int]  # DRA-backable names -> whole amount (zero kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +43,8 @@ class PodInfo:
     # status.resourceClaimStatuses: pod claim name -> generated claim name ("" = none needed).
     # A pod claim missing from this mapping has not been handled by the claim controller yet.
     claim_statuses: Mapping[str, str]
+    # Init containers first, then regular ones (the index order of the special claim's requests).
+    containers: tuple[ContainerResources, ...]
     raw: Mapping[str, Any]
 
     @property
@@ -38,6 +54,15 @@ class PodInfo:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def extended_requests(self) -> frozenset[str]:
+        """DRA-backable resources with a non-zero pod-level request.
+
+        The pod's effective request is the larger of the init containers' maximum and the
+        regular containers' sum; it is non-zero exactly when some container asks for some.
+        """
+        return frozenset(name for c in self.containers for name, n in c.extended.items() if n > 0)
 
 
 def _str(value: Any, what: str, pod: str) -> str:
@@ -62,6 +87,26 @@ def _list(value: Any, what: str, pod: str) -> list[Any]:
     if not isinstance(value, list):
         raise ValueError(f"Pod {pod}: {what}: must be a list, got {type(value).__name__}")
     return value
+
+
+def _container(item: Any, init: bool, path: str, pod: str) -> ContainerResources:
+    item = _map(item, path, pod)
+    resources = _map(item.get("resources"), f"{path}.resources", pod)
+    requests = dict(_map(resources.get("requests"), f"{path}.resources.requests", pod))
+    # API-server defaulting: a resource with a limit and no request requests its limit.
+    for key, value in _map(resources.get("limits"), f"{path}.resources.limits", pod).items():
+        requests.setdefault(key, value)
+    extended = {
+        key: integer_quantity(value, f"Pod {pod}: {path}.resources.requests[{key}]")
+        for key, value in requests.items()
+        if is_dra_extended_name(key)
+    }
+    return ContainerResources(
+        name=_str(item.get("name"), f"{path}.name", pod),
+        init=init,
+        request_names=tuple(sorted(requests)),
+        extended=extended,
+    )
 
 
 def parse_pod(obj: Any) -> PodInfo:
@@ -103,6 +148,14 @@ def parse_pod(obj: Any) -> PodInfo:
         statuses[entry] = _str(
             item.get("resourceClaimName"), f"status.resourceClaimStatuses[{i}].resourceClaimName", ref
         )
+    containers = [
+        _container(item, True, f"spec.initContainers[{i}]", ref)
+        for i, item in enumerate(_list(spec.get("initContainers"), "spec.initContainers", ref))
+    ]
+    containers += [
+        _container(item, False, f"spec.containers[{i}]", ref)
+        for i, item in enumerate(_list(spec.get("containers"), "spec.containers", ref))
+    ]
     return PodInfo(
         namespace=namespace,
         name=name,
@@ -113,5 +166,6 @@ def parse_pod(obj: Any) -> PodInfo:
         deleting=meta.get("deletionTimestamp") is not None,
         claims=tuple(claims),
         claim_statuses=statuses,
+        containers=tuple(containers),
         raw=obj,
     )

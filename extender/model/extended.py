@@ -1,0 +1,52 @@
+"""Which resource names DRA may back, and their integer quantities (``DRAExtendedResource``).
+
+A pod asks for a DRA-backed extended resource by an extended-resource name (``example.com/gpu``:
+a domain that is not ``kubernetes.io``) or by a class's implicit name
+``deviceclass.resource.kubernetes.io/<class>``; the latter lies in the native domain and is
+therefore named explicitly (upstream's ``IsDRAExtendedResourceName``).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from extender.cel.quantity import Quantity
+
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+_REQUESTS_PREFIX = "requests."
+
+
+def is_dra_extended_name(name: str) -> bool:
+    if name.startswith(DEVICE_CLASS_PREFIX):
+        return len(name) > len(DEVICE_CLASS_PREFIX)
+    # Native names have no domain or lie in kubernetes.io; "requests.*" are quota names.
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith(_REQUESTS_PREFIX)
+
+
+def _amount(value: object, what: str) -> Fraction:
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ValueError(f"{what}: must be a quantity string, got {type(value).__name__}")
+    try:
+        return Quantity.parse(str(value)).value
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
+def rounded_up_quantity(value: object, what: str) -> int:
+    """A node's allocatable amount as the scheduler's scalar resources hold it (rounded up)."""
+    return math.ceil(_amount(value, what))
+
+
+def integer_quantity(value: object, what: str) -> int:
+    """A container's request; the API only admits whole numbers for extended resources.
+
+    Raises ValueError naming ``what`` for anything else.
+    """
+    amount = _amount(value, what)
+    if amount.denominator != 1:
+        raise ValueError(f"{what}: must be a whole number for an extended resource, got {value}")
+    if amount < 0:
+        raise ValueError(f"{what}: must not be negative, got {value}")
+    return int(amount)
