@@ -361,7 +361,7 @@ class Compiler:
             return self._opt_map(name == "optFlatMap", target, args, scope)
         if name == "map" and len(args) in (2, 3):
             return self._comprehension("map", target, args[:1], args[1:], scope)
-        if name in ("transformList", "transformMap") and len(args) in (3, 4):
+        if name in ("transformList", "transformMap", "transformMapEntry") and len(args) in (3, 4):
             return self._comprehension(name, target, args[:2], args[2:], scope)
         if (name in _QUANTIFIERS or name == "filter") and len(args) == 2:
             return self._comprehension(name, target, args[:1], args[1:], scope)
@@ -406,6 +406,7 @@ class Compiler:
             "map": len(bodies) - 1,
             "transformList": len(bodies) - 1,
             "transformMap": len(bodies) - 1,
+            "transformMapEntry": len(bodies) - 1,
         }.get(kind, len(bodies))
         for pred in bodies[:predicate_count]:
             if not unify(BOOL, pred.type, {}):
@@ -417,6 +418,11 @@ class Compiler:
         elif kind == "transformMap":
             key_type = rng.type[1] if isinstance(rng.type, tuple) and rng.type[0] == "map" else DYN
             result = map_of(key_type, bodies[-1].type)
+        elif kind == "transformMapEntry":
+            # Each step inserts the entries of a map; cel-go types that as @mapInsert(map, map).
+            result = bodies[-1].type
+            if not unify(map_of("K", "V"), result, {}):
+                raise _no_overload("cel.@mapInsert", f"(map(dyn, dyn), {display(result)})")
         else:
             result = list_of(bodies[-1].type)
         step_cost = sum(b.cost for b in bodies) + 1

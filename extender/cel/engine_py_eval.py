@@ -504,6 +504,26 @@ def _loop_transform_map(
     return out
 
 
+def _loop_transform_map_entry(
+    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int
+) -> dict[Any, Any]:
+    *preds, transform = bodies
+    out: dict[Any, Any] = {}
+    for item in items:
+        _charge(ctx, cost)
+        _bind(ctx, names, item)
+        if preds and not _bool(preds[0](ctx), "transformMapEntry"):
+            continue
+        entries = transform(ctx)
+        if not isinstance(entries, dict):
+            raise EvalError("no such overload: cel.@mapInsert")
+        for key, value in entries.items():
+            if map_contains(out, key):
+                raise EvalError(f"insert failed: key {_key_text(key)} already exists")
+            out[key] = value
+    return out
+
+
 _LOOPS: dict[str, Callable[..., Any]] = {
     "exists": _loop_exists,
     "all": _loop_all,
@@ -513,4 +533,5 @@ _LOOPS: dict[str, Callable[..., Any]] = {
     "transformList": _loop_map,
     "filter": _loop_filter,
     "transformMap": _loop_transform_map,
+    "transformMapEntry": _loop_transform_map_entry,
 }
