@@ -16,11 +16,21 @@ def field_presence(source: str, toks: list[Token]) -> str:
     """Turn ``has(device.<field>)`` into ``true``: the device object always has its fields,
     while the checker would type a presence test on a qualified variable as the variable.
     Also give ``indexOf``/``lastIndexOf``/``format`` calls their alias (see CALL_ALIASES).
+    The two-variable ``exists_one(k, v, p)`` becomes ``existsOne``, the one spelling of it the
+    C++ library knows (cel-go has both).
     Every replacement keeps the length, so error positions still match the user's text."""
     for i, tok in enumerate(toks):
         alias = CALL_ALIASES.get(tok.text)
         if alias is not None and i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",):
             source = source[: tok.start] + alias + source[tok.end :]
+            continue
+        if (
+            tok.text == "exists_one"
+            and i > 0
+            and toks[i - 1].text == "."
+            and _argument_count(toks, i + 1) == 3
+        ):
+            source = source[: tok.start] + "existsOne " + source[tok.end :]
             continue
         if tok.text != "has" or not is_root(toks, i) or texts(toks, i + 1, 3) != ("(", "device", "."):
             continue
@@ -28,6 +38,16 @@ def field_presence(source: str, toks: list[Token]) -> str:
             end = toks[i + 5].end
             source = source[: tok.start] + "true".ljust(end - tok.start) + source[end:]
     return source
+
+
+def _argument_count(toks: list[Token], open_paren: int) -> int | None:
+    """The number of arguments of the call whose ``(`` is at ``open_paren``; None if it is not one."""
+    if texts(toks, open_paren, 1) != ("(",):
+        return None
+    close = closing(toks, open_paren)
+    if close is None:
+        return None
+    return len(split_top(toks, open_paren + 1, close, ",")) if close > open_paren + 1 else 0
 
 
 # An edit replaces source[start:end] by text. At one position, edits apply by descending
