@@ -7,7 +7,10 @@ import re
 from extender.cel import CelCompileError
 from extender.cel import k8s_functions as lib
 from extender.cel.cpp_tokens import Token, is_root, position, texts
-from extender.cel.cpp_types import CALL_ALIASES, KEY_FIELD, TYPE_PACKAGES, status_text
+from extender.cel.cpp_types import CALL_ALIASES, KEY_FIELD, STRING_ALIAS, TYPE_PACKAGES, status_text
+
+# Library types that Kubernetes registers with cel.Types, which makes their names type values.
+TYPE_VALUES = frozenset({("net", ".", "IP"), ("net", ".", "CIDR")})
 
 MIXED_LISTS = re.compile(r"found no matching overload for '_\+_' applied to '\(list\((.*)\), list\((.*)\)\)'")
 _UNDECLARED = re.compile(r"ERROR: <input>:(\d+):(\d+): undeclared reference to '([^']+)'")
@@ -34,20 +37,12 @@ def runtime_text(raw: str) -> str:
 def _unalias(text: str) -> str:
     for name, alias in CALL_ALIASES.items():
         text = text.replace(alias, name)
+    text = text.replace(f"'{STRING_ALIAS}'", "'string'").replace(f"{STRING_ALIAS}(", "string(")
     return text
-
-
-_STRING_OF_NET = re.compile(
-    r"found no matching overload for 'string' applied to '\((net\.(?:IP|CIDR)|kubernetes\.URL)\)'"
-)
 
 
 def compile_text(raw: str, toks: list[Token] | None) -> str:
     text = _unalias(status_text(raw))
-    m = _STRING_OF_NET.search(text)
-    if m is not None:
-        # Declared conversions cannot be extended in the C++ checker.
-        return f"function string is not supported for {m.group(1)}"
     for m in _UNDECLARED.finditer(text):
         name = m.group(3)
         if name.startswith("device."):
@@ -86,6 +81,8 @@ def lint(source: str, toks: list[Token]) -> None:
             line, col = position(source, tok.start)
             raise CelCompileError(f"ERROR: <input>:{line}:{col}: undefined field '{tok.text}'", source)
         if tok.text in TYPE_PACKAGES and is_root(toks, i) and texts(toks, i + 1, 1) == (".",):
+            if texts(toks, i, 3) in TYPE_VALUES and texts(toks, i + 3, 1) != ("{",):
+                continue  # the type's name as a value: type(ip("::1")) == net.IP
             line, col = position(source, tok.start)
             raise CelCompileError(
                 f"ERROR: <input>:{line}:{col}: undeclared reference to '{tok.text}'", source

@@ -29,6 +29,7 @@ from extender.cel.cpp_types import (
     KEY_FIELD,
     QT,
     ST,
+    STRING_ALIAS,
     URLT,
     CIDRMsg,
     IPMsg,
@@ -324,6 +325,11 @@ def _cidr_of(value: Any) -> lib.Prefix:
 
 
 def _ip_declarations() -> Iterator[_Decl]:
+    for arg_name, arg in (("ip", IPT), ("cidr", CIDRT)):
+        # The key is Go's String() of the address or prefix.
+        yield _Decl(
+            STRING_ALIAS, f"{arg_name}_to_string", T.STRING, (arg,), False, lambda m: getattr(m, KEY_FIELD)
+        )
     yield _Decl("ip", "string_to_ip", IPT, (T.STRING,), False, lambda s: _ip_message(lib.parse_ip(s)))
     yield _Decl("isIP", "is_ip", T.BOOL, (T.STRING,), False, lambda s: lib.is_valid(lib.parse_ip, s))
     yield _Decl("ip.isCanonical", "ip_is_canonical", T.BOOL, (T.STRING,), False, lib.ip_is_canonical)

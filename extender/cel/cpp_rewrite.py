@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from extender.cel.cpp_tokens import Token, closing, is_root, offset, split_top, texts
-from extender.cel.cpp_types import CALL_ALIASES
+from extender.cel.cpp_types import CALL_ALIASES, STRING_ALIAS, STRING_OF_NET
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
 
@@ -215,6 +215,21 @@ def _left_operand_start(toks: list[Token], op: int, stops: frozenset[str] | None
         elif depth == 0 and text in stops:
             return j + 1
     return 0
+
+
+def alias_net_strings(source: str, toks: list[Token], message: str) -> str | None:
+    """Rename each ``string(...)`` call the checker rejected for an IP or CIDR argument to
+    STRING_ALIAS; None if there is none."""
+    renamed = False
+    for m in STRING_OF_NET.finditer(message):
+        at = offset(source, int(m.group(1)), int(m.group(2)))
+        call = next((i for i, t in enumerate(toks) if t.start == at and t.text == "("), None)
+        if call is None or call == 0 or toks[call - 1].text != "string":
+            return None
+        name = toks[call - 1]
+        source = source[: name.start] + STRING_ALIAS + source[name.end :]
+        renamed = True
+    return source if renamed else None
 
 
 def widen_numeric_comparisons(source: str, toks: list[Token], message: str) -> str | None:

@@ -67,6 +67,12 @@ TYPE_PACKAGES = frozenset({"kubernetes", "net"})
 # same-length aliases: the strings extension's indexOf/lastIndexOf also serve Kubernetes' lists
 # library, and its format runs as cel-go's formatter does (cpp_format).
 CALL_ALIASES = {"indexOf": "_ndexOf", "lastIndexOf": "_astIndexOf", "format": "_ormat"}
+# Kubernetes adds string() of an IP or CIDR to the standard conversion, which the C++ checker
+# cannot extend: the calls it rejects for such an argument are renamed to this (same length).
+STRING_ALIAS = "_tring"
+STRING_OF_NET = re.compile(
+    r"ERROR: <input>:(\d+):(\d+): found no matching overload for 'string' applied to '\(net\.(?:IP|CIDR)\)'"
+)
 
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]\s*$")

@@ -43,6 +43,7 @@ from extender.cel.cpp_homogeneity import MAX_LOCATING_PROBES, homogeneity_probes
 from extender.cel.cpp_library import function_decls
 from extender.cel.cpp_rewrite import (
     VALUE_RELATIONS,
+    alias_net_strings,
     balanced_sums,
     field_presence,
     relation_operands,
@@ -243,6 +244,12 @@ class CppEngine:
                         # The regrouped chain is deep enough; this error is the real one
                         # (positions after the first inserted parenthesis are shifted).
                         raw = str(exc)
+        aliased = None if toks is None else alias_net_strings(source, toks, status_text(raw))
+        if aliased is not None:
+            try:
+                return self._env.compile(aliased), aliased
+            except RuntimeError as exc:
+                source, toks, raw = aliased, tokens(aliased), str(exc)
         widened = None if toks is None else widen_numeric_comparisons(source, toks, status_text(raw))
         if widened is not None:
             try:

@@ -37,6 +37,7 @@ from extender.cel.engine_py_lib import (
     CONVERSIONS,
     FUNCTIONS,
     NOT_SUPPORTED,
+    QUALIFIED_TYPE_IDENTS,
     REGEX_ARG,
     TYPE_IDENTS,
     Overload,
@@ -46,18 +47,15 @@ from extender.cel.engine_py_strings import compile_regex
 from extender.cel.engine_py_types import (
     BOOL,
     BYTES,
-    CIDR,
     DEVICE,
     DEVICE_FIELDS,
     DOUBLE,
     DYN,
     INT,
-    IP,
     NULL,
     STRING,
     TYPE,
     UINT,
-    URL,
     Type,
     display,
     join,
@@ -178,6 +176,9 @@ class Compiler:
         raise CompileFailure(f"type '{display(t)}' does not support field selection")
 
     def _select(self, node: Select, scope: dict[str, Type]) -> Compiled:
+        qualified = _qualified_name(node)
+        if qualified in QUALIFIED_TYPE_IDENTS and qualified.split(".", 1)[0] not in scope:
+            return _const(CelType(qualified), TYPE)
         operand = self.compile(node.operand, scope)
         result = self._field_type(operand.type, node.field)
         if node.optional:
@@ -316,9 +317,6 @@ class Compiler:
             if all(unify(p, c.type, bindings) for p, c in zip(ov.params, parts, strict=True)):
                 matched.append((ov, substitute(ov.result, bindings)))
         if not matched:
-            if name == "string" and not member and len(parts) == 1 and parts[0].type in (IP, CIDR, URL):
-                # Valid Kubernetes CEL that the C++ engine cannot run; both engines refuse it alike.
-                raise CompileFailure(f"function string is not supported for {parts[0].type}")
             raise _no_overload(name, _applied([p.type for p in parts], member))
         if name == "format" and member:
             self._check_format(parts, arg_nodes)

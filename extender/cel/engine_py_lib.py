@@ -285,6 +285,8 @@ for _t in (CIDR, STRING):
 _decl("ip", True, (CIDR,), IP, net.cidr_ip)
 _decl("masked", True, (CIDR,), CIDR, net.masked)
 _decl("prefixLength", True, (CIDR,), INT, net.prefix_length)
+_decl("string", False, (IP,), STRING, lambda v: str(v.address))
+_decl("string", False, (CIDR,), STRING, lambda v: k8s_functions.prefix_text(v.prefix))
 _decl("url", False, (STRING,), URL, net.url)
 _decl("isURL", False, (STRING,), BOOL, net.is_url)
 for _name, _getter in net.URL_STRING_GETTERS.items():
@@ -322,3 +324,5 @@ for _name, _getter in cel_time.DURATION_GETTERS.items():
 
 # Names that are types when used as plain identifiers (``type(x) == int``).
 TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "map", TYPE})
+# Library types registered with cel.Types upstream, so their names are type values too.
+QUALIFIED_TYPE_IDENTS = frozenset({IP, CIDR})

@@ -239,6 +239,11 @@ def parse_cidr(s: str) -> Prefix:
     return prefix
 
 
+def prefix_text(prefix: Prefix) -> str:
+    """Go's netip.Prefix.String(): the address as written, then the prefix length."""
+    return f"{prefix.ip}/{prefix.network.prefixlen}"
+
+
 def is_valid(parse: Any, s: str) -> bool:
     try:
         parse(s)

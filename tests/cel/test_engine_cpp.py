@@ -137,7 +137,10 @@ def test_has_device_field_is_true(engine: CppEngine, field: str) -> None:
             'format.dns1123Label().validate("a") == optional.none()',
             "function format.dns1123Label is not supported",
         ),
-        ('string(ip("1.2.3.4")) == "1.2.3.4"', "function string is not supported for net.IP"),
+        (
+            'string(url("https://x")) == ""',
+            "found no matching overload for 'string' applied to '(kubernetes.URL)'",
+        ),
         ('net.IP{} == ip("1.1.1.1")', "undeclared reference to 'net'"),
         ('quantity("1").k8s_dra_internal_key == "1"', "undefined field 'k8s_dra_internal_key'"),
         ('kubernetes.Quantity{} == quantity("0")', "undeclared reference to 'kubernetes'"),
