@@ -55,11 +55,6 @@ def compile_text(raw: str, toks: list[Token] | None) -> str:
             )
         if name in lib.ALL and toks is not None and _called(toks, name):
             return lib.unsupported_message(name)
-        if name == "format" and toks is not None:
-            # The format library's functions live in the `format` namespace.
-            for i, tok in enumerate(toks):
-                if tok.text == "format" and is_root(toks, i) and texts(toks, i + 1, 1) == (".",):
-                    return lib.unsupported_message(f"format.{texts(toks, i + 2, 1)[0]}")
     return text
 
 

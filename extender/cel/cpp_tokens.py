@@ -143,6 +143,14 @@ def may_hold_optionals(toks: list[Token]) -> bool:
     return False
 
 
+def uses_format_library(toks: list[Token]) -> bool:
+    """Whether the expression calls Kubernetes' format library (``format.<name>(...)``)."""
+    return any(
+        tok.text == "format" and is_root(toks, i) and texts(toks, i + 1, 1) == (".",)
+        for i, tok in enumerate(toks)
+    )
+
+
 def member_calls(toks: list[Token]) -> set[str]:
     """Names called as ``x.name(...)``."""
     return {

@@ -59,6 +59,7 @@ from extender.cel.cpp_tokens import (
     member_calls,
     position,
     tokens,
+    uses_format_library,
 )
 from extender.cel.cpp_types import CALL_ALIASES, CONFIG_YAML, POOL, QT, T, status_text
 from extender.cel.cpp_values import quantity_message, to_cel
@@ -178,6 +179,8 @@ class CppEngine:
 
     def _compile(self, expression: str) -> Program:
         toks = tokens(expression)
+        if toks is not None and uses_format_library(toks):
+            return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
             toks = tokens(source)
@@ -216,14 +219,15 @@ class CppEngine:
 
         The C++ runtime crashes the process (a segmentation fault) when an optional value
         reaches a Python function through a list(dyn) parameter, so expressions that can make
-        optional values and call such a function are run by the pure-Python engine.
+        optional values and call such a function are run by the pure-Python engine; so are
+        those using Kubernetes' format library, whose functions return optional values.
         """
         if self._python is None:
             try:
                 self._python = make_engine("python")
             except ImportError as exc:
                 raise CelCompileError(
-                    f"optional values passed to library functions need the python engine: {exc}", expression
+                    f"this expression needs the python engine, which cannot be loaded: {exc}", expression
                 ) from None
         return self._python.compile(expression)
 

@@ -277,8 +277,7 @@ class Compiler:
                 full = f"{qualified}.{name}"
                 if (full, False) in FUNCTIONS:
                     return self._function(full, None, args, scope)
-                # ``format`` is also the namespace of Kubernetes' format library (format.dns1123Label()).
-                if name in NOT_SUPPORTED or full in NOT_SUPPORTED or qualified in (*NOT_SUPPORTED, "format"):
+                if name in NOT_SUPPORTED or full in NOT_SUPPORTED or qualified in NOT_SUPPORTED:
                     raise CompileFailure(unsupported_message(full))
         return self._function(name, target, args, scope)
 

@@ -10,6 +10,7 @@ All implementations are deterministic, so a call over constants may be evaluated
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from extender.cel import engine_py_k8s as k8s
 from extender.cel import engine_py_net as net
 from extender.cel import engine_py_strings as strs
 from extender.cel import engine_py_time as cel_time
-from extender.cel import k8s_functions
+from extender.cel import k8s_format, k8s_functions
 from extender.cel.engine_py_format import format_string
 from extender.cel.engine_py_types import (
     BOOL,
@@ -28,6 +29,7 @@ from extender.cel.engine_py_types import (
     DOUBLE,
     DURATION,
     DYN,
+    FORMAT,
     INT,
     IP,
     NULL,
@@ -287,6 +289,23 @@ _decl("masked", True, (CIDR,), CIDR, net.masked)
 _decl("prefixLength", True, (CIDR,), INT, net.prefix_length)
 _decl("string", False, (IP,), STRING, lambda v: str(v.address))
 _decl("string", False, (CIDR,), STRING, lambda v: k8s_functions.prefix_text(v.prefix))
+# --- Kubernetes format library ---------------------------------------------------------------
+
+
+def _named_format(key: str) -> CelOptional:
+    fmt = k8s_format.named(key)
+    return CelOptional.NONE if fmt is None else CelOptional(fmt)
+
+
+def _validate_format(fmt: k8s_format.Format, value: str) -> CelOptional:
+    errors = k8s_format.validate(fmt, value)
+    return CelOptional(errors) if errors else CelOptional.NONE
+
+
+for _key in k8s_format.FORMATS:
+    _decl(f"format.{_key}", False, (), FORMAT, functools.partial(k8s_format.named, _key))
+_decl("format.named", False, (STRING,), optional_of(FORMAT), _named_format)
+_decl("validate", True, (FORMAT, STRING), optional_of(list_of(STRING)), _validate_format)
 _decl("url", False, (STRING,), URL, net.url)
 _decl("isURL", False, (STRING,), BOOL, net.is_url)
 for _name, _getter in net.URL_STRING_GETTERS.items():

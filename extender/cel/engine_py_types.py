@@ -11,6 +11,7 @@ from typing import Any, Union
 
 from extender.cel.engine_py_net import CIDRValue, IPValue, URLValue
 from extender.cel.engine_py_values import CelOptional, CelType, DeviceValue, Duration, Timestamp, UInt
+from extender.cel.k8s_format import Format
 from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
 
@@ -20,6 +21,7 @@ INT, UINT, DOUBLE, BOOL, STRING, BYTES = "int", "uint", "double", "bool", "strin
 NULL, DYN, TYPE = "null_type", "dyn", "type"
 QUANTITY, SEMVER = "kubernetes.Quantity", "kubernetes.Semver"
 IP, CIDR, URL = IPValue.cel_type_name, CIDRValue.cel_type_name, URLValue.cel_type_name
+FORMAT = Format.cel_type_name
 DEVICE = "kubernetes.DRADevice"
 TIMESTAMP, DURATION = "google.protobuf.Timestamp", "google.protobuf.Duration"
 A, B, K, V = "A", "B", "K", "V"
@@ -105,6 +107,7 @@ _RUNTIME_CHECKS: dict[str, Any] = {
     IP: IPValue,
     CIDR: CIDRValue,
     URL: URLValue,
+    FORMAT: Format,
     TYPE: CelType,
     DEVICE: DeviceValue,
     TIMESTAMP: Timestamp,

@@ -54,13 +54,10 @@ IP = frozenset(
     }
 )
 CIDR = frozenset({"cidr", "isCIDR", "containsIP", "containsCIDR", "masked", "prefixLength"})
-# Members of the format library's values; its constructors are `format.<name>()`, whose
-# namespace an engine reports as the undeclared identifier `format`.
-FORMAT = frozenset({"validate"})
 # DRAListTypeAttributes' member function on attribute values.
 DRA = frozenset({"includes"})
 
-ALL = QUANTITY | SEMVER | REGEX | LISTS | URLS | IP | CIDR | FORMAT | DRA
+ALL = QUANTITY | SEMVER | REGEX | LISTS | URLS | IP | CIDR | DRA
 # Declared as global functions only (cel.Overload), so a member-style call does not type-check.
 GLOBAL_ONLY = frozenset(
     {"quantity", "isQuantity", "sign", "semver", "isSemver", "url", "isURL", "ip", "isIP", "cidr", "isCIDR"}
@@ -383,6 +380,12 @@ def _go_parse(raw: str, via_request: bool) -> GoURL:
         host = _parse_host(hostport if at else authority)
     _unescape(rest)  # a bad escape in the path is a parse error
     return GoURL(scheme, host, rest, query)
+
+
+def go_parse_request_uri(s: str) -> None:
+    """Go's url.ParseRequestURI: raises ValueError with the error it returns (without the
+    ``parse "s": `` prefix of url.Error)."""
+    _go_parse(s, via_request=True)
 
 
 def parse_url(s: str) -> GoURL:

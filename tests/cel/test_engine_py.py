@@ -216,7 +216,8 @@ def test_kubernetes_answers(expression: str, expected: bool | str) -> None:
         ('"a".contains(1)', "found no matching overload for 'contains' applied to 'string.(int)'"),
         ("device.nosuchfield == 1", "undefined field 'nosuchfield'"),
         ("1", "must evaluate to bool or the unknown type, not int"),
-        ('"a".validate() == ""', "function validate is not supported"),
+        ('"a".validate("b") == ""', "found no matching overload for 'validate' applied to 'string.(string)'"),
+        ("format.nope().hasValue()", "undeclared reference to 'format'"),
         ("9223372036854775808 > 0", "invalid int literal"),
     ],
 )
