@@ -92,6 +92,7 @@ def _value_type_name(t: Any) -> str:
 
 
 _FOREIGN_ARENA = "No PyCelArena found"
+_ITERATION_BUDGET = "Iteration budget exceeded"
 
 
 def _is_literal(toks: list[Token], a: int, b: int) -> bool:
@@ -102,11 +103,12 @@ def _is_literal(toks: list[Token], a: int, b: int) -> bool:
 class CppProgram:
     """One compiled selector; evaluation reuses the device's cached activation."""
 
-    __slots__ = ("_compiled", "_engine", "expression")
+    __slots__ = ("_compiled", "_engine", "_fallback", "expression")
 
     def __init__(self, engine: CppEngine, expression: str, compiled: Any) -> None:
         self._engine = engine
         self._compiled = compiled
+        self._fallback: Program | None = None  # the python engine's, for over-budget loops
         self.expression = expression
 
     def evaluate(self, view: DeviceView) -> bool:
@@ -116,6 +118,10 @@ class CppProgram:
             with self._engine.lock:
                 result = self._eval(view)
         except RuntimeError as exc:  # the iteration budget aborts instead of yielding an error
+            if _ITERATION_BUDGET in str(exc):
+                # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
+                # cost limit; the python engine, which charges Kubernetes-like costs, decides.
+                return self._over_budget(view)
             raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
             raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
@@ -127,6 +133,16 @@ class CppProgram:
         raise CelRuntimeError(
             f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
+
+    def _over_budget(self, view: DeviceView) -> bool:
+        if self._fallback is None:
+            try:
+                self._fallback = self._engine.python_program(self.expression)
+            except CelCompileError as exc:
+                raise CelRuntimeError(
+                    f"loop too long for the C++ runtime: {exc.message}", self.expression
+                ) from None
+        return self._fallback.evaluate(view)
 
     def _eval(self, view: DeviceView) -> Any:
         # An activation only works on the thread that built it (cel-expr-python keeps its
@@ -213,6 +229,10 @@ class CppEngine:
             # Not expected; the checked expression still runs, only without the rewrites.
             program = checked
         return CppProgram(self, expression, program)
+
+    def python_program(self, expression: str) -> Program:
+        """The pure-Python engine's program for ``expression`` (see ``_delegate``)."""
+        return self._delegate(expression)
 
     def _delegate(self, expression: str) -> Program:
         """The pure-Python engine's program for ``expression``.

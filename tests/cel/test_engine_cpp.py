@@ -713,3 +713,15 @@ def test_format_library_runs_on_the_python_engine(engine: CppEngine) -> None:
     program = engine.compile('format.dns1123Label().validate("Not A Label").hasValue()')
     assert not isinstance(program, CppProgram)
     assert program.evaluate(view_for(gpu())) is True
+
+
+_HUNDRED = "[" + ", ".join(str(i) for i in range(100)) + "]"
+
+
+def test_loops_past_the_runtime_iteration_budget_get_kubernetes_cost_limit(engine: CppEngine) -> None:
+    # 10,000 iterations: over the C++ runtime's fixed budget, far under Kubernetes' cost limit.
+    assert run(engine, f"{_HUNDRED}.all(x, {_HUNDRED}.all(y, x + y >= 0))") is True
+    # 1,000,000 iterations exceed Kubernetes' limit as well.
+    assert "cost limit exceeded" in runtime_error(
+        engine, f"{_HUNDRED}.all(x, {_HUNDRED}.all(y, {_HUNDRED}.all(z, z >= 0)))"
+    )
