@@ -14,7 +14,8 @@ DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
 
 def field_presence(source: str, toks: list[Token]) -> str:
     """Turn ``has(device.<field>)`` into ``true``: the device object always has its fields,
-    while the checker would type a presence test on a qualified variable as the variable.
+    while the checker would type a presence test on a qualified variable as the variable;
+    ``has(device.attributes.<domain>)`` too (see below).
     Also give ``indexOf``/``lastIndexOf``/``format`` calls their alias (see CALL_ALIASES).
     The two-variable ``exists_one(k, v, p)`` becomes ``existsOne``, the one spelling of it the
     C++ library knows (cel-go has both).
@@ -37,7 +38,19 @@ def field_presence(source: str, toks: list[Token]) -> str:
         if texts(toks, i + 4, 2) in {(field, ")") for field in DEVICE_FIELDS}:
             end = toks[i + 5].end
             source = source[: tok.start] + "true".ljust(end - tok.start) + source[end:]
+        elif (
+            texts(toks, i + 4, 2) in _DOMAIN_MAPS_SELECTED
+            and toks[i + 6].kind == "id"
+            and texts(toks, i + 7, 1) == (")",)
+        ):
+            # A domain map's lookup always finds (the default, if nothing else), and presence
+            # tests use that lookup: has(device.attributes.anything) is true upstream.
+            end = toks[i + 7].end
+            source = source[: tok.start] + "true".ljust(end - tok.start) + source[end:]
     return source
+
+
+_DOMAIN_MAPS_SELECTED = frozenset({("attributes", "."), ("capacity", ".")})
 
 
 def _argument_count(toks: list[Token], open_paren: int) -> int | None:
@@ -90,9 +103,22 @@ def _domain_map_bindings(toks: list[Token]) -> Iterator[tuple[str, int, int]]:
 
 
 def _default_edits_after(toks: list[Token], i: int) -> Iterator[_Edit]:
-    """The default for the domain map ending at token ``i``, when it is indexed or selected."""
+    """The default for the domain map ending at token ``i``, when it is indexed or selected.
+
+    Upstream's lookup always finds (the default, if nothing else), so an optional lookup
+    ``m[?X]`` or ``m.?X`` is present: it becomes ``optional.of(m[?X].orValue({}))``.
+    """
     head = texts(toks, i + 1, 2)
-    if head[:1] == ("[",) and head[1:] != ("?",):
+    if head == ("[", "?") or (head[:1] == (".?",) and len(head) == 2 and toks[i + 2].kind == "id"):
+        start = _map_start(toks, i)
+        yield toks[start].start, toks[start].start, 2, "optional.of("
+        if head[0] == ".?":
+            yield toks[i + 1].start, toks[i + 2].end, 1, f'[?"{toks[i + 2].text}"].orValue({{}}))'
+        else:
+            close = closing(toks, i + 1)
+            if close is not None:
+                yield toks[close].end, toks[close].end, 1, ".orValue({}))"
+    elif head[:1] == ("[",):
         close = closing(toks, i + 1)
         if close is not None:
             yield toks[i + 1].end, toks[i + 1].end, 1, "?"
@@ -108,10 +134,14 @@ def _default_edits_after(toks: list[Token], i: int) -> Iterator[_Edit]:
         yield toks[i + 1].start, toks[i + 2].end, 1, f'[?"{toks[i + 2].text}"].orValue({{}})'
 
 
+def _map_start(toks: list[Token], i: int) -> int:
+    """The first token of the domain map ending at token ``i`` (``device`` or a bound name)."""
+    return i - 2 if toks[i].text in ("attributes", "capacity") and toks[i - 2].text == "device" else i
+
+
 def _presence_test_start(toks: list[Token], i: int) -> bool:
     """Whether the receiver ending at token ``i`` is the start of a ``has(`` argument."""
-    start = i - 2 if toks[i].text in ("attributes", "capacity") and toks[i - 2].text == "device" else i
-    return texts(toks, start - 2, 2) == ("has", "(")
+    return texts(toks, _map_start(toks, i) - 2, 2) == ("has", "(")
 
 
 # Two-variable comprehensions building maps need a runtime helper (cel.@mapInsert) this C++

@@ -58,6 +58,8 @@ def select_value(v: Any, field: str) -> Any:
 
 
 def select_optional(v: Any, field: str) -> CelOptional:
+    if type(v) is DomainMap:  # its lookup always finds, the default if nothing else
+        return CelOptional(dict.get(v, field, EMPTY_DOMAIN))
     if type(v) is CelOptional:
         return select_optional(v.value, field) if v.present else v
     if isinstance(v, dict):
@@ -77,6 +79,10 @@ def make_select(operand: Fn, field: str, optional: bool, on_device: bool) -> Fn:
 def make_has(operand: Fn, field: str) -> Fn:
     def has(ctx: Ctx) -> bool:
         v = operand(ctx)
+        if type(v) is DomainMap:
+            # Upstream's lookup of a missing domain finds the default, and presence tests
+            # use that lookup (unlike ``in``): has(device.attributes.anything) is true.
+            return True
         if isinstance(v, dict):
             return map_contains(v, field)
         raise EvalError(f"invalid type for field selection: {type_name(v)}")
@@ -116,6 +122,8 @@ def index_value(v: Any, k: Any) -> Any:
 
 def index_optional(v: Any, k: Any) -> CelOptional:
     t = type(v)
+    if t is DomainMap and type(k) is str:
+        return CelOptional(dict.get(v, k, EMPTY_DOMAIN))
     if t is CelOptional:
         return index_optional(v.value, k) if v.present else v
     if isinstance(v, dict):
