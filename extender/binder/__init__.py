@@ -1,4 +1,4 @@
-"""Where bind's side effects go: claim status writes and the pod binding.
+"""Where bind's side effects go: claim writes (and the extended-resource claim), pod status, binding.
 
 The contract is shared by the local store (``local.py``) and the Kubernetes API
 (``kube.py``); the scheduling code only ever talks to a :class:`Binder`.
@@ -42,6 +42,26 @@ class Binder(Protocol):
         Returns the claim as it is now (API JSON), or None when it is gone. The caller caches it
         at once: until the watch echoes the rollback, a retry must not see the old reservation.
         """
+        ...
+
+    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+        """Create the pod's extended-resource claim from ``body`` (``generateName``, no name).
+
+        Idempotent: a claim an earlier attempt created for the pod (annotation
+        ``resource.kubernetes.io/extended-resource-claim: "true"``, controlled by the pod) is
+        returned instead of creating a second one.
+        """
+        ...
+
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+        """Rollback: delete the pod's extended-resource claims, our finalizer removed first.
+
+        Returns the deleted objects (none when there was nothing to delete).
+        """
+        ...
+
+    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+        """Set the given top-level fields of the pod's status (the status subresource)."""
         ...
 
 

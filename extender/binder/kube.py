@@ -24,6 +24,7 @@ import kubernetes
 from extender.binder import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, BindError, PodRef
 from extender.kubeclient import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
 from extender.model import ResourceClaim
+from extender.model.extended import is_extended_claim_of
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,15 @@ class KubeBinder:
 
     async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
         return await self._run(self._release_claim, claim, pod, deallocate)
+
+    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+        return await self._run(self._create_extended_claim, body, pod)
+
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+        return await self._run(self._delete_extended_claims, pod)
+
+    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+        await self._run(self._patch_pod_status, pod, status)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -233,6 +243,92 @@ class KubeBinder:
                         return None
                     raise BindError(f"deallocating claim {claim.key} failed: {exc2}") from exc2
         return current
+
+    # ----- the extended-resource claim (dra-scheduling.md §7) ------------------------------
+
+    def _retrying(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` under the binder's retry policy; non-retryable API errors end it at once."""
+        last: KubeApiError | None = None
+        for attempt in range(self._attempts):
+            self._check_leader()
+            if attempt:
+                self._pause(attempt)
+            try:
+                return fn()
+            except KubeApiError as exc:
+                if not _retryable(exc):
+                    raise BindError(f"{what} failed: {exc}") from exc
+                log.info("%s: %s (attempt %d)", what, exc, attempt + 1)
+                last = exc
+        raise BindError(f"{what} failed after {self._attempts} attempts: {last}")
+
+    def _extended_claims(self, pod: PodRef) -> list[dict]:
+        listed = self._client.request("GET", _claims_path(pod.namespace))
+        return [c for c in listed.get("items") or () if is_extended_claim_of(c, pod.name, pod.uid)]
+
+    def _create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+        def attempt() -> dict:
+            # Looked up first on every attempt: a create whose reply was lost must not be repeated.
+            existing = self._extended_claims(pod)
+            if existing:
+                return existing[0]
+            return self._client.request("POST", _claims_path(pod.namespace), body=body)
+
+        what = f"creating the extended-resource claim of pod {pod.namespace}/{pod.name}"
+        return self._retrying(what, attempt)
+
+    def _delete_extended_claims(self, pod: PodRef) -> list[dict]:
+        what = f"deleting the extended-resource claim of pod {pod.namespace}/{pod.name}"
+        claims = self._retrying(what, lambda: self._extended_claims(pod))
+        return [obj for obj in (self._delete_claim(c, what) for c in claims) if obj is not None]
+
+    def _delete_claim(self, claim: dict, what: str) -> dict | None:
+        """Remove our finalizer (a regular update, as upstream), then delete; None if already gone."""
+        meta = claim["metadata"]
+        path = _claim_path(meta["namespace"], meta["name"])
+        current = claim
+
+        def attempt() -> dict | None:
+            nonlocal current
+            try:
+                finalizers = current["metadata"].get("finalizers") or []
+                if DELETE_PROTECTION_FINALIZER in finalizers:
+                    unprotected = copy.deepcopy(current)
+                    unprotected["metadata"]["finalizers"] = [
+                        f for f in finalizers if f != DELETE_PROTECTION_FINALIZER
+                    ]
+                    current = self._client.request("PUT", path, body=unprotected)
+                options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta["uid"]}}
+                self._client.request("DELETE", path, body=options)
+                return current
+            except KubeApiError as exc:
+                if exc.not_found:
+                    return None
+                if exc.conflict:
+                    current = self._client.request("GET", path)  # re-read, then try again
+                raise
+
+        return self._retrying(what, attempt)
+
+    def _patch_pod_status(self, pod: PodRef, status: dict) -> None:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        # The UID guards against a pod re-created under the same name meanwhile.
+        patch = {"metadata": {"uid": pod.uid}, "status": status}
+
+        def attempt() -> None:
+            try:
+                self._client.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.not_found:
+                    raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc
+                raise
+
+        self._retrying(f"patching the status of pod {pod.namespace}/{pod.name}", attempt)
+
+
+def _claims_path(namespace: str) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+
 
 def _claim_path(namespace: str, name: str) -> str:
     return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"

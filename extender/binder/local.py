@@ -8,11 +8,19 @@ pod already bound elsewhere is not re-bound.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 from typing import Any
 
 from extender.binder import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, BindError, PodRef
 from extender.model import ResourceClaim
-from extender.sources.local import LocalCluster, clone, now_rfc3339
+from extender.model.extended import is_extended_claim_of
+from extender.sources.local import LocalCluster, ManifestError, clone, now_rfc3339
+
+# The API server's generateName: the prefix cut to leave room for 5 random characters
+# (apimachinery's names.SimpleNameGenerator), drawn from this alphabet.
+_MAX_PREFIX = 58
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 class LocalBinder:
@@ -83,3 +91,49 @@ class LocalBinder:
                 else:
                     meta.pop("finalizers", None)
         return self.cluster.write("ResourceClaim", obj)
+
+    def _extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
+        return [
+            clone(dict(c.raw))
+            for c in self.cluster.state.claims.values()
+            if c.namespace == pod.namespace and is_extended_claim_of(c.raw, pod.name, pod.uid)
+        ]
+
+    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+        existing = self._extended_claims(pod)
+        if existing:
+            return existing[0]
+        obj = clone(body)
+        meta = obj.setdefault("metadata", {})
+        prefix = str(meta.get("generateName") or "")[:_MAX_PREFIX]
+        names = (_generated(prefix, pod.uid, n) for n in itertools.count())
+        meta["name"] = next(name for name in names if self.cluster.state.claim(pod.namespace, name) is None)
+        try:
+            return self.cluster.apply(obj)
+        except (ManifestError, ValueError) as exc:
+            raise BindError(
+                f"creating the extended-resource claim of pod {pod.namespace}/{pod.name}: {exc}"
+            ) from None
+
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+        deleted = []
+        for obj in self._extended_claims(pod):
+            # Without finalizers the API server removes the object at once.
+            obj["metadata"].pop("finalizers", None)
+            self.cluster.state.delete("ResourceClaim", obj)
+            deleted.append(obj)
+        return deleted
+
+    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+        held = self.cluster.state.pod(pod.namespace, pod.name)
+        if held is None or held.uid != pod.uid:
+            raise BindError(f"pod {pod.namespace}/{pod.name} with UID {pod.uid} does not exist")
+        obj = clone(dict(held.raw))
+        obj.setdefault("status", {}).update(clone(status))
+        self.cluster.write("Pod", obj)
+
+
+def _generated(prefix: str, seed: str, n: int) -> str:
+    """A generateName result; deterministic (seeded) so that local runs repeat exactly."""
+    digest = hashlib.sha256(f"{seed}/{n}".encode()).digest()
+    return prefix + "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])

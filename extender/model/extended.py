@@ -9,7 +9,9 @@ therefore named explicitly (upstream's ``IsDRAExtendedResourceName``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
 from extender.cel.quantity import Quantity
 
@@ -50,3 +52,17 @@ def integer_quantity(value: object, what: str) -> int:
     if amount < 0:
         raise ValueError(f"{what}: must not be negative, got {value}")
     return int(amount)
+
+
+def is_extended_claim_of(raw: Mapping[str, Any], pod_name: str, pod_uid: str) -> bool:
+    """Annotated as the extended-resource claim and controlled by this pod (upstream's lookup)."""
+    meta = raw.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) != "true":
+        return False
+    return any(
+        isinstance(ref, Mapping)
+        and ref.get("controller") is True
+        and ref.get("uid") == pod_uid
+        and ref.get("name") == pod_name
+        for ref in meta.get("ownerReferences") or ()
+    )

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.binder import PodRef
-from extender.model import AllocationResult, ResourceClaim
+from extender.binder import BindError, PodRef
+from extender.model import AllocationResult, ResourceClaim, parse_resource_claim
 from extender.scheduling.claims import PodWaits, reserved_for, unavailable_on
 from extender.scheduling.context import SchedulingContext
+from extender.scheduling.extended_claim import ExtendedClaim, extended_status, mappings_of
 from extender.scheduling.filter import FatalAllocation, PodPlan
 from extender.scheduling.readiness import first_problem
 from extender.state import InFlight
@@ -42,6 +43,26 @@ class _Write:
     claim: ResourceClaim
     allocation: dict[str, Any] | None  # None: already allocated, only reserve
     newly_allocated: bool
+    # The extended-resource claim exists only in memory: it is created from this body first.
+    create: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ExtendedStatus:
+    """``pod.status.extendedResourceClaimStatus`` to record; claim "" = the one this bind creates."""
+
+    claim_name: str
+    mappings: tuple[Mapping[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    writes: list[_Write]
+    status: _ExtendedStatus | None = None
+
+    @property
+    def creates_claim(self) -> bool:
+        return any(w.create is not None for w in self.writes)
 
 
 def _allocation_api(ctx: SchedulingContext, result: AllocationResult) -> dict[str, Any]:
@@ -52,7 +73,7 @@ def _allocation_api(ctx: SchedulingContext, result: AllocationResult) -> dict[st
     return api
 
 
-def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> list[_Write]:
+def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
     """Decide the allocation on ``node_name`` and register it in flight. Never awaits."""
     node = ctx.state.nodes.get(node_name)
     if node is None:
@@ -60,12 +81,15 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> list[_Writ
     unavailable = unavailable_on(plan.claims, node)
     if unavailable is not None:
         raise BindFailed(f"pod {plan.pod.ref} cannot run on node {node_name}: {unavailable}")
-    to_allocate = plan.claims.to_allocate
+    variant = plan.variant(node)
+    if isinstance(variant, str):
+        raise BindFailed(f"pod {plan.pod.ref} cannot run on node {node_name}: {variant}")
+    to_allocate = variant.claims
     results: tuple[AllocationResult, ...] = ()
     remembered = plan.remembered(node_name) if to_allocate else None
-    if remembered is not None and remembered.claim_uids == tuple(c.uid for c in to_allocate):
+    if remembered is not None and remembered.claim_uids == variant.uids:
         results = remembered.results
-    elif to_allocate or plan.extended is not None:
+    elif to_allocate:
         try:
             verdict = plan.evaluate(node, phase="bind")
         except FatalAllocation as exc:
@@ -77,11 +101,27 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> list[_Writ
         results = verdict.results
     writes = []
     expires = time.monotonic() + ctx.config.inflight_ttl_s
+    extended = variant.extended
     for claim, result in zip(to_allocate, results, strict=True):
         ctx.state.add_inflight(InFlight(claim.uid, plan.pod.uid, result, expires))
-        writes.append(_Write(claim, _allocation_api(ctx, result), True))
+        create = extended.create_body() if extended is not None and claim is extended.claim else None
+        writes.append(_Write(claim, _allocation_api(ctx, result), True, create))
     writes.extend(_Write(c, None, False) for c in plan.claims.allocated if not reserved_for(c, plan.pod.uid))
-    return writes
+    return _Commit(writes, _extended_status(plan, extended))
+
+
+def _extended_status(plan: PodPlan, extended: ExtendedClaim | None) -> _ExtendedStatus | None:
+    """What the pod's status must say about its extended-resource claim, if it does not yet."""
+    if extended is not None:
+        return _ExtendedStatus("", extended.mappings)
+    adopted = plan.claims.extended
+    if adopted is None or plan.pod.extended_claim_name == adopted.name:
+        return None
+    # Adopted from an earlier bind that did not get to record it: its requests name the containers.
+    try:
+        return _ExtendedStatus(adopted.name, tuple(mappings_of(plan.pod, adopted)))
+    except ValueError as exc:
+        raise BindFailed(str(exc)) from None
 
 
 async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
@@ -139,19 +179,22 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     try:
         if ctx.handles(pod) and (pod.claims or pod.extended_requests):
             plan = PodPlan.build(ctx, pod)
-            writes = _commit(ctx, plan, node)
+            commit = _commit(ctx, plan, node)
         else:
-            writes = []
+            commit = _Commit([])
     except (PodWaits, BindFailed) as exc:
         metrics.bind_outcomes.labels("rejected").inc()
         return str(exc)
 
+    writes = commit.writes
     written: list[_Write] = []
+    # The extended-resource claim this bind created (by temporary UID): rollback deletes it.
+    created: dict[str, ResourceClaim] = {}
     # Claims whose write timed out: the request may still land after our rollback, so their
     # devices stay in flight until the entry's TTL instead of being offered to the next pod.
     unknown: set[str] = set()
     try:
-        outcomes = await _run_all([_write(ctx, w, ref) for w in writes], ctx.config.bind_timeout_s)
+        outcomes = await _run_all([_write(ctx, w, ref, created) for w in writes], ctx.config.bind_timeout_s)
         errors = []
         for write, outcome in zip(writes, outcomes, strict=True):
             if isinstance(outcome, TimeoutError):
@@ -165,10 +208,12 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             written.append(write)
         if errors:
             raise BindFailed("; ".join(errors))
+        if commit.status is not None:
+            await _record_extended_status(ctx, ref, commit.status, created)
         if plan is not None and ctx.features.binding:
-            readiness = first_problem(_current_claims(ctx, plan))
+            readiness = first_problem(_current_claims(ctx, plan, created))
             if readiness.failed:
-                await _release(ctx, ref, _ours_to_release(ctx, plan, ref))
+                await _release(ctx, ref, _ours_to_release(ctx, plan, ref), plan.extended is not None)
                 written = []
                 raise BindFailed(readiness.message)
             if not readiness.ready:
@@ -187,7 +232,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
         except Exception as exc:
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:
-        await _release(ctx, ref, written)
+        await _release(ctx, ref, [w for w in written if w.create is None], commit.creates_claim)
         metrics.bind_outcomes.labels("failed").inc()
         return str(exc)
     finally:
@@ -199,15 +244,37 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     return ""
 
 
-def _current_claims(ctx: SchedulingContext, plan: PodPlan) -> list[Mapping[str, Any]]:
-    held = (ctx.state.claim(c.namespace, c.name) for c in plan.claims.claims)
+async def _record_extended_status(
+    ctx: SchedulingContext, ref: PodRef, status: _ExtendedStatus, created: Mapping[str, ResourceClaim]
+) -> None:
+    name = status.claim_name or next(iter(created.values())).name
+    try:
+        await asyncio.wait_for(
+            ctx.binder.patch_pod_status(ref, extended_status(name, status.mappings)),
+            ctx.config.bind_timeout_s,
+        )
+    except Exception as exc:
+        raise BindFailed(
+            f"recording claim {ref.namespace}/{name} in the status of pod {ref.name}: {exc}"
+        ) from None
+
+
+def _current_claims(
+    ctx: SchedulingContext, plan: PodPlan, created: Mapping[str, ResourceClaim]
+) -> list[Mapping[str, Any]]:
+    held = (ctx.state.claim(c.namespace, c.name) for c in (*plan.claims.claims, *created.values()))
     return [c.raw for c in held if c is not None]
 
 
 def _ours_to_release(ctx: SchedulingContext, plan: PodPlan, ref: PodRef) -> list[_Write]:
-    """Every claim reserved for the pod; those nobody else uses are deallocated too."""
+    """Every user claim reserved for the pod; those nobody else uses are deallocated too.
+
+    The extended-resource claim is not among them: it is deleted instead.
+    """
     out = []
     for claim in plan.claims.claims:
+        if claim is plan.claims.extended:
+            continue
         held = ctx.state.claim(claim.namespace, claim.name)
         if held is not None and reserved_for(held, ref.uid):
             alone = all(r.uid == ref.uid for r in held.reserved_for)
@@ -215,9 +282,20 @@ def _ours_to_release(ctx: SchedulingContext, plan: PodPlan, ref: PodRef) -> list
     return out
 
 
-async def _write(ctx: SchedulingContext, write: _Write, ref: PodRef) -> Mapping[str, Any]:
+async def _write(
+    ctx: SchedulingContext, write: _Write, ref: PodRef, created: dict[str, ResourceClaim]
+) -> Mapping[str, Any]:
     """Write one claim; the result counts as committed at once, before any watch echo."""
-    obj = await ctx.binder.write_claim(write.claim, write.allocation, ref)
+    claim = write.claim
+    if write.create is not None:
+        obj = await ctx.binder.create_extended_claim(write.create, ref)
+        try:
+            claim = parse_resource_claim(dict(obj))
+        except ValueError as exc:
+            raise BindError(f"the created extended-resource claim is malformed: {exc}") from None
+        created[write.claim.uid] = claim
+        _assume(ctx, obj)
+    obj = await ctx.binder.write_claim(claim, write.allocation, ref)
     _assume(ctx, obj)
     return obj
 
@@ -238,7 +316,14 @@ def _assume(ctx: SchedulingContext, obj: Mapping[str, Any]) -> None:
     ctx.state.assume_claim(dict(obj))
 
 
-async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write]) -> None:
+async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write], delete_extended: bool) -> None:
+    """Undo the writes; with ``delete_extended`` also delete the pod's extended-resource claim.
+
+    That claim is looked up by owner and annotation rather than by name: a create whose reply
+    was lost still gets cleaned up.
+    """
+    if delete_extended:
+        await _delete_extended_claims(ctx, ref)
     outcomes = await _run_all(
         [ctx.binder.release_claim(w.claim, ref, deallocate=w.newly_allocated) for w in written],
         ctx.config.bind_timeout_s,
@@ -250,3 +335,17 @@ async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write]) -
             # Cached at once, like a write: until the watch echoes the rollback, a retry of the pod
             # would otherwise find its old reservation and bind without writing the claim again.
             _assume(ctx, outcome)
+
+
+async def _delete_extended_claims(ctx: SchedulingContext, ref: PodRef) -> None:
+    try:
+        deleted = await asyncio.wait_for(ctx.binder.delete_extended_claims(ref), ctx.config.bind_timeout_s)
+    except Exception as exc:
+        log.error("rollback: deleting the extended-resource claim of pod %s/%s failed: %s",
+                  ref.namespace, ref.name, exc)
+        return
+    for obj in deleted:
+        meta = obj.get("metadata") or {}
+        ctx.deleted_claims[str(meta.get("uid"))] = True
+        # Gone from the cache at once: a retry must neither adopt it nor count its devices.
+        ctx.state.delete("ResourceClaim", dict(obj))

@@ -23,9 +23,14 @@ class PodWaits(Exception):
 
 @dataclass(frozen=True, slots=True)
 class PodClaims:
-    claims: tuple[ResourceClaim, ...]  # in spec.resourceClaims order
+    claims: tuple[ResourceClaim, ...]  # in spec.resourceClaims order, the extended-resource claim last
     to_allocate: tuple[ResourceClaim, ...]
     allocated: tuple[ResourceClaim, ...]
+    # The claim an earlier bind created for the pod's DRA-backed extended resources (allocated).
+    extended: ResourceClaim | None = None
+
+    def with_extended(self, claim: ResourceClaim) -> PodClaims:
+        return PodClaims((*self.claims, claim), self.to_allocate, (*self.allocated, claim), claim)
 
 
 def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:

@@ -21,6 +21,7 @@ MAX_VERDICTS = 200_000
 # How long a scored pod's expected placement counts against its node (kube-scheduler usually
 # binds within milliseconds; a pod rejected after prioritize simply ages out).
 EXPECTED_TTL_S = 5.0
+DELETED_CLAIM_TTL_S = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +117,14 @@ class SchedulingContext:
     binding: set[str] = field(default_factory=set)
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
     events: PodEvents | None = None
+    # UIDs of extended-resource claims a bind rollback deleted: a watch event still in transit
+    # may bring one back into the cache for a moment, and a retry must not adopt it.
+    deleted_claims: TTLCache[str, bool] = field(init=False)
 
     def __post_init__(self) -> None:
         self.features = Features.from_gate_names(self.config.enabled_gates)
         self.remembered = TTLCache(maxsize=20_000, ttl=self.config.result_ttl_s)
+        self.deleted_claims = TTLCache(maxsize=10_000, ttl=DELETED_CLAIM_TTL_S)
 
     def live_expected(self) -> list[tuple[str, Expected]]:
         """Expected placements still in force (expired ones are dropped here)."""

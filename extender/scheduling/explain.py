@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from extender.allocator import AllocationError, AllocationResult
+from extender.model import ResourceClaim
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.scheduling.filter import FatalAllocation, PodPlan, Variant
 from extender.state.pods import PodInfo
 
 
@@ -22,13 +23,17 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
             f"schedulerName {pod.scheduler_name!r} is not handled by this extender: passes untouched"
         )
         return out
-    if not pod.claims:
-        out["verdict"] = "no resource claims: passes every node untouched"
+    untouched = "no resource claims or DRA-backed extended resources: passes every node untouched"
+    if not (pod.claims or pod.extended_requests):
+        out["verdict"] = untouched
         return out
     try:
         plan = PodPlan.build(ctx, pod)
     except PodWaits as exc:
         out["verdict"] = f"waits: {exc}"
+        return out
+    if not plan.concerns_dra:
+        out["verdict"] = untouched
         return out
     out["claims"] = [
         {
@@ -46,7 +51,9 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
     nodes: dict[str, Any] = {}
     for name in sorted(ctx.state.nodes):
         node = ctx.state.nodes[name]
-        what_if = PodPlan(ctx, pod, plan.claims, remember=False)
+        what_if = plan.what_if()
+        variant = what_if.variant(node)
+        to_allocate = variant.claims if isinstance(variant, Variant) else ()
         try:
             verdict = what_if.evaluate(node, phase="explain")
         except FatalAllocation as exc:
@@ -58,10 +65,10 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
         if verdict.fits:
             entry["allocation"] = {
                 f"{c.namespace}/{c.name}": _devices_by_request(r)
-                for c, r in zip(plan.claims.to_allocate, verdict.results, strict=True)
+                for c, r in zip(to_allocate, verdict.results, strict=True)
             }
-        elif len(plan.claims.to_allocate) > 1:
-            entry["perClaim"] = _per_claim(ctx, pod, plan, node)
+        elif len(to_allocate) > 1:
+            entry["perClaim"] = _per_claim(ctx, to_allocate, node)
         nodes[name] = entry
     out["nodes"] = nodes
     out["verdict"] = f"fits on {sum(1 for n in nodes.values() if n['fits'])} of {len(nodes)} nodes"
@@ -75,10 +82,10 @@ def _devices_by_request(result: AllocationResult) -> dict[str, list[str]]:
     return out
 
 
-def _per_claim(ctx: SchedulingContext, pod: PodInfo, plan: PodPlan, node: Any) -> dict[str, Any]:
+def _per_claim(ctx: SchedulingContext, to_allocate: tuple[ResourceClaim, ...], node: Any) -> dict[str, Any]:
     claims: dict[str, Any] = {}
     allocator = ctx.allocator()
-    for claim in plan.claims.to_allocate:
+    for claim in to_allocate:
         try:
             results = allocator.allocate(node, [claim])
         except AllocationError as exc:

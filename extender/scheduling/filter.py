@@ -28,7 +28,7 @@ import orjson
 
 from extender.allocator import AllocationError, AllocationTimeout, Allocator, NodeAllocationFailure
 from extender.binder import PodRef
-from extender.model import AllocationResult, Node
+from extender.model import AllocationResult, Node, ResourceClaim
 from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, resolve, unavailable_on
 from extender.scheduling.context import (
     EXPECTED_TTL_S,
@@ -39,6 +39,7 @@ from extender.scheduling.context import (
     SchedulingContext,
 )
 from extender.scheduling.extended import ExtendedNeeds
+from extender.scheduling.extended_claim import ExtendedClaim, find_extended_claim, in_memory_claim
 from extender.state.pods import PodInfo
 
 TIMEOUT = "timed out trying to allocate devices"
@@ -55,6 +56,30 @@ class FilterOutcome:
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """The claims to allocate on a node: the pod's unallocated claims plus, where the node
+    leaves extended resources to DRA, that node's variant of the extended-resource claim."""
+
+    claims: tuple[ResourceClaim, ...]
+    extended: ExtendedClaim | None
+    keys: tuple[str, ...]  # "ns/name", named in reasons
+    uids: tuple[str, ...]
+    spec: bytes  # what verdicts are shared by
+
+    @classmethod
+    def of(cls, claims: tuple[ResourceClaim, ...], extended: ExtendedClaim | None = None) -> Variant:
+        if extended is not None:
+            claims = (*claims, extended.claim)
+        return cls(
+            claims,
+            extended,
+            tuple(f"{c.namespace}/{c.name}" for c in claims),
+            tuple(c.uid for c in claims),
+            orjson.dumps([c.raw.get("spec") for c in claims], option=orjson.OPT_SORT_KEYS),
+        )
 
 
 class PodPlan:
@@ -78,22 +103,20 @@ class PodPlan:
         self.ctx = ctx
         self.pod = pod
         self.claims = claims
+        # Extended resources still to be provided: none once an earlier bind allocated them.
         self.extended = extended
         # A what-if plan (preemption, explain) must neither leave results bind could reuse
         # nor share verdicts computed against a hypothetical state.
         self.remember = remember
         self._allocator: Allocator | None = None
-        self._remembered = ctx.remembered_for(pod.uid) if remember and claims.to_allocate else {}
-        self._claim_keys = tuple(f"{c.namespace}/{c.name}" for c in claims.to_allocate)
-        self._claim_uids = tuple(c.uid for c in claims.to_allocate)
+        self._remembered = ctx.remembered_for(pod.uid) if remember and self.may_allocate else {}
+        self._plain = Variant.of(claims.to_allocate)
+        self._variants: dict[tuple[str, ...], Variant] = {}
         self.outcomes: Counter[tuple[str, str]] = Counter()
         self.cache_hits: Counter[str] = Counter()  # by phase; apart from outcomes: no tuple per node
         # Rekeyed rejections by (reason template, resolvable): in a filling cluster most
         # candidates fail alike, and each would otherwise be rewritten anew.
         self._rekeyed: dict[tuple[str, bool], NodeVerdict] = {}
-        self._spec = orjson.dumps(
-            [c.raw.get("spec") for c in claims.to_allocate], option=orjson.OPT_SORT_KEYS
-        )
 
     def remembered(self, node_name: str) -> Remembered | None:
         """This pod's filter result on the node, while the node is unchanged."""
@@ -105,14 +128,26 @@ class PodPlan:
     def use_allocator(self, allocator: Allocator) -> None:
         self._allocator = allocator
 
+    def what_if(self) -> PodPlan:
+        """The same decision against another state; nothing of it is remembered or shared."""
+        return PodPlan(self.ctx, self.pod, self.claims, remember=False, extended=self.extended)
+
     @classmethod
     def build(cls, ctx: SchedulingContext, pod: PodInfo) -> PodPlan:
         """Raises PodWaits when the pod cannot be scheduled on any node yet."""
         ctx.state.expire_inflight()
         claims = resolve(ctx.state, pod)
+        extended = ExtendedNeeds.of(pod, ctx.state.classes)
+        if extended is not None:
+            claims = _with_existing_extended_claim(ctx, pod, claims)
         check_before_allocation(ctx.state, ctx.features, pod, claims)
         _check_expected(ctx, pod, claims)
-        return cls(ctx, pod, claims, extended=ExtendedNeeds.of(pod, ctx.state.classes))
+        return cls(ctx, pod, claims, extended=extended)
+
+    @property
+    def may_allocate(self) -> bool:
+        """Whether some node may need an allocation (unallocated claims, or extended resources)."""
+        return bool(self.claims.to_allocate) or (self.extended is not None and self.claims.extended is None)
 
     @property
     def concerns_dra(self) -> bool:
@@ -126,31 +161,37 @@ class PodPlan:
             self._allocator = self.ctx.allocator()
         return self._allocator
 
+    def variant(self, node: Node) -> Variant | str:
+        """What must be allocated on ``node``, or why the node cannot serve the pod's resources."""
+        if self.extended is None:
+            return self._plain
+        via_dra, reason = self.extended.on_node(node)
+        if reason:
+            return reason
+        if not via_dra or self.claims.extended is not None:
+            return self._plain  # device plugins serve it all, or an earlier bind allocated it
+        variant = self._variants.get(via_dra)
+        if variant is None:
+            extended = in_memory_claim(self.pod, via_dra, self.extended.classes)
+            variant = self._variants[via_dra] = Variant.of(self.claims.to_allocate, extended)
+        return variant
+
     def evaluate(self, node: Node, phase: str = "filter") -> NodeVerdict:
         """Decide one node; raises FatalAllocation for errors that hold on every node.
 
         This runs for every candidate node of every filter call: keep it lean.
         """
-        if self.extended is not None:
-            via_dra, reason = self.extended.on_node(node)
-            if reason:
-                self.outcomes[(phase, "unavailable")] += 1
-                return NodeVerdict(False, reason)
-            if via_dra:
-                self.outcomes[(phase, "unavailable")] += 1
-                names = ", ".join(f"{n} (device class {self.extended.classes[n]})" for n in via_dra)
-                return NodeVerdict(
-                    False,
-                    f"node {node.name} provides {names} only through DRA, "
-                    "and DRA-backed extended resources are not supported yet",
-                )
+        variant = self.variant(node)
+        if isinstance(variant, str):
+            self.outcomes[(phase, "unavailable")] += 1
+            return NodeVerdict(False, variant)
         claims = self.claims
         if claims.allocated:
             reason = unavailable_on(claims, node)
             if reason is not None:
                 self.outcomes[(phase, "unavailable")] += 1
                 return NodeVerdict(False, reason)
-        if not claims.to_allocate:
+        if not variant.claims:
             return FITS
         name = node.name
         state = self.ctx.state
@@ -159,31 +200,31 @@ class PodPlan:
         shareable = self.remember and (held is node or held == node)
         verdict = None
         if shareable:
-            hit = self.ctx.verdicts.get((self._spec, name))
+            hit = self.ctx.verdicts.get((variant.spec, name))
             if hit is not None and hit.node_signature == signature:
                 verdict = hit.verdict
                 # A fit names no claim; only rejections speak of the other pod's claims.
-                if not verdict.fits and hit.claim_keys != self._claim_keys:
-                    verdict = self._rekey(hit)
+                if not verdict.fits and hit.claim_keys != variant.keys:
+                    verdict = self._rekey(hit, variant.keys)
                 self.cache_hits[phase] += 1
         if verdict is None:
-            verdict = self._allocate(node, phase)
+            verdict = self._allocate(node, phase, variant.claims)
             if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
-                template = "" if verdict.fits else _reason_template(verdict.reason, self._claim_keys)
+                template = "" if verdict.fits else _reason_template(verdict.reason, variant.keys)
                 self.ctx.share_verdict(
-                    (self._spec, name), CachedVerdict(signature, self._claim_keys, verdict, template)
+                    (variant.spec, name), CachedVerdict(signature, variant.keys, verdict, template)
                 )
         if verdict.fits and self.remember:
-            self._remembered[name] = Remembered(signature, self._claim_uids, verdict)
+            self._remembered[name] = Remembered(signature, variant.uids, verdict)
         return verdict
 
-    def _rekey(self, hit: CachedVerdict) -> NodeVerdict:
+    def _rekey(self, hit: CachedVerdict, claim_keys: tuple[str, ...]) -> NodeVerdict:
         """Another pod's rejection, with its claim names in the reason replaced by ours."""
         key = (hit.reason_template, hit.verdict.resolvable)
         rekeyed = self._rekeyed.get(key)
         if rekeyed is None:
             reason = hit.reason_template
-            for i, claim_key in enumerate(self._claim_keys):
+            for i, claim_key in enumerate(claim_keys):
                 reason = reason.replace(_slot(i), claim_key)
             rekeyed = self._rekeyed[key] = NodeVerdict(False, reason, hit.verdict.resolvable)
         return rekeyed
@@ -197,10 +238,10 @@ class PodPlan:
         self.outcomes.clear()
         self.cache_hits.clear()
 
-    def _allocate(self, node: Node, phase: str) -> NodeVerdict:
+    def _allocate(self, node: Node, phase: str, claims: tuple[ResourceClaim, ...]) -> NodeVerdict:
         outcomes = self.outcomes
         try:
-            results = self.allocator.allocate(node, self.claims.to_allocate)
+            results = self.allocator.allocate(node, claims)
         except AllocationTimeout:
             outcomes[(phase, "timeout")] += 1
             return NodeVerdict(False, TIMEOUT)
@@ -222,6 +263,28 @@ class PodPlan:
         return bool(per_pool) and any(
             pool in per_pool for pool in self.ctx.state.slices.pools_for_node(node.name)
         )
+
+
+def _with_existing_extended_claim(ctx: SchedulingContext, pod: PodInfo, claims: PodClaims) -> PodClaims:
+    """Adopt the claim an earlier bind created for the pod's extended resources.
+
+    Allocated, it is used like any allocated claim (a bind waiting for binding conditions, or
+    one whose Binding timed out, left it reserved for the retry). Unallocated with requests, it
+    is a leftover of a failed bind that could not be cleaned up: upstream's PostFilter deletes
+    it and the pod retries, the extender (without PostFilter) reports it.
+    """
+    existing = find_extended_claim(ctx.state.claims.values(), pod)
+    if existing is None or existing.uid in ctx.deleted_claims:
+        return claims
+    key = f"{existing.namespace}/{existing.name}"
+    if (existing.raw.get("metadata") or {}).get("deletionTimestamp"):
+        raise PodWaits(f'resourceclaim "{existing.name}" is being deleted')
+    if existing.allocation is None:
+        raise PodWaits(
+            f"cannot schedule extended resource claim {key}: it was created by an earlier attempt "
+            "and is not allocated; it must be deleted for the pod to be scheduled anew"
+        )
+    return claims.with_extended(existing)
 
 
 def _check_expected(ctx: SchedulingContext, pod: PodInfo, claims: PodClaims) -> None:
@@ -320,7 +383,7 @@ def filter_nodes(
 def _expect_sole_node(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> None:
     """With one feasible node kube-scheduler skips prioritize and takes it (protocol §4.1.5)."""
     remembered = plan.remembered(node_name)
-    if remembered is None or not plan.claims.to_allocate:
+    if remembered is None:
         return
     claims = frozenset(c.uid for c in plan.claims.to_allocate)
     expires = time.monotonic() + EXPECTED_TTL_S

@@ -4,7 +4,7 @@ Simple and conservative: on each candidate node the pod's unallocated claims are
 against the in-use devices minus every claim that only the victims hold (reservedFor names
 victims only). If that fails, no eviction on this node helps DRA-wise and the node is
 dropped; otherwise the scheduler's candidate is passed through unchanged. Pods we do not
-handle, pods without claims and pods whose claims are all allocated already pass through.
+handle, pods without claims and pods with nothing left to allocate pass through.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ def _released_by(ctx: SchedulingContext, victim_uids: set[str]) -> set[Owner]:
     victims = [p for p in ctx.state.pods.values() if p.uid in victim_uids]
     for victim in victims:
         try:
-            claims = resolve(ctx.state, victim).allocated
+            claims = list(resolve(ctx.state, victim).allocated)
         except PodWaits:
             continue
+        # The claim made for its extended resources is named in its status, not its spec.
+        extended = ctx.state.claim(victim.namespace, victim.extended_claim_name)
+        if extended is not None and extended.allocation is not None:
+            claims.append(extended)
         for claim in claims:
             if claim.reserved_for and all(ref.uid in victim_uids for ref in claim.reserved_for):
                 owners.add(("claim", claim.uid))
@@ -38,13 +42,13 @@ def nodes_worth_preempting(
     ctx: SchedulingContext, pod: PodInfo, candidates: Mapping[str, list[str]]
 ) -> set[str]:
     """The candidate nodes (name -> victim pod UIDs) to keep."""
-    if not ctx.handles(pod) or not pod.claims or not ctx.state.synced:
+    if not ctx.handles(pod) or not (pod.claims or pod.extended_requests) or not ctx.state.synced:
         return set(candidates)
     try:
         plan = PodPlan.build(ctx, pod)
     except PodWaits:
         return set()  # nothing a victim does creates a missing claim or class
-    if not plan.claims.to_allocate:
+    if not plan.may_allocate:
         return set(candidates)
     kept: set[str] = set()
     for name, victim_uids in candidates.items():
@@ -52,7 +56,7 @@ def nodes_worth_preempting(
         if node is None:
             continue
         devices, shared, capacity = ctx.state.inuse.without(_released_by(ctx, set(victim_uids)))
-        what_if = PodPlan(ctx, pod, plan.claims, remember=False)
+        what_if = plan.what_if()
         what_if.use_allocator(ctx.allocator(AllocatedState(devices, shared, capacity)))
         try:
             if what_if.evaluate(node, phase="preempt").fits:

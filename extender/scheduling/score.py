@@ -78,11 +78,18 @@ class _Packing:
 
 def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[str, int]:
     scores = dict.fromkeys(names, 0)
-    if ctx.config.score_policy == "none" or not ctx.handles(pod) or not pod.claims or not ctx.state.synced:
+    if (
+        ctx.config.score_policy == "none"
+        or not ctx.handles(pod)
+        or not (pod.claims or pod.extended_requests)
+        or not ctx.state.synced
+    ):
         return scores
     try:
         plan = PodPlan.build(ctx, pod)
     except PodWaits:
+        return scores
+    if not plan.concerns_dra:
         return scores
     keys: dict[str, tuple[int, int, int]] = {}
     verdicts: dict[str, NodeVerdict] = {}
@@ -98,7 +105,8 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
         verdict = entry.verdict if entry is not None else _fresh_verdict(ctx, plan, name)
         if verdict is None:
             continue
-        prio = prioritized_score(order, verdict.results) if prioritized else 0
+        # An extended-resource claim comes last and has no prioritized lists.
+        prio = prioritized_score(order, verdict.results[: len(order)]) if prioritized else 0
         contended = others.get(name)
         free_of_contention = 1 if contended is None else int(verdict.devices.isdisjoint(contended))
         keys[name] = (prio, free_of_contention, sign * packing.free_after(name, verdict))

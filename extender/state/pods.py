@@ -45,6 +45,8 @@ class PodInfo:
     claim_statuses: Mapping[str, str]
     # Init containers first, then regular ones (the index order of the special claim's requests).
     containers: tuple[ContainerResources, ...]
+    # status.extendedResourceClaimStatus.resourceClaimName ("" = not recorded).
+    extended_claim_name: str
     raw: Mapping[str, Any]
 
     @property
@@ -156,6 +158,9 @@ def parse_pod(obj: Any) -> PodInfo:
         _container(item, False, f"spec.containers[{i}]", ref)
         for i, item in enumerate(_list(spec.get("containers"), "spec.containers", ref))
     ]
+    extended_status = _map(
+        status.get("extendedResourceClaimStatus"), "status.extendedResourceClaimStatus", ref
+    )
     return PodInfo(
         namespace=namespace,
         name=name,
@@ -167,5 +172,10 @@ def parse_pod(obj: Any) -> PodInfo:
         claims=tuple(claims),
         claim_statuses=statuses,
         containers=tuple(containers),
+        extended_claim_name=_str(
+            extended_status.get("resourceClaimName"),
+            "status.extendedResourceClaimStatus.resourceClaimName",
+            ref,
+        ),
         raw=obj,
     )

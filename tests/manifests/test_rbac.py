@@ -54,6 +54,18 @@ async def _exercise(server: ApiServer) -> None:
     await binder.bind_pod(pod, "n")
     await binder.bind_pod(pod, "n")  # conflict → reads the pod to see it is bound there already
     await binder.release_claim(parse_resource_claim(written), pod, deallocate=True)
+    # DRA-backed extended resources: the claim is created (after a lookup), named in the pod's
+    # status, and deleted again (finalizer first) when a bind is rolled back.
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": pod.uid, "controller": True}
+    body = {**objects.claim("unused"), "metadata": {
+        "generateName": "p-extended-resources-", "namespace": "default", "ownerReferences": [owner],
+        "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"}}}
+    extended = await binder.create_extended_claim(body, pod)
+    await binder.write_claim(parse_resource_claim(extended), objects.allocation("n", "gpu-1"), pod)
+    mapping = {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "gpu"}
+    await binder.patch_pod_status(pod, {"extendedResourceClaimStatus": {
+        "resourceClaimName": extended["metadata"]["name"], "requestMappings": [mapping]}})
+    await binder.delete_extended_claims(pod)
 
     recorder = EventRecorder(client, instance="test")
     recorder.warn(pod, REASON_BIND_FAILED, "example")

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
+
+from extender.binder import BindError, PodRef
+from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from tests.scheduling.cluster import (
     DRIVER,
     Service,
+    allocated_devices,
     bind_call,
+    claim,
     device_class,
     filter_call,
     gpus,
     node,
     node_slice,
     pod,
+    schedule,
 )
 
 RESOURCE = "example.com/gpu"
@@ -62,16 +70,175 @@ def test_unmapped_resource_next_to_a_mapped_one_cannot_fit_where_not_listed():
     assert result["FailedAndUnresolvableNodes"]["bare"].startswith("cannot fit resource vendor.io/fpga")
 
 
-def test_resource_only_dra_provides_is_never_passed_silently():
-    objs = [mapped_class(), node("n"), node_slice("n", gpus(2)), extended_pod("p", {RESOURCE: "1"})]
+def dra_node(name: str, devices: int) -> list[dict[str, Any]]:
+    return [node(name), node_slice(name, gpus(devices))]
+
+
+def test_pod_gets_a_created_claim_with_allocation_reservation_and_status_mapping():
+    objs = [mapped_class(), *dra_node("n", 4)]
+    objs.append(extended_pod("p", {"cpu": "1", RESOURCE: "2"}, init={RESOURCE: "1"}))
     svc = Service(objs)
+    p = svc.pod("p")
+    node_name, error = svc.run(lambda c: schedule(c, p, ["n"]))
+    assert (node_name, error) == ("n", "")
+
+    [(name, written)] = svc.claims().items()
+    assert name.startswith("p-extended-resources-") and len(name) == len("p-extended-resources-") + 5
+    meta = written["metadata"]
+    assert meta["generateName"] == "p-extended-resources-"
+    assert meta["annotations"] == {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"}
+    assert meta["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": p["metadata"]["uid"], "controller": True}
+    ]
+    assert "resource.kubernetes.io/delete-protection" in meta["finalizers"]
+    # i: init containers first; j: index among the container's sorted request names (cpu first).
+    assert written["spec"]["devices"]["requests"] == [
+        {"name": "container-0-request-0",
+         "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}},
+        {"name": "container-1-request-1",
+         "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 2}},
+    ]
+    results = written["status"]["allocation"]["devices"]["results"]
+    assert sorted(r["request"] for r in results) == [
+        "container-0-request-0", "container-1-request-1", "container-1-request-1"
+    ]
+    assert len({r["device"] for r in results}) == 3
+    uid = p["metadata"]["uid"]
+    assert written["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": uid}]
+
+    bound = svc.pod("p")
+    assert bound["spec"]["nodeName"] == "n"
+    assert bound["status"]["extendedResourceClaimStatus"] == {
+        "resourceClaimName": name,
+        "requestMappings": [
+            {"containerName": "setup", "resourceName": RESOURCE, "requestName": "container-0-request-0"},
+            {"containerName": "main", "resourceName": RESOURCE, "requestName": "container-1-request-1"},
+        ],
+    }
+
+
+def test_implicit_class_name_is_served_too():
+    resource = f"deviceclass.resource.kubernetes.io/{DRIVER}"
+    svc = Service([device_class(), *dra_node("n", 1), extended_pod("p", {resource: "1"})])
+    node_name, error = svc.run(lambda c: schedule(c, svc.pod("p"), ["n"]))
+    assert (node_name, error) == ("n", "")
+    [written] = svc.claims().values()
+    assert written["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == DRIVER
+
+
+def test_node_without_enough_devices_fails_with_the_allocator_reason():
+    svc = Service([mapped_class(), *dra_node("small", 1), extended_pod("p", {RESOURCE: "2"})])
+    result = svc.run(lambda c: filter_call(c, svc.pod("p"), ["small"]))
+    assert result["NodeNames"] == []
+    reason = {**result["FailedNodes"], **result["FailedAndUnresolvableNodes"]}["small"]
+    assert reason.startswith("claim default/<extended-resources>, request container-0-request-0: 1 of 2")
+    assert svc.claims() == {}
+
+
+@pytest.mark.parametrize(("policy", "best"), [("binpack", "plugin"), ("spread", "dra")])
+def test_plugin_node_and_dra_node_both_pass_and_are_ranked_by_the_devices_left(policy, best):
+    plugin_node = node("plugin")
+    plugin_node["status"] = {"allocatable": {RESOURCE: "2"}}
+    objs = [mapped_class(), plugin_node, *dra_node("dra", 2), extended_pod("p", {RESOURCE: "1"})]
+    svc = Service(objs, score_policy=policy)
     p = svc.pod("p")
 
     async def flow(client):
-        return await filter_call(client, p, ["n"]), await bind_call(client, p, "n")
+        passed = (await filter_call(client, p, ["plugin", "dra"]))["NodeNames"]
+        scores = (await client.post("/prioritize", json={"Pod": p, "NodeNames": passed})).json()
+        return passed, {s["Host"]: s["Score"] for s in scores}
 
-    result, error = svc.run(flow)
-    assert result["NodeNames"] == []
-    assert RESOURCE in result["FailedAndUnresolvableNodes"]["n"]
-    assert RESOURCE in error
-    assert svc.state.pod("default", "p").node_name == ""
+    passed, scores = svc.run(flow)
+    assert sorted(passed) == ["dra", "plugin"]
+    # The DRA node keeps one free device after the allocation, the plugin node none of DRA's.
+    assert max(scores, key=scores.__getitem__) == best
+
+
+def test_extended_and_user_claims_never_share_a_device():
+    objs = [mapped_class(), *dra_node("n", 3), claim("c")]
+    user = extended_pod("p", {RESOURCE: "2"})
+    user["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    objs += [user, extended_pod("q", {RESOURCE: "1"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        first = await schedule(client, svc.pod("p"), ["n"])
+        second = await filter_call(client, svc.pod("q"), ["n"])
+        return first, second
+
+    first, second = svc.run(flow)
+    assert first == ("n", "")
+    devices = allocated_devices(svc.claims().values())
+    assert len(devices) == 3 and len(set(devices)) == 3  # 1 for the user claim, 2 for the extended one
+    assert second["NodeNames"] == []  # nothing left for q
+
+
+def test_failed_binding_deletes_the_created_claim_and_frees_its_devices():
+    svc = Service([mapped_class(), *dra_node("n", 1), extended_pod("p", {RESOURCE: "1"})])
+    p = svc.pod("p")
+    original = svc.ctx.binder.bind_pod
+
+    async def refuse(ref: PodRef, node_name: str) -> None:
+        raise BindError("binding refused")
+
+    svc.ctx.binder.bind_pod = refuse  # type: ignore[method-assign]
+    error = svc.run(lambda c: schedule(c, p, ["n"]))[1]
+    assert "binding refused" in error
+    assert svc.claims() == {}
+
+    # The only device is free again: the retry gets it.
+    svc.ctx.binder.bind_pod = original  # type: ignore[method-assign]
+    assert svc.run(lambda c: schedule(c, p, ["n"])) == ("n", "")
+    assert len(svc.claims()) == 1
+
+
+def test_leftover_unallocated_claim_makes_the_pod_unschedulable_with_its_name():
+    svc = Service([mapped_class(), *dra_node("n", 1), extended_pod("p", {RESOURCE: "1"})])
+    p = svc.pod("p")
+    leftover = claim("p-extended-resources-abcde")
+    leftover["metadata"]["annotations"] = {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"}
+    leftover["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": p["metadata"]["uid"], "controller": True}
+    ]
+    svc.cluster.apply(leftover)
+    result = svc.run(lambda c: filter_call(c, p, ["n"]))
+    reason = result["FailedAndUnresolvableNodes"]["n"]
+    assert reason.startswith("cannot schedule extended resource claim default/p-extended-resources-abcde")
+
+
+def test_claim_left_allocated_by_an_earlier_attempt_is_adopted_not_duplicated():
+    # The Binding never answers: bind gives up and leaves the claims reserved for the retry.
+    svc = Service([mapped_class(), *dra_node("n", 2), extended_pod("p", {RESOURCE: "1"})], bind_timeout_s=0.5)
+    p = svc.pod("p")
+    original = svc.ctx.binder.bind_pod
+
+    async def no_answer(ref: PodRef, node_name: str) -> None:
+        await asyncio.Event().wait()
+
+    svc.ctx.binder.bind_pod = no_answer  # type: ignore[method-assign]
+    error = svc.run(lambda c: bind_call(c, p, "n"))
+    assert "stay reserved for the retry" in error
+    [first] = svc.claims()
+
+    svc.ctx.binder.bind_pod = original  # type: ignore[method-assign]
+    assert svc.run(lambda c: schedule(c, svc.pod("p"), ["n"])) == ("n", "")
+    assert list(svc.claims()) == [first]
+    assert svc.pod("p")["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == first
+
+
+def test_preempting_a_victim_frees_the_devices_of_its_extended_resource_claim():
+    objs = [mapped_class(), *dra_node("n", 1)]
+    objs += [extended_pod("victim", {RESOURCE: "1"}), extended_pod("newcomer", {RESOURCE: "1"})]
+    svc = Service(objs)
+
+    async def flow(client):
+        assert await schedule(client, svc.pod("victim"), ["n"]) == ("n", "")
+        victims = {"Pods": [{"UID": svc.pod("victim")["metadata"]["uid"]}], "NumPDBViolations": 0}
+        useless = {"Pods": [{"UID": "someone-else"}], "NumPDBViolations": 0}
+        kept = []
+        for candidate in (victims, useless):
+            body = {"Pod": svc.pod("newcomer"), "NodeNameToMetaVictims": {"n": candidate}}
+            kept.append(list((await client.post("/preempt", json=body)).json()["NodeNameToMetaVictims"]))
+        return kept
+
+    assert svc.run(flow) == [["n"], []]

@@ -9,6 +9,7 @@ import pytest
 from extender.model import parse_device_class, parse_node
 from extender.model.extended import integer_quantity, is_dra_extended_name
 from extender.scheduling.extended import ExtendedNeeds, class_mapping
+from extender.scheduling.extended_claim import in_memory_claim, mappings_of, requests_and_mappings
 from extender.state.pods import parse_pod
 
 
@@ -137,3 +138,66 @@ def test_unmapped_resource_missing_from_the_node_cannot_fit():
     assert reason.startswith("cannot fit resource vendor.io/fpga")
     # The device plugin's resource listed (even with zero): kube-scheduler's fit decides.
     assert needs.on_node(node_with({"vendor.io/fpga": "0"})) == (("example.com/gpu",), "")
+
+
+def test_request_names_follow_container_index_and_sorted_resource_index():
+    pod = pod_with(
+        {"cpu": "1", "example.com/gpu": "2", "vendor.io/nic": "1"},
+        {"example.com/gpu": "0"},  # a zero request gets no device request
+        {"vendor.io/nic": "3"},
+        init=({"example.com/gpu": "1"},),
+    )
+    classes_of = {"example.com/gpu": "gpu-class", "vendor.io/nic": "nic-class"}
+    requests, mappings = requests_and_mappings(pod, ("vendor.io/nic", "example.com/gpu"), classes_of)
+    assert [(r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in requests] == [
+        ("container-0-request-0", "gpu-class", 1),  # init container i0
+        ("container-1-request-1", "gpu-class", 2),  # c0: cpu, example.com/gpu, vendor.io/nic
+        ("container-1-request-2", "nic-class", 1),
+        ("container-3-request-0", "nic-class", 3),  # c2
+    ]
+    assert all(r["exactly"]["allocationMode"] == "ExactCount" for r in requests)
+    # Resource by resource (sorted), containers in order.
+    assert [(m["containerName"], m["resourceName"], m["requestName"]) for m in mappings] == [
+        ("i0", "example.com/gpu", "container-0-request-0"),
+        ("c0", "example.com/gpu", "container-1-request-1"),
+        ("c0", "vendor.io/nic", "container-1-request-2"),
+        ("c2", "vendor.io/nic", "container-3-request-0"),
+    ]
+
+
+def test_requests_are_ordered_by_name_as_strings():
+    containers = [{"example.com/gpu": "1"} for _ in range(11)]
+    requests, _ = requests_and_mappings(pod_with(*containers), ("example.com/gpu",), {"example.com/gpu": "g"})
+    names = [r["name"] for r in requests]
+    assert names == sorted(names) and names[:3] == ["container-0-request-0", "container-1-request-0",
+                                                    "container-10-request-0"]
+
+
+def test_only_the_resources_the_node_leaves_to_dra_get_requests():
+    pod = pod_with({"example.com/gpu": "1", "vendor.io/nic": "1"})
+    requests, mappings = requests_and_mappings(pod, ("vendor.io/nic",), {"vendor.io/nic": "nic"})
+    assert [r["name"] for r in requests] == ["container-0-request-1"]
+    assert [m["resourceName"] for m in mappings] == ["vendor.io/nic"]
+
+
+def test_in_memory_claim_has_upstreams_shape_and_mappings_read_back():
+    pod = pod_with({"cpu": "1", "example.com/gpu": "2"}, init=({"example.com/gpu": "1"},))
+    extended = in_memory_claim(pod, ("example.com/gpu",), {"example.com/gpu": "gpu"})
+    claim = extended.claim
+    assert (claim.namespace, claim.name) == ("ns", "<extended-resources>")
+    assert [r.name for r in claim.requests] == ["container-0-request-0", "container-1-request-1"]
+    body = extended.create_body()
+    assert "name" not in body["metadata"] and "uid" not in body["metadata"] and "status" not in body
+    assert body["metadata"]["generateName"] == "p-extended-resources-"
+    assert body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u", "controller": True}
+    ]
+    assert mappings_of(pod, claim) == list(extended.mappings)
+
+
+def test_mappings_of_a_claim_not_made_for_the_pod_is_an_error():
+    pod = pod_with({"example.com/gpu": "1"})
+    other = in_memory_claim(pod_with({"a.io/x": "1"}, {"example.com/gpu": "1"}), ("example.com/gpu",),
+                            {"example.com/gpu": "gpu"})
+    with pytest.raises(ValueError, match="container-1-request-0 names no request of pod ns/p"):
+        mappings_of(pod, other.claim)

@@ -1,0 +1,149 @@
+"""The scheduler-made claim that carries a pod's DRA-backed extended resources.
+
+Upstream keeps one such claim per pod (dra-scheduling.md §7): in memory while scheduling, with
+one node-specific variant per set of resources the node leaves to DRA, and created in the API
+only at bind, under ``generateName: <pod>-extended-resources-``. Its requests are
+``container-<i>-request-<j>`` (dra-allocation.md §13); the pod's
+``status.extendedResourceClaimStatus`` tells the kubelet which container gets which request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.model import ResourceClaim, parse_resource_claim
+from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION, is_extended_claim_of
+from extender.state.pods import PodInfo
+
+# Deliberately not a valid object name, as upstream's, so it can never clash with a real claim.
+IN_MEMORY_NAME = "<extended-resources>"
+API_VERSION = "resource.k8s.io/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedClaim:
+    """One node variant of the in-memory claim, and the container mappings that go with it."""
+
+    claim: ResourceClaim
+    mappings: tuple[Mapping[str, str], ...]  # {containerName, resourceName, requestName}
+
+    def create_body(self) -> dict[str, Any]:
+        """The object bind creates: no name, UID or status; the API server names it."""
+        raw = self.claim.raw
+        meta = raw["metadata"]
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": meta["generateName"],
+                "namespace": meta["namespace"],
+                "annotations": dict(meta["annotations"]),
+                "ownerReferences": [dict(ref) for ref in meta["ownerReferences"]],
+            },
+            "spec": {"devices": {"requests": [_plain(r) for r in raw["spec"]["devices"]["requests"]]}},
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def requests_and_mappings(
+    pod: PodInfo, via_dra: Iterable[str], classes: Mapping[str, str]
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """One ExactCount request per (container, resource) with a non-zero whole request.
+
+    ``i`` counts init containers first, then regular ones; ``j`` is the resource's index among
+    all of that container's requested names in sorted order. Requests are sorted by name, as
+    upstream sorts them; mappings go resource by resource, containers in order.
+    """
+    requests: list[dict[str, Any]] = []
+    mappings: list[dict[str, str]] = []
+    for resource in sorted(via_dra):
+        for i, container in enumerate(pod.containers):
+            count = container.extended.get(resource, 0)
+            if count <= 0:
+                continue
+            name = f"container-{i}-request-{container.request_names.index(resource)}"
+            requests.append(
+                {
+                    "name": name,
+                    "exactly": {
+                        "deviceClassName": classes[resource],
+                        "allocationMode": "ExactCount",
+                        "count": count,
+                    },
+                }
+            )
+            mappings.append({"containerName": container.name, "resourceName": resource, "requestName": name})
+    requests.sort(key=lambda r: r["name"])
+    return requests, mappings
+
+
+def in_memory_claim(pod: PodInfo, via_dra: Iterable[str], classes: Mapping[str, str]) -> ExtendedClaim:
+    """The node variant for the resources ``via_dra`` (names ``classes`` maps)."""
+    requests, mappings = requests_and_mappings(pod, via_dra, classes)
+    raw = {
+        "apiVersion": API_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": IN_MEMORY_NAME,
+            "namespace": pod.namespace,
+            # Stands in for the UID until the claim exists; one per pod, so its in-flight entry
+            # cannot collide with another pod's.
+            "uid": f"{pod.uid}/extended-resources",
+            "generateName": f"{pod.name}-extended-resources-",
+            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
+            ],
+        },
+        "spec": {"devices": {"requests": requests}},
+    }
+    return ExtendedClaim(parse_resource_claim(raw), tuple(mappings))
+
+
+def extended_status(claim_name: str, mappings: Iterable[Mapping[str, str]]) -> dict[str, Any]:
+    """The pod status fields that tell the kubelet which container uses which request."""
+    return {
+        "extendedResourceClaimStatus": {
+            "resourceClaimName": claim_name,
+            "requestMappings": [dict(m) for m in mappings],
+        }
+    }
+
+
+def mappings_of(pod: PodInfo, claim: ResourceClaim) -> list[dict[str, str]]:
+    """The request mappings of an existing claim, read back from its request names.
+
+    Raises ValueError when a request does not name one of the pod's container requests.
+    """
+    out = []
+    for request in claim.requests:
+        i, j = _indices(request.name)
+        if i is None or j is None or i >= len(pod.containers) or j >= len(pod.containers[i].request_names):
+            raise ValueError(f"claim {claim.key}: request {request.name} names no request of pod {pod.ref}")
+        container = pod.containers[i]
+        resource = container.request_names[j]
+        out.append({"containerName": container.name, "resourceName": resource, "requestName": request.name})
+    return out
+
+
+def _indices(request_name: str) -> tuple[int | None, int | None]:
+    head, _, j = request_name.rpartition("-request-")
+    prefix, _, i = head.partition("container-")
+    if prefix or not i.isdigit() or not j.isdigit():
+        return None, None
+    return int(i), int(j)
+
+
+def find_extended_claim(claims: Iterable[ResourceClaim], pod: PodInfo) -> ResourceClaim | None:
+    """The claim an earlier bind created for this pod, if any."""
+    for claim in claims:
+        if claim.namespace == pod.namespace and is_extended_claim_of(claim.raw, pod.name, pod.uid):
+            return claim
+    return None
