@@ -242,3 +242,30 @@ def test_preempting_a_victim_frees_the_devices_of_its_extended_resource_claim():
         return kept
 
     assert svc.run(flow) == [["n"], []]
+
+
+def test_adopted_claim_is_recorded_in_the_pod_status_when_the_earlier_bind_did_not():
+    svc = Service([mapped_class(), *dra_node("n", 2), extended_pod("p", {"cpu": "1", RESOURCE: "1"})])
+    p = svc.pod("p")
+    uid = p["metadata"]["uid"]
+    earlier = claim("p-extended-resources-xyz12", {"devices": {"requests": [
+        {"name": "container-0-request-1", "exactly": {"deviceClassName": DRIVER, "count": 1}}]}})
+    earlier["metadata"]["annotations"] = {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"}
+    earlier["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": uid, "controller": True}
+    ]
+    earlier["status"] = {
+        "allocation": {"devices": {"results": [
+            {"request": "container-0-request-1", "driver": DRIVER, "pool": "n", "device": "gpu-1"}]}},
+        "reservedFor": [{"resource": "pods", "name": "p", "uid": uid}],
+    }
+    svc.cluster.apply(earlier)
+
+    assert svc.run(lambda c: schedule(c, p, ["n"])) == ("n", "")
+    assert list(svc.claims()) == ["p-extended-resources-xyz12"]  # nothing new created or allocated
+    assert svc.pod("p")["status"]["extendedResourceClaimStatus"] == {
+        "resourceClaimName": "p-extended-resources-xyz12",
+        "requestMappings": [
+            {"containerName": "main", "resourceName": RESOURCE, "requestName": "container-0-request-1"}
+        ],
+    }
