@@ -316,7 +316,9 @@ def _convert(t: Any) -> Any:
         return _unary(t)
     if data == "member_dot":
         name = str(kids[1])
-        _check_ident(name)
+        # cel-go rejects reserved words only as root identifiers; `in` is its own token there.
+        if name == "in":
+            raise ParseFailure("Syntax error: mismatched input 'in' expecting IDENTIFIER")
         return Select(_convert(kids[0]), name)
     if data == "member_dot_arg":
         target = _convert(kids[0])
