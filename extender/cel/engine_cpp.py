@@ -64,6 +64,8 @@ from extender.cel.cpp_tokens import (
 from extender.cel.cpp_types import CALL_ALIASES, CONFIG_YAML, POOL, QT, T, status_text
 from extender.cel.cpp_values import quantity_message, to_cel
 from extender.cel.engine import Engine, Program, make_engine
+from extender.cel.engine_py_time import parse_duration, parse_timestamp
+from extender.cel.engine_py_values import EvalError
 
 if TYPE_CHECKING:
     from extender.cel.device import DeviceView
@@ -75,6 +77,7 @@ _PYTHON_VALUE_FUNCTIONS = frozenset(
     {"sum", "min", "max", "isSorted", "includes", "transformMap", "transformMapEntry", *CALL_ALIASES.values()}
 )
 GO_NUMBER_SYNTAX = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
+GO_TIME_PARSERS = {"duration": parse_duration, "timestamp": parse_timestamp}
 
 
 _BUILTIN_TYPE = re.compile(r"\b[A-Z][A-Z0-9_]*\b")
@@ -382,6 +385,13 @@ class CppEngine:
                 text = self._env.compile(arg.text).eval().value()
                 if not GO_NUMBER_SYNTAX[tok.text].fullmatch(text):
                     detail = f"cannot convert string to {tok.text}"
+            if detail is None and tok.text in GO_TIME_PARSERS and arg.kind == "str":
+                # Go's time parsing is stricter (a duration fits int64 nanoseconds, about
+                # 292 years; the C++ runtime allows 10,000).
+                try:
+                    GO_TIME_PARSERS[tok.text](self._env.compile(arg.text).eval().value())
+                except EvalError as exc:
+                    detail = str(exc)
             if detail is not None:
                 line, col = position(expression, tok.start)
                 raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
