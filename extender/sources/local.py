@@ -296,6 +296,8 @@ class LocalCluster:
         pod = parse_pod(raw)
         names = {c.claim_name for c in pod.claims if c.claim_name}
         names.update(name for name in pod.claim_statuses.values() if name)
+        if pod.extended_claim_name:
+            names.add(pod.extended_claim_name)
         for name in sorted(names):
             claim = self.state.claim(pod.namespace, name)
             if claim is None:

@@ -96,7 +96,7 @@ class ClusterState:
         self._synced: set[str] = set()
         # Claims whose cached version was written by us (assume cache, dra-scheduling.md §4.3).
         self._assumed: set[ObjKey] = set()
-        # The model's Node keeps only name and labels; /debug and Nodes-mode replies need the rest.
+        # The model's Node keeps only what allocation reads; /debug and Nodes-mode replies need the rest.
         self._node_raw: dict[str, Mapping[str, Any]] = {}
 
     # --- feeding interface (contract shared with the Kubernetes source) -------------------
@@ -125,7 +125,7 @@ class ClusterState:
         elif kind == "Node":
             parsed_node = parse_node(obj)
             self._node_raw[key[1]] = obj
-            # Status heartbeats update nodes constantly; only name and labels matter here.
+            # Status heartbeats update nodes constantly; only labels and DRA-backable allocatable matter.
             if self.nodes.get(key[1]) != parsed_node:
                 self.nodes[key[1]] = parsed_node
                 self.inventory_epoch += 1

@@ -269,3 +269,13 @@ def test_adopted_claim_is_recorded_in_the_pod_status_when_the_earlier_bind_did_n
             {"containerName": "main", "resourceName": RESOURCE, "requestName": "container-0-request-1"}
         ],
     }
+
+
+def test_deleting_the_pod_deletes_its_extended_resource_claim_and_frees_the_devices():
+    svc = Service([mapped_class(), *dra_node("n", 1), extended_pod("p", {RESOURCE: "1"}),
+                   extended_pod("q", {RESOURCE: "1"})])
+    assert svc.run(lambda c: schedule(c, svc.pod("p"), ["n"])) == ("n", "")
+    assert len(svc.claims()) == 1
+    assert svc.cluster.delete("Pod", "default", "p")
+    assert svc.claims() == {}  # the local claim controller: owned by the pod, gone with it
+    assert svc.run(lambda c: schedule(c, svc.pod("q"), ["n"])) == ("n", "")
