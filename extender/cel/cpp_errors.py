@@ -6,6 +6,7 @@ import re
 
 from extender.cel import CelCompileError
 from extender.cel import k8s_functions as lib
+from extender.cel.cpp_library import LIST_FUNCTION_PROBES
 from extender.cel.cpp_tokens import Token, is_root, position, texts
 from extender.cel.cpp_types import CALL_ALIASES, KEY_FIELD, STRING_ALIAS, TYPE_PACKAGES, status_text
 
@@ -38,6 +39,10 @@ def _unalias(text: str) -> str:
     for name, alias in CALL_ALIASES.items():
         text = text.replace(alias, name)
     text = text.replace(f"'{STRING_ALIAS}'", "'string'").replace(f"{STRING_ALIAS}(", "string(")
+    for name, probe in LIST_FUNCTION_PROBES.items():
+        text = text.replace(f".{probe}(", f".{name}(")
+        # cel-go spells a member call's argument types as receiver.(args).
+        text = re.sub(rf"'{probe}' applied to '\((.*?)\)'", rf"'{name}' applied to '\1.()'", text)
     return text
 
 

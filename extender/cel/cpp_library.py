@@ -405,6 +405,27 @@ def _kind(t: Any) -> str:
     return name.split("(", 1)[0].split("<", 1)[0].lower()
 
 
+# Kubernetes' lists library declares sum on lists of summable and min/max/isSorted on lists
+# of comparable element types; the runtime functions take list(dyn) (see above), so a probe
+# copy of each, declared (never run) on the upstream parameter types, lets the checker reject
+# the others. A probe name has the length of the function's, keeping error positions.
+_SUMMABLE = (T.INT, T.UINT, T.DOUBLE, T.DURATION)
+_COMPARABLE = (*_SUMMABLE, T.BOOL, T.TIMESTAMP, T.STRING, T.BYTES)
+LIST_FUNCTION_PROBES = {"sum": "_um", "min": "_in", "max": "_ax", "isSorted": "_sSorted"}
+
+
+def _list_probe_decls() -> list[Any]:
+    decls = []
+    for name, probe in LIST_FUNCTION_PROBES.items():
+        elements = _SUMMABLE if name == "sum" else _COMPARABLE
+        overloads = [
+            cel.Overload(f"{probe}_{i}", T.DYN, [T.List(element)], is_member=True)
+            for i, element in enumerate(elements)
+        ]
+        decls.append(cel.FunctionDecl(probe, overloads))
+    return decls
+
+
 def function_decls() -> list[Any]:
     by_name: dict[str, list[Any]] = {}
     registered: set[tuple[str, bool, tuple[str, ...]]] = set()
@@ -423,4 +444,4 @@ def function_decls() -> list[Any]:
         by_name.setdefault(decl.name, []).append(
             cel.Overload(decl.overload_id, decl.result, list(decl.params), is_member=decl.member, **kwargs)
         )
-    return [cel.FunctionDecl(name, overloads) for name, overloads in by_name.items()]
+    return [cel.FunctionDecl(name, overloads) for name, overloads in by_name.items()] + _list_probe_decls()

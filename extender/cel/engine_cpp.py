@@ -40,7 +40,7 @@ from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.cpp_errors import MIXED_LISTS, compile_text, lint, runtime_text
 from extender.cel.cpp_format import literal_format_problems
 from extender.cel.cpp_homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
-from extender.cel.cpp_library import function_decls
+from extender.cel.cpp_library import LIST_FUNCTION_PROBES, function_decls
 from extender.cel.cpp_rewrite import (
     VALUE_RELATIONS,
     alias_net_strings,
@@ -58,6 +58,7 @@ from extender.cel.cpp_tokens import (
     may_hold_optionals,
     member_calls,
     position,
+    texts,
     tokens,
     uses_format_library,
 )
@@ -215,6 +216,7 @@ class CppEngine:
         if optionals and member_calls(toks) & _PYTHON_VALUE_FUNCTIONS:
             return self._delegate(expression)
         lint(expression, toks)
+        self._check_list_functions(expression, source, toks)
         self._check_constants(expression, toks)
         self._check_homogeneous(expression, toks)
         self._check_formats(expression, toks)
@@ -400,6 +402,28 @@ class CppEngine:
             if detail is not None:
                 line, col = position(expression, pattern.start)
                 raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+
+    def _check_list_functions(self, expression: str, source: str, toks: list[Token]) -> None:
+        """cel-go rejects ``["a"].sum()`` and ``[[1]].min()`` (see LIST_FUNCTION_PROBES)."""
+        if not member_calls(toks) & LIST_FUNCTION_PROBES.keys():
+            return
+        source_toks = toks if source == expression else tokens(source)
+        if source_toks is None:
+            return
+        probe = source
+        for i, tok in enumerate(source_toks):
+            alias = LIST_FUNCTION_PROBES.get(tok.text)
+            if (
+                alias is not None
+                and i > 0
+                and source_toks[i - 1].text == "."
+                and texts(source_toks, i + 1, 1) == ("(",)
+            ):
+                probe = probe[: tok.start] + alias + probe[tok.end :]
+        try:
+            self._env.compile(probe)
+        except RuntimeError as exc:
+            raise CelCompileError(compile_text(str(exc), toks), expression) from None
 
     def _check_formats(self, expression: str, toks: list[Token]) -> None:
         for tok, problem in literal_format_problems(toks, self._static_type, self._constant):

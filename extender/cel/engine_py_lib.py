@@ -190,11 +190,13 @@ _decl("format", True, (STRING, list_of(DYN)), STRING, format_string)
 # --- Kubernetes lists library and sets extension ---------------------------------------------
 
 
-_decl("isSorted", True, (list_of(A),), BOOL, k8s.is_sorted)
+# Declared per element type, as upstream: summable, and comparable for the others.
 for _t in (INT, UINT, DOUBLE, DURATION):
     _decl("sum", True, (list_of(_t),), _t, k8s.list_sum)
-_decl("min", True, (list_of(A),), A, lambda items: k8s.extreme(items, -1, "min"))
-_decl("max", True, (list_of(A),), A, lambda items: k8s.extreme(items, 1, "max"))
+for _t in (INT, UINT, DOUBLE, DURATION, BOOL, TIMESTAMP, STRING, BYTES):
+    _decl("isSorted", True, (list_of(_t),), BOOL, k8s.is_sorted)
+    _decl("min", True, (list_of(_t),), _t, lambda items: k8s.extreme(items, -1, "min"))
+    _decl("max", True, (list_of(_t),), _t, lambda items: k8s.extreme(items, 1, "max"))
 _decl("indexOf", True, (list_of(A), A), INT, k8s.list_index_of)
 _decl("lastIndexOf", True, (list_of(A), A), INT, k8s.list_last_index_of)
 
