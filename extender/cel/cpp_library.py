@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import itertools
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,6 +41,7 @@ from extender.cel.cpp_types import (
     status_text,
 )
 from extender.cel.cpp_values import as_quantity, as_semver, quantity_message, semver_message
+from extender.cel.engine_py_conv import format_double
 from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
 
@@ -324,6 +326,22 @@ def _cidr_of(value: Any) -> lib.Prefix:
     return lib.parse_cidr(value if isinstance(value, str) else getattr(value, KEY_FIELD))
 
 
+_FRACTION_ZEROS = re.compile(r"(\.[0-9]*?)0+(?=Z$|s$)")
+
+
+def go_time_text(text: str) -> str:
+    """The C++ runtime's string of a timestamp or duration as Go writes it: the fraction of a
+    second without trailing zeros (``.500Z`` -> ``.5Z``, ``1.500s`` -> ``1.5s``)."""
+    return _FRACTION_ZEROS.sub(lambda m: m.group(1) if len(m.group(1)) > 1 else "", text)
+
+
+def _go_string_declarations() -> Iterator[_Decl]:
+    """STRING_ALIAS on a double formats it as Go does (``+Inf``, ``NaN``); GO_TIME_TEXT wraps
+    string() of a timestamp or duration (see go_time_text)."""
+    yield _Decl(STRING_ALIAS, "double_to_string", T.STRING, (T.DOUBLE,), False, format_double)
+    yield _Decl(GO_TIME_TEXT, GO_TIME_TEXT, T.STRING, (T.STRING,), False, go_time_text)
+
+
 def _ip_declarations() -> Iterator[_Decl]:
     for arg_name, arg in (("ip", IPT), ("cidr", CIDRT)):
         # The key is Go's String() of the address or prefix.
@@ -411,6 +429,7 @@ def _kind(t: Any) -> str:
 # the others. A probe name has the length of the function's, keeping error positions.
 _SUMMABLE = (T.INT, T.UINT, T.DOUBLE, T.DURATION)
 _COMPARABLE = (*_SUMMABLE, T.BOOL, T.TIMESTAMP, T.STRING, T.BYTES)
+GO_TIME_TEXT = "k8sdra_go_time_text"
 LIST_FUNCTION_PROBES = {"sum": "_um", "min": "_in", "max": "_ax", "isSorted": "_sSorted"}
 
 
@@ -433,6 +452,7 @@ def function_decls() -> list[Any]:
         _declarations(),
         _search_declarations(),
         _format_declarations(),
+        _go_string_declarations(),
         _ip_declarations(),
         _url_declarations(),
     ):

@@ -4,8 +4,9 @@ default, quantity equality by value, map transforms, mixed numeric comparisons, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
+from extender.cel.cpp_library import GO_TIME_TEXT
 from extender.cel.cpp_tokens import Token, closing, is_root, offset, split_top, texts
 from extender.cel.cpp_types import CALL_ALIASES, STRING_ALIAS, STRING_OF_NET
 
@@ -210,10 +211,34 @@ def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> I
     yield toks[end - 1].end, toks[end - 1].end, 2, closing
 
 
-def rewrite(source: str, toks: list[Token], value_relations: Iterable[tuple[int, int, int]] = ()) -> str:
+def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[_Edit]:
+    """``string(x)`` formatted as cel-go does where the C++ runtime differs: a double through
+    STRING_ALIAS, a timestamp or duration through GO_TIME_TEXT. ``static_type(a, b)`` is the
+    static type of ``toks[a:b]`` standing alone (None when it cannot be checked alone)."""
+    for i, tok in enumerate(toks):
+        if tok.text != "string" or not is_root(toks, i) or texts(toks, i + 1, 1) != ("(",):
+            continue
+        close = closing(toks, i + 1)
+        if close is None or close == i + 2 or len(split_top(toks, i + 2, close, ",")) != 1:
+            continue
+        kind = static_type(i + 2, close)
+        if kind == "double":
+            yield tok.start, tok.end, 2, STRING_ALIAS
+        elif kind in ("timestamp", "duration"):
+            yield tok.start, tok.start, 2, f"{GO_TIME_TEXT}("
+            yield toks[close].end, toks[close].end, 1, ")"
+
+
+def rewrite(
+    source: str,
+    toks: list[Token],
+    value_relations: Iterable[tuple[int, int, int]] = (),
+    extra: Iterable[_Edit] = (),
+) -> str:
     """What the checked expression needs to run as Kubernetes runs it (see the edit makers);
-    ``value_relations`` are the relation_operands that may compare quantities."""
-    edits = [*_domain_default_edits(toks), *_map_transform_edits(source, toks)]
+    ``value_relations`` are the relation_operands that may compare quantities, ``extra`` more
+    edits (go_string_edits)."""
+    edits = [*_domain_default_edits(toks), *_map_transform_edits(source, toks), *extra]
     for start, op, end in value_relations:
         edits += _value_relation_edits(toks, op, start, end)
     for start, end, _, text in sorted(edits, key=lambda e: (e[0], e[2]), reverse=True):

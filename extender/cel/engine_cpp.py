@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cel_expr_python import cel
@@ -46,6 +47,7 @@ from extender.cel.cpp_rewrite import (
     alias_net_strings,
     balanced_sums,
     field_presence,
+    go_string_edits,
     relation_operands,
     rewrite,
     widen_numeric_comparisons,
@@ -224,7 +226,12 @@ class CppEngine:
         rewritten = (
             source
             if source_toks is None
-            else rewrite(source, source_toks, self._value_relations(source, source_toks, strict=optionals))
+            else rewrite(
+                source,
+                source_toks,
+                self._value_relations(source, source_toks, strict=optionals),
+                go_string_edits(source_toks, self._static_type_of(source, source_toks)),
+            )
         )
         if rewritten == source:
             return CppProgram(self, expression, checked)
@@ -429,6 +436,10 @@ class CppEngine:
         for tok, problem in literal_format_problems(toks, self._static_type, self._constant):
             line, col = position(expression, tok.start)
             raise CelCompileError(f"ERROR: <input>:{line}:{col}: {problem}", expression)
+
+    def _static_type_of(self, source: str, toks: list[Token]) -> Callable[[int, int], str | None]:
+        """The static type of ``toks[a:b]`` standing alone (see _static_type)."""
+        return lambda a, b: self._static_type(source[toks[a].start : toks[b - 1].end])
 
     def _static_type(self, source: str) -> str | None:
         try:

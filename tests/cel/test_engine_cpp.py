@@ -12,6 +12,7 @@ pytest.importorskip("cel_expr_python", reason="cpp engine not installed: cel_exp
 pytest.importorskip("google.protobuf", reason="cpp engine not installed: protobuf is missing")
 
 from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel.cpp_library import go_time_text
 from extender.cel.cpp_rewrite import MAX_BALANCED_OPERANDS, balanced_sums, field_presence, rewrite
 from extender.cel.cpp_tokens import tokens
 from extender.cel.device import view_for
@@ -728,3 +729,19 @@ def test_loops_past_the_runtime_iteration_budget_get_kubernetes_cost_limit(engin
     assert "cost limit exceeded" in runtime_error(
         engine, f"{_HUNDRED}.all(x, {_HUNDRED}.all(y, {_HUNDRED}.all(z, z >= 0)))"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "go"),
+    [
+        ("2020-01-01T00:00:00.500Z", "2020-01-01T00:00:00.5Z"),
+        ("2020-01-01T00:00:00.123456789Z", "2020-01-01T00:00:00.123456789Z"),
+        ("2020-01-01T00:00:00Z", "2020-01-01T00:00:00Z"),
+        ("1.500s", "1.5s"),
+        ("-0.000000001s", "-0.000000001s"),
+        ("3600s", "3600s"),
+        ("10.000s", "10s"),
+    ],
+)
+def test_go_time_text_trims_the_fraction(text: str, go: str) -> None:
+    assert go_time_text(text) == go
