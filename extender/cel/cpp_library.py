@@ -42,6 +42,8 @@ from extender.cel.cpp_types import (
 )
 from extender.cel.cpp_values import as_quantity, as_semver, quantity_message, semver_message
 from extender.cel.engine_py_conv import format_double
+from extender.cel.engine_py_time import time_zone
+from extender.cel.engine_py_values import EvalError
 from extender.cel.quantity import Quantity
 from extender.cel.semver import Semver
 
@@ -292,6 +294,15 @@ def _string_search(name: str) -> Callable[..., int]:
     return impl
 
 
+_SEARCH_ONLY_ARGS = (
+    ("bytes", T.BYTES),
+    ("timestamp", T.TIMESTAMP),
+    ("duration", T.DURATION),
+    ("list", T.List(T.DYN)),
+    ("map", T.Map(T.DYN, T.DYN)),
+)
+
+
 def _search_declarations() -> Iterator[_Decl]:
     list_impls = {"indexOf": lib.list_index_of, "lastIndexOf": lib.list_last_index_of}
     for name in list_impls:
@@ -299,8 +310,33 @@ def _search_declarations() -> Iterator[_Decl]:
         impl = _string_search(name)
         yield _Decl(alias, f"string_{name}", T.INT, (T.STRING, T.STRING), True, impl)
         yield _Decl(alias, f"string_{name}_int", T.INT, (T.STRING, T.STRING, T.INT), True, impl)
-        for arg_name, arg in (*_INCLUDES_ARGS, ("bytes", T.BYTES)):
+        # Upstream declares list(A).indexOf(A): any element type, compared by CEL equality.
+        for arg_name, arg in (*_INCLUDES_ARGS, *_SEARCH_ONLY_ARGS):
             yield _Decl(alias, f"list_{name}_{arg_name}", T.INT, (T.List(T.DYN), arg), True, list_impls[name])
+
+
+def _duration_millis(d: datetime.timedelta) -> int:
+    """Go's Duration.Milliseconds(): the total, truncated toward zero."""
+    micros = d // datetime.timedelta(microseconds=1)
+    return micros // 1000 if micros >= 0 else -(-micros // 1000)
+
+
+def _timestamp_millis(t: datetime.datetime, zone: str | None = None) -> int:
+    if zone is not None:
+        try:
+            time_zone(zone)  # a zone offset never has a fraction of a second, but must be valid
+        except EvalError as exc:
+            raise ValueError(str(exc)) from None
+    return t.microsecond // 1000
+
+
+def _millis_declarations() -> Iterator[_Decl]:
+    alias = CALL_ALIASES["getMilliseconds"]
+    yield _Decl(alias, "duration_getMilliseconds", T.INT, (T.DURATION,), True, _duration_millis)
+    yield _Decl(alias, "timestamp_getMilliseconds", T.INT, (T.TIMESTAMP,), True, _timestamp_millis)
+    yield _Decl(
+        alias, "timestamp_getMilliseconds_tz", T.INT, (T.TIMESTAMP, T.STRING), True, _timestamp_millis
+    )
 
 
 def _format_declarations() -> Iterator[_Decl]:
@@ -452,6 +488,7 @@ def function_decls() -> list[Any]:
         _declarations(),
         _search_declarations(),
         _format_declarations(),
+        _millis_declarations(),
         _go_string_declarations(),
         _ip_declarations(),
         _url_declarations(),

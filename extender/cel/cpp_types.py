@@ -66,7 +66,13 @@ TYPE_PACKAGES = frozenset({"kubernetes", "net"})
 # A declared function cannot be extended or replaced, so member calls of these are renamed to
 # same-length aliases: the strings extension's indexOf/lastIndexOf also serve Kubernetes' lists
 # library, and its format runs as cel-go's formatter does (cpp_format).
-CALL_ALIASES = {"indexOf": "_ndexOf", "lastIndexOf": "_astIndexOf", "format": "_ormat"}
+CALL_ALIASES = {
+    "indexOf": "_ndexOf",
+    "lastIndexOf": "_astIndexOf",
+    "format": "_ormat",
+    # A duration's milliseconds are its total in cel-go, the part below a second in C++.
+    "getMilliseconds": "_etMilliseconds",
+}
 # Kubernetes adds string() of an IP or CIDR to the standard conversion, which the C++ checker
 # cannot extend: the calls it rejects for such an argument are renamed to this (same length).
 STRING_ALIAS = "_tring"
