@@ -345,5 +345,6 @@ for _name, _getter in cel_time.DURATION_GETTERS.items():
 
 # Names that are types when used as plain identifiers (``type(x) == int``).
 TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "map", TYPE})
-# Library types registered with cel.Types upstream, so their names are type values too.
-QUALIFIED_TYPE_IDENTS = frozenset({IP, CIDR})
+# Qualified type names that are type values: the well-known protobuf types, and the library
+# types Kubernetes registers with cel.Types.
+QUALIFIED_TYPE_IDENTS = frozenset({IP, CIDR, TIMESTAMP, DURATION})

@@ -152,7 +152,8 @@ def sub(a: Any, b: Any) -> Any:
     raise EvalError("no such overload: _-_")
 
 
-def _zone(name: str) -> dt.tzinfo:
+def time_zone(name: str) -> dt.tzinfo:
+    """A time zone argument of the timestamp getters: an IANA name or a [+-]hh:mm offset."""
     m = re.fullmatch(r"([+-]?)(\d{1,2}):(\d{2})", name)
     if m:
         minutes = int(m.group(2)) * 60 + int(m.group(3))
@@ -166,7 +167,7 @@ def _zone(name: str) -> dt.tzinfo:
 def _local(t: Timestamp, zone: str | None) -> dt.datetime:
     seconds = t.nanos // _NANOS
     moment = _EPOCH + dt.timedelta(seconds=seconds)
-    return moment if zone is None else moment.astimezone(_zone(zone))
+    return moment if zone is None else moment.astimezone(time_zone(zone))
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -184,7 +185,8 @@ TIMESTAMP_GETTERS = {
     "getHours": lambda t, z=None: _local(t, z).hour,
     "getMinutes": lambda t, z=None: _local(t, z).minute,
     "getSeconds": lambda t, z=None: _local(t, z).second,
-    "getMilliseconds": lambda t, z=None: t.nanos % _NANOS // 1_000_000,
+    # The zone cannot change the milliseconds, but an unknown one is still an error.
+    "getMilliseconds": lambda t, z=None: (z is None or time_zone(z)) and t.nanos % _NANOS // 1_000_000,
 }
 
 DURATION_GETTERS = {
