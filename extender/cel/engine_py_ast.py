@@ -7,6 +7,7 @@ nodes here. Literals are decoded with CEL's escape rules (cel-python's lexer acc
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -437,7 +438,10 @@ def _literal(tok: Token) -> Any:
             raise ParseFailure(f"invalid uint literal: {text}")
         return UInt(value)
     if kind == "FLOAT_LIT":
-        return float(text)
+        value = float(text)
+        if math.isinf(value):  # Go's ParseFloat reports the overflow, cel-go rejects the literal
+            raise ParseFailure(f"invalid double literal: {text}")
+        return value
     if kind in ("STRING_LIT", "MLSTRING_LIT"):
         return decode_string(text)
     if kind == "BYTES_LIT":
