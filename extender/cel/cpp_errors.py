@@ -8,7 +8,14 @@ from extender.cel import CelCompileError
 from extender.cel import k8s_functions as lib
 from extender.cel.cpp_library import LIST_FUNCTION_PROBES
 from extender.cel.cpp_tokens import Token, is_root, position, texts
-from extender.cel.cpp_types import CALL_ALIASES, KEY_FIELD, STRING_ALIAS, TYPE_PACKAGES, status_text
+from extender.cel.cpp_types import (
+    CALL_ALIASES,
+    GLOBAL_ALIASES,
+    KEY_FIELD,
+    STRING_ALIAS,
+    TYPE_PACKAGES,
+    status_text,
+)
 
 # Library types that Kubernetes registers with cel.Types, which makes their names type values.
 TYPE_VALUES = frozenset({("net", ".", "IP"), ("net", ".", "CIDR")})
@@ -38,6 +45,8 @@ def runtime_text(raw: str) -> str:
 def _unalias(text: str) -> str:
     for name, alias in CALL_ALIASES.items():
         text = text.replace(alias, name)
+    for name, alias in GLOBAL_ALIASES.items():
+        text = text.replace(f"'{alias}'", f"'{name}'").replace(f"{alias}(", f"{name}(")
     text = text.replace(f"'{STRING_ALIAS}'", "'string'").replace(f"{STRING_ALIAS}(", "string(")
     for name, probe in LIST_FUNCTION_PROBES.items():
         text = text.replace(f".{probe}(", f".{name}(")

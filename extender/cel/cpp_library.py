@@ -24,6 +24,7 @@ from extender.cel.cpp_types import (
     CALL_ALIASES,
     CIDRT,
     CONFIG_YAML,
+    GLOBAL_ALIASES,
     INT64_MAX,
     INT64_MIN,
     IPT,
@@ -41,7 +42,7 @@ from extender.cel.cpp_types import (
     status_text,
 )
 from extender.cel.cpp_values import as_quantity, as_semver, quantity_message, semver_message
-from extender.cel.engine_py_conv import format_double
+from extender.cel.engine_py_conv import format_double, to_bool
 from extender.cel.engine_py_time import time_zone
 from extender.cel.engine_py_values import EvalError
 from extender.cel.quantity import Quantity
@@ -330,6 +331,19 @@ def _timestamp_millis(t: datetime.datetime, zone: str | None = None) -> int:
     return t.microsecond // 1000
 
 
+def _go_bool(value: Any) -> bool:
+    try:
+        return to_bool(value)
+    except EvalError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _bool_declarations() -> Iterator[_Decl]:
+    alias = GLOBAL_ALIASES["bool"]
+    yield _Decl(alias, "bool_to_bool", T.BOOL, (T.BOOL,), False, _go_bool)
+    yield _Decl(alias, "string_to_bool", T.BOOL, (T.STRING,), False, _go_bool)
+
+
 def _millis_declarations() -> Iterator[_Decl]:
     alias = CALL_ALIASES["getMilliseconds"]
     yield _Decl(alias, "duration_getMilliseconds", T.INT, (T.DURATION,), True, _duration_millis)
@@ -489,6 +503,7 @@ def function_decls() -> list[Any]:
         _search_declarations(),
         _format_declarations(),
         _millis_declarations(),
+        _bool_declarations(),
         _go_string_declarations(),
         _ip_declarations(),
         _url_declarations(),

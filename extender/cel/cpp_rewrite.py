@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from extender.cel.cpp_library import GO_TIME_TEXT
 from extender.cel.cpp_tokens import Token, closing, is_root, offset, split_top, texts
-from extender.cel.cpp_types import CALL_ALIASES, STRING_ALIAS, STRING_OF_NET
+from extender.cel.cpp_types import CALL_ALIASES, GLOBAL_ALIASES, STRING_ALIAS, STRING_OF_NET
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
 
@@ -17,13 +17,18 @@ def field_presence(source: str, toks: list[Token]) -> str:
     """Turn ``has(device.<field>)`` into ``true``: the device object always has its fields,
     while the checker would type a presence test on a qualified variable as the variable;
     ``has(device.attributes.<domain>)`` too (see below).
-    Also give ``indexOf``/``lastIndexOf``/``format`` calls their alias (see CALL_ALIASES).
+    Also give ``indexOf``/``lastIndexOf``/``format``/``getMilliseconds`` calls their alias (see
+    CALL_ALIASES), and ``bool(...)`` its own (GLOBAL_ALIASES).
     The two-variable ``exists_one(k, v, p)`` becomes ``existsOne``, the one spelling of it the
     C++ library knows (cel-go has both).
     Every replacement keeps the length, so error positions still match the user's text."""
     for i, tok in enumerate(toks):
         alias = CALL_ALIASES.get(tok.text)
         if alias is not None and i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",):
+            source = source[: tok.start] + alias + source[tok.end :]
+            continue
+        alias = GLOBAL_ALIASES.get(tok.text)
+        if alias is not None and is_root(toks, i) and texts(toks, i + 1, 1) == ("(",):
             source = source[: tok.start] + alias + source[tok.end :]
             continue
         if (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp"})
@@ -85,17 +85,69 @@ def split_top(toks: list[Token], lo: int, hi: int, sep: str) -> list[tuple[int, 
     return [(a, b) for a, b in parts if a < b]
 
 
-def literal_conversions(toks: list[Token]) -> Iterator[tuple[Token, str, Token]]:
-    """Calls of a conversion function on one literal, e.g. ``uint(-1)``: the function's token,
-    the call's source and the literal's token."""
+def literal_conversions(
+    toks: list[Token], rename: Mapping[str, str] | None = None
+) -> Iterator[tuple[Token, str, Token]]:
+    """Conversions that cel-go evaluates when it plans the program, so that their failure is a
+    compile error: a conversion function called on a constant, that is a literal, a negated
+    number or another such conversion (``uint(-1)``, ``bool(dyn(1))``). Yields the function's
+    token, the call's source (conversion names renamed by ``rename``) and the literal's token
+    when only ``dyn`` lies between them (the function's token otherwise)."""
+    names = rename or {}
     for i, tok in enumerate(toks):
         if tok.kind != "id" or tok.text not in CONVERSIONS or not is_root(toks, i):
             continue
-        rest = texts(toks, i + 1, 4)
-        if len(rest) >= 3 and rest[0] == "(" and rest[2] == ")" and toks[i + 2].kind in ("str", "num"):
-            yield tok, f"{tok.text}({rest[1]})", toks[i + 2]
-        elif len(rest) == 4 and rest[:2] == ("(", "-") and toks[i + 3].kind == "num" and rest[3] == ")":
-            yield tok, f"{tok.text}(-{rest[2]})", toks[i + 3]
+        found = _constant_call(toks, i)
+        if found is not None:
+            close, literal = found
+            call = "".join(
+                names.get(t.text, t.text) if t.kind == "id" else t.text for t in toks[i : close + 1]
+            )
+            yield tok, call, literal or tok
+
+
+def _constant_call(toks: list[Token], i: int) -> tuple[int, Token | None] | None:
+    """For the conversion named at ``toks[i]``: the index of its ``)`` and its literal (None past
+    a conversion other than ``dyn``, or for a list or map), if its argument is constant; else None."""
+    if texts(toks, i + 1, 1) != ("(",):
+        return None
+    found = _constant(toks, i + 2)
+    if found is None or texts(toks, found[0], 1) != (")",):
+        return None
+    end, literal = found
+    return end, literal
+
+
+def _constant(toks: list[Token], a: int) -> tuple[int, Token | None] | None:
+    """The end of the planner constant starting at ``toks[a]`` and its literal, or None: a literal,
+    a negated number, a list or map of constants, or a conversion of a constant."""
+    if a >= len(toks):
+        return None
+    tok = toks[a]
+    if tok.kind in ("str", "num") or tok.text in LITERAL_WORDS:
+        return a + 1, tok
+    if tok.text == "-" and a + 1 < len(toks) and toks[a + 1].kind == "num":
+        return a + 2, toks[a + 1]
+    if tok.kind == "id" and tok.text in _FOLDED_CONVERSIONS:
+        inner = _constant_call(toks, a)
+        if inner is None:
+            return None
+        return inner[0] + 1, inner[1] if tok.text == "dyn" else None
+    if tok.text in ("[", "{"):
+        close = closing(toks, a)
+        if close is None:
+            return None
+        j = a + 1
+        while j < close:
+            element = _constant(toks, j)
+            if element is None or texts(toks, element[0], 1)[0] not in (",", ":", "]", "}"):
+                return None
+            j = element[0] + 1
+        return close + 1, None
+    return None
+
+
+_FOLDED_CONVERSIONS = CONVERSIONS | {"dyn"}
 
 
 _REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})

@@ -73,6 +73,9 @@ CALL_ALIASES = {
     # A duration's milliseconds are its total in cel-go, the part below a second in C++.
     "getMilliseconds": "_etMilliseconds",
 }
+# Global calls renamed alike: bool() of a string follows Go's strconv.ParseBool ("T", "1", ...),
+# where the C++ runtime accepts only "true" and "false".
+GLOBAL_ALIASES = {"bool": "_ool"}
 # Kubernetes adds string() of an IP or CIDR to the standard conversion, which the C++ checker
 # cannot extend: the calls it rejects for such an argument are renamed to this (same length).
 STRING_ALIAS = "_tring"

@@ -29,6 +29,7 @@ patched here and in the ``cpp_*`` modules: ``cpp_tokens`` (scanning the source),
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -64,7 +65,7 @@ from extender.cel.cpp_tokens import (
     tokens,
     uses_format_library,
 )
-from extender.cel.cpp_types import CALL_ALIASES, CONFIG_YAML, POOL, QT, T, status_text
+from extender.cel.cpp_types import CALL_ALIASES, CONFIG_YAML, GLOBAL_ALIASES, POOL, QT, T, status_text
 from extender.cel.cpp_values import quantity_message, to_cel
 from extender.cel.engine import Engine, Program, make_engine
 from extender.cel.engine_py_time import parse_duration, parse_timestamp
@@ -99,6 +100,16 @@ def _value_type_name(t: Any) -> str:
 
 _FOREIGN_ARENA = "No PyCelArena found"
 _ITERATION_BUDGET = "Iteration budget exceeded"
+
+
+def _is_float_literal(tok: Token) -> bool:
+    text = tok.text.lower()
+    return (
+        tok.kind == "num"
+        and not text.startswith("0x")
+        and not text.endswith("u")
+        and any(c in text for c in ".e")
+    )
 
 
 def _is_literal(toks: list[Token], a: int, b: int) -> bool:
@@ -200,7 +211,7 @@ class CppEngine:
             return self._compile(expression)
 
     def _compile(self, expression: str) -> Program:
-        toks = tokens(expression)
+        toks = original_toks = tokens(expression)
         if toks is not None and uses_format_library(toks):
             return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
@@ -219,7 +230,7 @@ class CppEngine:
             return self._delegate(expression)
         lint(expression, toks)
         self._check_list_functions(expression, source, toks)
-        self._check_constants(expression, toks)
+        self._check_constants(expression, original_toks or toks)  # the conversions before their aliases
         self._check_homogeneous(expression, toks)
         self._check_formats(expression, toks)
         source_toks = toks if source == expression else tokens(source)
@@ -387,8 +398,9 @@ class CppEngine:
     def _check_constants(self, expression: str, toks: list[Token]) -> None:
         """What cel-go settles while building the program: conversions of a literal and
         literal regular expressions; their failure is a compile error."""
-        for tok, call, arg in literal_conversions(toks):
+        for tok, call, arg in literal_conversions(toks, GLOBAL_ALIASES):
             detail = self._constant_error(call)
+            detail = None if detail is None else runtime_text(detail)
             if detail is None and tok.text in GO_NUMBER_SYNTAX and arg.kind == "str":
                 # Go's strconv is stricter than the C++ runtime (no blanks; no sign for uint).
                 text = self._env.compile(arg.text).eval().value()
@@ -404,6 +416,11 @@ class CppEngine:
             if detail is not None:
                 line, col = position(expression, tok.start)
                 raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+        for tok in toks:
+            if _is_float_literal(tok) and math.isinf(float(tok.text)):
+                # Go's ParseFloat reports the overflow, so cel-go rejects the literal.
+                line, col = position(expression, tok.start)
+                raise CelCompileError(f"ERROR: <input>:{line}:{col}: invalid double literal", expression)
         for pattern in literal_patterns(toks):
             detail = self._constant_error(f'"".matches({pattern.text})')
             if detail is not None:

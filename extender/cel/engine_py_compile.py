@@ -84,6 +84,9 @@ class Compiled:
     fn: Fn
     const: Any = _NOCONST
     cost: int = 1  # nodes evaluated: the per-iteration charge of a loop body
+    # A constant as cel-go's planner sees one: a literal, or a list, map or conversion of such
+    # constants, which it evaluates up front (a conversion failing there is a compile error).
+    planned: bool = False
 
     @property
     def is_const(self) -> bool:
@@ -111,19 +114,20 @@ def _literal_type(v: Any) -> Type:
     return DYN
 
 
-def _const(value: Any, type_: Type, cost: int = 1) -> Compiled:
-    return Compiled(type_, lambda ctx: value, value, cost)
+def _const(value: Any, type_: Type, cost: int = 1, planned: bool = False) -> Compiled:
+    return Compiled(type_, lambda ctx: value, value, cost, planned)
 
 
-def _try_fold(compiled: Compiled, parts: list[Compiled]) -> Compiled:
-    """Evaluate a node whose inputs are all constants now; a failure stays a runtime error."""
+def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) -> Compiled:
+    """Evaluate a node whose inputs are all constants now; a failure stays a runtime error.
+    ``literal``: the node is a list or map literal, planned constant when its parts are."""
     if not all(p.is_const for p in parts):
         return compiled
     try:
         value = compiled.fn(Ctx({}))
     except EvalError:
         return compiled
-    return _const(value, compiled.type, compiled.cost)
+    return _const(value, compiled.type, compiled.cost, literal and all(p.planned for p in parts))
 
 
 class Compiler:
@@ -132,7 +136,7 @@ class Compiler:
     def compile(self, node: Any, scope: dict[str, Type]) -> Compiled:
         kind = type(node)
         if kind is Lit:
-            return _const(node.value, _literal_type(node.value))
+            return _const(node.value, _literal_type(node.value), planned=True)
         if kind is Ident:
             return self._ident(node.name, scope)
         if kind is Select:
@@ -238,7 +242,8 @@ class Compiler:
             [_optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)]
         )
         fn = make_list([i.fn for i in items], node.optional)
-        return _try_fold(Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1), items)
+        compiled = Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1)
+        return _try_fold(compiled, items, literal=True)
 
     def _map(self, node: MapLit, scope: dict[str, Type]) -> Compiled:
         keys = [self.compile(k, scope) for k, _ in node.entries]
@@ -251,7 +256,7 @@ class Compiler:
             raise CompileFailure(f"unsupported map key type: {display(key_type)}")
         fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
         cost = sum(p.cost for p in keys + values) + 1
-        return _try_fold(Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values)
+        return _try_fold(Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values, literal=True)
 
     def _homogeneous(self, types: list[Type]) -> Type:
         if not types:
@@ -324,13 +329,14 @@ class Compiler:
         fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed)
         compiled = Compiled(result, fn, cost=sum(p.cost for p in parts) + 1)
         if all(p.is_const for p in parts):
+            planned = name in CONVERSIONS and all(p.planned for p in parts)
             try:
                 value = fn(Ctx({}))
             except EvalError as e:
-                if name in CONVERSIONS:
+                if planned:
                     raise CompileFailure(str(e)) from None
                 return compiled
-            return _const(value, result, compiled.cost)
+            return _const(value, result, compiled.cost, planned)
         return compiled
 
     def _check_format(self, parts: list[Compiled], arg_nodes: tuple[Any, ...]) -> None:
