@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from extender.cel.cpp_types import QuantityMsg
+from extender.cel.cpp_types import CIDRMsg, IPMsg, QuantityMsg, SemverMsg, URLMsg
 from extender.cel.cpp_values import as_quantity
 
 _NUMBERS = (int, float)
@@ -36,6 +36,17 @@ def cel_equal(a: Any, b: Any) -> bool:
     if isinstance(a, datetime.datetime) and isinstance(b, datetime.datetime):
         return a == b
     return type(a) is type(b) and a == b
+
+
+_LIBRARY_MESSAGES = (QuantityMsg, SemverMsg, IPMsg, CIDRMsg, URLMsg)
+
+
+def relation_equal(a: Any, b: Any) -> bool:
+    """``a == b`` as the operator evaluates it: Kubernetes' library values answer "no such
+    overload" for a right operand of another type (null aside), which is a runtime error."""
+    if isinstance(a, _LIBRARY_MESSAGES) and b is not None and type(b) is not type(a):
+        raise ValueError("no such overload")
+    return cel_equal(a, b)
 
 
 def cel_in(item: Any, items: Any) -> bool:

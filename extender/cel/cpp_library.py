@@ -18,7 +18,7 @@ from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from extender.cel import k8s_functions as lib
-from extender.cel.cpp_equality import cel_equal, cel_in
+from extender.cel.cpp_equality import cel_in, relation_equal
 from extender.cel.cpp_format import format_values
 from extender.cel.cpp_types import (
     CALL_ALIASES,
@@ -251,7 +251,8 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_max))
     yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
     # Internal: equality with quantities by value, and the probes finding where it is needed.
-    yield _Decl("k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_equal(*ab))
+    yield _Decl("k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True, _relation_equal)
+    yield _Decl("k8sdra_no_such_overload", "k8sdra_no_such_overload", T.BOOL, (), False, _no_such_overload)
     yield _Decl("k8sdra_in", "k8sdra_in", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_in(*ab))
     for probe, result, param in PROBES:
         yield _Decl(probe, probe, result, (param,), False, lambda v: v)
@@ -481,6 +482,14 @@ _SUMMABLE = (T.INT, T.UINT, T.DOUBLE, T.DURATION)
 _COMPARABLE = (*_SUMMABLE, T.BOOL, T.TIMESTAMP, T.STRING, T.BYTES)
 GO_TIME_TEXT = "k8sdra_go_time_text"
 LIST_FUNCTION_PROBES = {"sum": "_um", "min": "_in", "max": "_ax", "isSorted": "_sSorted"}
+
+
+def _relation_equal(pair: list[Any]) -> bool:
+    return relation_equal(*pair)
+
+
+def _no_such_overload() -> bool:
+    raise ValueError("no such overload")
 
 
 def _list_probe_decls() -> list[Any]:

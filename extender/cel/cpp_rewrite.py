@@ -72,10 +72,10 @@ def _argument_count(toks: list[Token], open_paren: int) -> int | None:
 # An edit replaces source[start:end] by text. At one position, edits apply by descending
 # ``order``, so a lower order ends up earlier in the text: outer constructs open with lower
 # and close with higher orders than the ones they contain.
-_Edit = tuple[int, int, int, str]
+Edit = tuple[int, int, int, str]
 
 
-def _domain_default_edits(toks: list[Token]) -> Iterator[_Edit]:
+def _domain_default_edits(toks: list[Token]) -> Iterator[Edit]:
     """``device.attributes[X]`` -> ``device.attributes[?X].orValue({})`` (and ``.X`` likewise),
     also through a name bound to the map: ``cel.bind(a, device.attributes, a[X])``."""
     for i, tok in enumerate(toks):
@@ -108,7 +108,7 @@ def _domain_map_bindings(toks: list[Token]) -> Iterator[tuple[str, int, int]]:
                 yield head[0], i + 10, close
 
 
-def _default_edits_after(toks: list[Token], i: int) -> Iterator[_Edit]:
+def _default_edits_after(toks: list[Token], i: int) -> Iterator[Edit]:
     """The default for the domain map ending at token ``i``, when it is indexed or selected.
 
     Upstream's lookup always finds (the default, if nothing else), so an optional lookup
@@ -155,7 +155,7 @@ def _presence_test_start(toks: list[Token], i: int) -> bool:
 _MAP_TRANSFORMS = {"transformMap": "k8sdra_pairs", "transformMapEntry": "k8sdra_entries"}
 
 
-def _map_transform_edits(source: str, toks: list[Token]) -> Iterator[_Edit]:
+def _map_transform_edits(source: str, toks: list[Token]) -> Iterator[Edit]:
     """``m.transformMap(k, v, [f,] e)`` -> ``m.transformList(k, v, [f,] [k, e]).k8sdra_pairs()``;
     ``m.transformMapEntry(k, v, [f,] e)`` -> ``m.transformList(k, v, [f,] e).k8sdra_entries()``."""
     for i, tok in enumerate(toks):
@@ -207,7 +207,7 @@ _VALUE_RELATIONS = {
 VALUE_RELATIONS = frozenset(_VALUE_RELATIONS)
 
 
-def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> Iterator[_Edit]:
+def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> Iterator[Edit]:
     """``A == B`` -> ``[A, B].k8sdra_equal()``, ``A != B`` -> ``![A, B].k8sdra_equal()``,
     ``A in B`` -> ``[A, B].k8sdra_in()``: run by Python, which compares quantities by value."""
     opening, closing = _VALUE_RELATIONS[toks[op].text]
@@ -216,7 +216,7 @@ def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> I
     yield toks[end - 1].end, toks[end - 1].end, 2, closing
 
 
-def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[_Edit]:
+def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[Edit]:
     """``string(x)`` formatted as cel-go does where the C++ runtime differs: a double through
     STRING_ALIAS, a timestamp or duration through GO_TIME_TEXT. ``static_type(a, b)`` is the
     static type of ``toks[a:b]`` standing alone (None when it cannot be checked alone)."""
@@ -238,7 +238,7 @@ def rewrite(
     source: str,
     toks: list[Token],
     value_relations: Iterable[tuple[int, int, int]] = (),
-    extra: Iterable[_Edit] = (),
+    extra: Iterable[Edit] = (),
 ) -> str:
     """What the checked expression needs to run as Kubernetes runs it (see the edit makers);
     ``value_relations`` are the relation_operands that may compare quantities, ``extra`` more

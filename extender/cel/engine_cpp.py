@@ -32,7 +32,7 @@ import itertools
 import math
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from cel_expr_python import cel
@@ -45,6 +45,7 @@ from extender.cel.cpp_homogeneity import MAX_LOCATING_PROBES, homogeneity_probes
 from extender.cel.cpp_library import LIST_FUNCTION_PROBES, function_decls
 from extender.cel.cpp_rewrite import (
     VALUE_RELATIONS,
+    Edit,
     alias_net_strings,
     balanced_sums,
     field_presence,
@@ -99,6 +100,8 @@ def _value_type_name(t: Any) -> str:
 
 
 _FOREIGN_ARENA = "No PyCelArena found"
+_EQUALITIES = frozenset({"==", "!="})
+_LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
 
 
@@ -234,16 +237,19 @@ class CppEngine:
         self._check_homogeneous(expression, toks)
         self._check_formats(expression, toks)
         source_toks = toks if source == expression else tokens(source)
-        rewritten = (
-            source
-            if source_toks is None
-            else rewrite(
+        if source_toks is None:
+            rewritten = source
+        else:
+            routed = self._value_relations(source, source_toks, strict=optionals)
+            rewritten = rewrite(
                 source,
                 source_toks,
-                self._value_relations(source, source_toks, strict=optionals),
-                go_string_edits(source_toks, self._static_type_of(source, source_toks)),
+                routed,
+                [
+                    *go_string_edits(source_toks, self._static_type_of(source, source_toks)),
+                    *self._library_equality_guards(source, source_toks, routed),
+                ],
             )
-        )
         if rewritten == source:
             return CppProgram(self, expression, checked)
         try:
@@ -339,6 +345,36 @@ class CppEngine:
             if qualifies:
                 found.append((start, op, end))
         return found
+
+    def _library_equality_guards(
+        self, source: str, toks: list[Token], routed: list[tuple[int, int, int]]
+    ) -> Iterator[Edit]:
+        """Kubernetes' library values answer "no such overload" to ``==``/``!=`` with a right
+        operand of another type, a runtime error; the C++ runtime answers false. A dyn left
+        operand (a version attribute, say) compared with anything but a library value or null is
+        guarded: ``cel.bind(l, A, cel.bind(r, B, type(l) in [...] && type(r) != type(l) &&
+        type(r) != null_type ? k8sdra_no_such_overload() : l == r))``. Relations run by
+        Python (``routed``) check this there."""
+        routed_ops = {op for _, op, _ in routed}
+        static_type = self._static_type_of(source, toks)
+        for n, (start, op, end) in enumerate(relation_operands(toks, _EQUALITIES)):
+            if op in routed_ops or start >= op or op + 1 >= end or _is_literal(toks, start, op):
+                continue
+            if static_type(start, op) not in ("dyn", None):  # None: bound names, loop variables
+                continue
+            right_literal = _is_literal(toks, op + 1, end)
+            if right_literal and toks[op + 1].text == "null":
+                continue
+            if not right_literal and static_type(op + 1, end) in _LIBRARY_TYPE_NAMES:
+                continue
+            left, right = f"k8sdra_l{n}", f"k8sdra_r{n}"
+            guard = (
+                f"type({left}) in [{', '.join(_LIBRARY_TYPE_NAMES)}] && type({right}) != type({left})"
+                f" && type({right}) != null_type ? k8sdra_no_such_overload() : {left} {toks[op].text} {right}"
+            )
+            yield toks[start].start, toks[start].start, 0, f"cel.bind({left}, "
+            yield toks[op].start, toks[op].end, 2, f", cel.bind({right}, "
+            yield toks[end - 1].end, toks[end - 1].end, 3, f", {guard}))"
 
     def _operand_kind(self, source: str, toks: list[Token], a: int, b: int) -> str | None:
         """``quantity``, ``quantities`` (a list of them), ``quantity_map`` (a map to them), ``dyn``,

@@ -66,6 +66,8 @@ from extender.cel.engine_py_values import (
     negate,
     sub,
 )
+from extender.cel.quantity import Quantity
+from extender.cel.semver import Semver
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +119,23 @@ for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", gr
         _decl(_op, False, (_t, _t), BOOL, _fn)
 
 
+# Kubernetes' library values compare only with their own type: their Equal answers "no such
+# overload" for anything else (null aside, which cel-go settles first), so such a value on the
+# left of == or != with another type on the right is a runtime error; on the right it is not.
+_LIBRARY_VALUES = (Quantity, Semver, net.IPValue, net.CIDRValue, net.URLValue, k8s_format.Format)
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, _LIBRARY_VALUES) and b is not None and type(b) is not type(a):
+        raise EvalError("no such overload")
+    return cel_equal(a, b)
+
+
 def _not_equal(a: Any, b: Any) -> bool:
-    return not cel_equal(a, b)
+    return not _equal(a, b)
 
 
-_decl("_==_", False, (A, A), BOOL, cel_equal)
+_decl("_==_", False, (A, A), BOOL, _equal)
 _decl("_!=_", False, (A, A), BOOL, _not_equal)
 for _t in (INT, UINT, DOUBLE, STRING, BYTES):
     _decl("_+_", False, (_t, _t), _t, add)
