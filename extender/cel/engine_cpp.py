@@ -100,9 +100,20 @@ def _value_type_name(t: Any) -> str:
 
 
 _FOREIGN_ARENA = "No PyCelArena found"
-_EQUALITIES = frozenset({"==", "!="})
+_GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
+
+
+def _bind_edits(
+    toks: list[Token], start: int, op: int, end: int, left: str, right: str, body: str
+) -> list[Edit]:
+    """``A op B`` -> ``cel.bind(left, A, cel.bind(right, B, body))``: each operand evaluated once."""
+    return [
+        (toks[start].start, toks[start].start, 0, f"cel.bind({left}, "),
+        (toks[op].start, toks[op].end, 2, f", cel.bind({right}, "),
+        (toks[end - 1].end, toks[end - 1].end, 3, f", {body}))"),
+    ]
 
 
 def _is_float_literal(tok: Token) -> bool:
@@ -357,24 +368,34 @@ class CppEngine:
         Python (``routed``) check this there."""
         routed_ops = {op for _, op, _ in routed}
         static_type = self._static_type_of(source, toks)
-        for n, (start, op, end) in enumerate(relation_operands(toks, _EQUALITIES)):
+        for n, (start, op, end) in enumerate(relation_operands(toks, _GUARDED_RELATIONS)):
             if op in routed_ops or start >= op or op + 1 >= end or _is_literal(toks, start, op):
                 continue
             if static_type(start, op) not in ("dyn", None):  # None: bound names, loop variables
+                continue
+            left, right = f"k8sdra_l{n}", f"k8sdra_r{n}"
+            if toks[op].text == "in":
+                # A version in a list of other things: its Equal's "no such overload", unless
+                # some element matches.
+                if not (static_type(op + 1, end) or "").startswith("list("):
+                    continue
+                guard = (
+                    f"type({left}) == kubernetes.Semver && !({left} in {right})"
+                    f" && {right}.exists(k8sdra_e{n}, type(k8sdra_e{n}) != kubernetes.Semver)"
+                    f" ? k8sdra_no_such_overload() : {left} in {right}"
+                )
+                yield from _bind_edits(toks, start, op, end, left, right, guard)
                 continue
             right_literal = _is_literal(toks, op + 1, end)
             if right_literal and toks[op + 1].text == "null":
                 continue
             if not right_literal and static_type(op + 1, end) in _LIBRARY_TYPE_NAMES:
                 continue
-            left, right = f"k8sdra_l{n}", f"k8sdra_r{n}"
             guard = (
                 f"type({left}) in [{', '.join(_LIBRARY_TYPE_NAMES)}] && type({right}) != type({left})"
                 f" && type({right}) != null_type ? k8sdra_no_such_overload() : {left} {toks[op].text} {right}"
             )
-            yield toks[start].start, toks[start].start, 0, f"cel.bind({left}, "
-            yield toks[op].start, toks[op].end, 2, f", cel.bind({right}, "
-            yield toks[end - 1].end, toks[end - 1].end, 3, f", {guard}))"
+            yield from _bind_edits(toks, start, op, end, left, right, guard)
 
     def _operand_kind(self, source: str, toks: list[Token], a: int, b: int) -> str | None:
         """``quantity``, ``quantities`` (a list of them), ``quantity_map`` (a map to them), ``dyn``,

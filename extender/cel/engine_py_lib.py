@@ -149,7 +149,17 @@ for _t in (INT, UINT):
 _decl("-_", False, (INT,), INT, negate)
 _decl("-_", False, (DOUBLE,), DOUBLE, negate)
 _decl("!_", False, (BOOL,), BOOL, logical_not)
-_decl("@in", False, (A, list_of(A)), BOOL, member_of)
+
+
+def _in_list(item: Any, items: Any) -> bool:
+    """``in`` on a list compares with the item's Equal; a version's answers "no such overload"
+    to other types, which is the outcome unless some element matches."""
+    if type(item) is Semver and not member_of(item, items) and any(type(x) is not Semver for x in items):
+        raise EvalError("no such overload")
+    return member_of(item, items)
+
+
+_decl("@in", False, (A, list_of(A)), BOOL, _in_list)
 _decl("@in", False, (K, map_of(K, V)), BOOL, member_of)
 # --- conversions -----------------------------------------------------------------------------
 
