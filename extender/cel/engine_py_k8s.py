@@ -12,8 +12,8 @@ from extender.cel.engine_py_values import (
     Timestamp,
     UInt,
     add,
-    cel_compare,
     cel_equal,
+    compare_or_none,
     member_of,
     type_name,
 )
@@ -24,8 +24,20 @@ INCLUDES_MAX_LIST = 48
 SET_PAIRS_LIMIT = 1_000_000
 
 
+# The lists library's min, max and isSorted take any Comparer: they ignore a comparison's error
+# (mixed types, NaN), but fail on an element that cannot be compared at all.
+_COMPARERS = (int, UInt, float, str, bytes, bool, Duration, Timestamp)
+
+
+def _comparers(items: Any, name: str) -> None:
+    for x in items:
+        if type(x) not in _COMPARERS:
+            raise EvalError(f"no such overload: {name}(list({type_name(x)}))")
+
+
 def is_sorted(items: Any) -> bool:
-    return all(cel_compare(items[i], items[i + 1]) <= 0 for i in range(len(items) - 1))
+    _comparers(items, "isSorted")
+    return all(compare_or_none(items[i], items[i + 1]) != 1 for i in range(len(items) - 1))
 
 
 def list_sum(items: Any) -> Any:
@@ -41,14 +53,13 @@ def list_sum(items: Any) -> Any:
 
 
 def extreme(items: Any, want: int, name: str) -> Any:
+    _comparers(items, name)
     if not items:
         raise EvalError(f"{name} called on empty list")
     best = items[0]
     for x in items[1:]:
-        if cel_compare(x, best) == want:
+        if compare_or_none(best, x) == -want:
             best = x
-    if type(best) not in (int, UInt, float, str, bytes, bool, Duration, Timestamp):
-        raise EvalError(f"no such overload: {name}(list({type_name(best)}))")
     return best
 
 

@@ -277,6 +277,15 @@ class _NaNCompareError(Exception):
 _NaNCompare = _NaNCompareError()
 
 
+def compare_or_none(a: Any, b: Any) -> int | None:
+    """cel-go's Compare where its error (mixed types, NaN) is ignored, as the lists library's
+    min, max and isSorted do: None then."""
+    try:
+        return cel_compare(a, b)
+    except (EvalError, _NaNCompareError):
+        return None
+
+
 def less(a: Any, b: Any) -> bool:
     try:
         return cel_compare(a, b) < 0

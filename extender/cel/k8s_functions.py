@@ -129,23 +129,46 @@ def list_sum(items: list[Any]) -> Any:
     return total
 
 
-def list_min(items: list[Any]) -> Any:
-    _homogeneous(items, "min")
+# min, max and isSorted take any element cel-go can order, ignoring a comparison's error (mixed
+# types, NaN) as the lists library does; an element it cannot order at all is an error.
+_ORDERED_KINDS = frozenset({"number", "bool", "str", "bytes", "bytearray", "datetime", "timedelta"})
+
+
+def _order(a: Any, b: Any) -> int | None:
+    """cel-go's Compare of two values of ordered kinds: -1, 0, 1, or None for its error."""
+    if _kind(a, True) != _kind(b, True) or a != a or b != b:  # mixed kinds, or NaN
+        return None
+    return -1 if a < b else (1 if a > b else 0)
+
+
+def _ordered(items: list[Any], function: str) -> None:
+    for item in items:
+        if _kind(item, True) not in _ORDERED_KINDS:
+            raise ValueError(f"no such overload: {function} on a list of {_kind(item, True)}")
+
+
+def _extreme(items: list[Any], function: str, replace_when: int) -> Any:
+    _ordered(items, function)
     if not items:
-        raise ValueError("min called on empty list")
-    return min(items)
+        raise ValueError(f"{function} called on empty list")
+    best = items[0]
+    for item in items[1:]:
+        if _order(best, item) == replace_when:
+            best = item
+    return best
+
+
+def list_min(items: list[Any]) -> Any:
+    return _extreme(items, "min", 1)
 
 
 def list_max(items: list[Any]) -> Any:
-    _homogeneous(items, "max")
-    if not items:
-        raise ValueError("max called on empty list")
-    return max(items)
+    return _extreme(items, "max", -1)
 
 
 def list_is_sorted(items: list[Any]) -> bool:
-    _homogeneous(items, "isSorted")
-    return all(a <= b for a, b in itertools.pairwise(items))
+    _ordered(items, "isSorted")
+    return all(_order(a, b) != 1 for a, b in itertools.pairwise(items))
 
 
 _RE2_OPTIONS = re2.Options()
