@@ -10,19 +10,27 @@ patched here and in the ``cpp_*`` modules: ``cpp_tokens`` (scanning the source),
   protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are;
   the checker then rejects unknown fields as an object type would.
 - Missing-domain default: ``device.attributes[X]`` runs as ``device.attributes[?X].orValue({})``,
-  also through a ``cel.bind`` name bound to the map.
+  also through a ``cel.bind`` name bound to the map; an optional lookup of a domain is always
+  present and ``has(device.attributes.X)`` always true, as upstream's map finds every key.
 - Library types (kubernetes.Quantity/Semver/URL, net.IP/CIDR) are protobuf messages holding a
   value-canonical key. Quantity keys also carry the integer trait, so relations that may
   compare quantities run through Python (equality by value, in lists and maps too). Functions
   of one name and argument kinds share one Python implementation (a C++ registry limit).
 - Checks cel-go does that the C++ one does not: homogeneous aggregate literals, conversions of
-  literals, literal regexes and literal ``format`` calls at compile time; cross-type comparison
-  of numeric literals (``1 < 1.5``) is admitted by widening an operand to dyn.
-- ``indexOf``/``lastIndexOf`` (strings and Kubernetes' lists), ``format`` (cel-go's formatter)
-  and ``transformMap`` run through aliases, because declared functions cannot be extended.
+  constants (where cel-go's planner folds them), literal regexes, durations, timestamps,
+  double overflow and literal ``format`` calls at compile time, the lists library's element
+  types (probe declarations); cross-type comparison of numeric literals (``1 < 1.5``) is
+  admitted by widening an operand to dyn.
+- ``indexOf``/``lastIndexOf`` (strings and Kubernetes' lists), ``format`` (cel-go's formatter),
+  ``getMilliseconds`` (a duration's total), ``bool`` (Go's ParseBool), ``string`` of IPs, CIDRs,
+  doubles, timestamps and durations (Go's formatting) and ``transformMap`` run through aliases
+  or wrappers, because declared functions cannot be extended.
+- Library values answer "no such overload" to ``==``/``!=``/``in`` with another type: a native
+  type guard around relations whose left operand is dyn.
 - Long ``+`` chains are regrouped when the parser's nesting limit (32, cel-go's is 250) is hit.
 - An optional value reaching a Python function crashes the runtime: such expressions run on
-  the pure-Python engine.
+  the pure-Python engine, as do those using the format library (optional results), and loops
+  beyond the runtime's fixed 10,000-iteration budget (Kubernetes' cost limit is far higher).
 - Activations are cached per device view and per thread (the library's arenas are thread-bound).
 """
 
