@@ -42,7 +42,7 @@ from extender.cel.cpp_types import (
     status_text,
 )
 from extender.cel.cpp_values import as_quantity, as_semver, quantity_message, semver_message
-from extender.cel.engine_py_conv import format_double, to_bool
+from extender.cel.engine_py_conv import format_double, to_bool, to_double, to_int, to_uint
 from extender.cel.engine_py_time import time_zone
 from extender.cel.engine_py_values import EvalError
 from extender.cel.quantity import Quantity
@@ -339,6 +339,31 @@ def _go_bool(value: Any) -> bool:
         raise ValueError(str(exc)) from None
 
 
+def _go_number_text(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Pass a value to the C++ conversion unchanged, after checking a string against Go's
+    strconv syntax (the C++ runtime also accepts blanks and a few strtod forms)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                convert(value)
+            except EvalError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    return check
+
+
+def _go_number_declarations() -> Iterator[_Decl]:
+    for target, convert in (("int", to_int), ("uint", to_uint), ("double", to_double)):
+        wrapper = GO_NUMBER_TEXT[target]
+        check = _go_number_text(convert)
+        for kind, typ in (("string", T.STRING), ("int", T.INT), ("uint", T.UINT), ("double", T.DOUBLE)):
+            yield _Decl(wrapper, f"{wrapper}_{kind}", typ, (typ,), False, check)
+        if target == "int":
+            yield _Decl(wrapper, f"{wrapper}_timestamp", T.TIMESTAMP, (T.TIMESTAMP,), False, check)
+
+
 def _bool_declarations() -> Iterator[_Decl]:
     alias = GLOBAL_ALIASES["bool"]
     yield _Decl(alias, "bool_to_bool", T.BOOL, (T.BOOL,), False, _go_bool)
@@ -481,6 +506,12 @@ def _kind(t: Any) -> str:
 _SUMMABLE = (T.INT, T.UINT, T.DOUBLE, T.DURATION)
 _COMPARABLE = (*_SUMMABLE, T.BOOL, T.TIMESTAMP, T.STRING, T.BYTES)
 GO_TIME_TEXT = "k8sdra_go_time_text"
+# Wrappers of a string converted by int(), uint() or double(), checked against Go's syntax.
+GO_NUMBER_TEXT = {
+    "int": "k8sdra_go_int_text",
+    "uint": "k8sdra_go_uint_text",
+    "double": "k8sdra_go_double_text",
+}
 LIST_FUNCTION_PROBES = {"sum": "_um", "min": "_in", "max": "_ax", "isSorted": "_sSorted"}
 
 
@@ -513,6 +544,7 @@ def function_decls() -> list[Any]:
         _format_declarations(),
         _millis_declarations(),
         _bool_declarations(),
+        _go_number_declarations(),
         _go_string_declarations(),
         _ip_declarations(),
         _url_declarations(),

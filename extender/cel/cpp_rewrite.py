@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 
-from extender.cel.cpp_library import GO_TIME_TEXT
+from extender.cel.cpp_library import GO_NUMBER_TEXT, GO_TIME_TEXT
 from extender.cel.cpp_tokens import Token, closing, is_root, offset, split_top, texts
 from extender.cel.cpp_types import CALL_ALIASES, GLOBAL_ALIASES, STRING_ALIAS, STRING_OF_NET
 
@@ -214,6 +214,21 @@ def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> I
     yield toks[start].start, toks[start].start, 1, opening
     yield toks[op].start, toks[op].end, 2, ","
     yield toks[end - 1].end, toks[end - 1].end, 2, closing
+
+
+def go_number_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[Edit]:
+    """``int(x)``, ``uint(x)``, ``double(x)`` of a string (or of a dyn value) as cel-go converts
+    it: the argument goes through a GO_NUMBER_TEXT check of Go's strconv syntax first."""
+    for i, tok in enumerate(toks):
+        wrapper = GO_NUMBER_TEXT.get(tok.text)
+        if wrapper is None or not is_root(toks, i) or texts(toks, i + 1, 1) != ("(",):
+            continue
+        close = closing(toks, i + 1)
+        if close is None or close == i + 2 or len(split_top(toks, i + 2, close, ",")) != 1:
+            continue
+        if static_type(i + 2, close) in ("string", "dyn", None):
+            yield toks[i + 2].start, toks[i + 2].start, 1, f"{wrapper}("
+            yield toks[close - 1].end, toks[close - 1].end, 2, ")"
 
 
 def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[Edit]:

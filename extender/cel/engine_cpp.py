@@ -57,6 +57,7 @@ from extender.cel.cpp_rewrite import (
     alias_net_strings,
     balanced_sums,
     field_presence,
+    go_number_edits,
     go_string_edits,
     relation_operands,
     rewrite,
@@ -266,6 +267,7 @@ class CppEngine:
                 routed,
                 [
                     *go_string_edits(source_toks, self._static_type_of(source, source_toks)),
+                    *go_number_edits(source_toks, self._static_type_of(source, source_toks)),
                     *self._library_equality_guards(source, source_toks, routed),
                 ],
             )
