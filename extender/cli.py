@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib
 import logging
 import os
 import sys
@@ -17,11 +16,16 @@ from fastapi import FastAPI
 
 from extender.api import create_app
 from extender.api.server import serve, servers
+from extender.binder.kube import KubeBinder
 from extender.binder.local import LocalBinder
 from extender.cel import environment
 from extender.config import CEL_ENGINES, SCORE_POLICIES, Config, ConfigError, parse_feature_gates
+from extender.events import EventRecorder
+from extender.kubeclient import RawClient, load_api_client
+from extender.leader import LeaderElector, default_identity
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
+from extender.sources.kube import run_kube_source
 from extender.sources.local import ManifestError, load_local
 from extender.state import ClusterState
 from extender.tls import ReloadingTLS, TLSError, TLSFiles
@@ -118,42 +122,34 @@ def _configure_cel(engine: str) -> str:
 
 @dataclass
 class _KubeParts:
-    binder: object
+    binder: KubeBinder
     background: list[Callable[[], Awaitable[None]]]
     is_leader: Callable[[], bool] | None
-    events: object
+    events: EventRecorder
 
 
 def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
-    """The Kubernetes watch, binder and leader election, imported only when asked for."""
+    """The Kubernetes watch, binder, leader election and event recorder."""
     try:
-        source = importlib.import_module("extender.sources.kube")
-        binder = importlib.import_module("extender.binder.kube")
-        client = importlib.import_module("extender.kubeclient")
-        leader = importlib.import_module("extender.leader")
-        events = importlib.import_module("extender.events")
-    except ImportError as exc:
-        raise ConfigError(f"--kube is not available in this build: {exc}") from None
-    try:
-        api_client = client.load_api_client(config.kubeconfig)
+        api_client = load_api_client(config.kubeconfig)
     except Exception as exc:  # the kubernetes client raises several unrelated types here
         raise ConfigError(f"--kube: cannot load a cluster configuration: {exc}") from None
-    raw = client.RawClient(api_client)
+    raw = RawClient(api_client)
 
     async def watch() -> None:
-        await source.run_kube_source(state, client=raw)
+        await run_kube_source(state, client=raw)
 
     background: list[Callable[[], Awaitable[None]]] = [watch]
     is_leader = None
-    identity = leader.default_identity()
+    identity = default_identity()
     if config.leader_elect:
-        elector = leader.LeaderElector(
+        elector = LeaderElector(
             raw, name=config.lease_name, namespace=config.lease_namespace, identity=identity
         )
         background.append(elector.run)
         is_leader = elector.is_leader
-    recorder = events.EventRecorder(raw, instance=identity)
-    return _KubeParts(binder.KubeBinder(api_client, is_leader=is_leader), background, is_leader, recorder)
+    recorder = EventRecorder(raw, instance=identity)
+    return _KubeParts(KubeBinder(api_client, is_leader=is_leader), background, is_leader, recorder)
 
 
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
@@ -182,7 +178,7 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     if config.kube:
         parts = _kube_parts(config, state)
         ctx = SchedulingContext(
-            config, state, parts.binder, Metrics(), is_leader=parts.is_leader, events=parts.events  # type: ignore[arg-type]
+            config, state, parts.binder, Metrics(), is_leader=parts.is_leader, events=parts.events
         )
         return create_app(ctx, background=parts.background, debug=debug)
     cluster = load_local(state, config.state_dir)

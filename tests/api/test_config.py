@@ -60,19 +60,6 @@ def test_flags_reach_the_config():
     assert (config.port, config.score_policy, config.scheduler_names) == (9999, "spread", ("a", "b"))
 
 
-def test_kube_mode_without_its_modules_says_so(monkeypatch, capsys):
-    real = importlib.import_module
-
-    def missing(name, *args):
-        if name in ("extender.sources.kube", "extender.binder.kube"):
-            raise ImportError(f"No module named {name!r}")
-        return real(name, *args)
-
-    monkeypatch.setattr(cli.importlib, "import_module", missing)
-    assert cli.main(["serve", "--kube"]) == 2
-    assert "--kube is not available" in capsys.readouterr().err
-
-
 def test_kube_mode_with_an_unreadable_kubeconfig_fails_cleanly(tmp_path, capsys):
     broken = tmp_path / "kubeconfig"
     broken.write_text("this: is: not a kubeconfig")
