@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from extender.cel.quantity import Quantity
 from extender.model._fields import Fields, metadata_name
+from extender.model._shared import shared_json
 from extender.model.nodes import NodeSelector, parse_node_selector
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
@@ -191,11 +192,20 @@ def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[Counte
     return tuple(out)
 
 
-def _device(f: Fields, raw: Any, path: str, driver: str, pool: str) -> Device:
-    raw = f.mapping(raw, path)
-    name = f.string(raw.get("name"), f"{path}.name", required=True)
-    attributes = f.mapping(raw.get("attributes"), f"{path}.attributes")
-    capacity = f.mapping(raw.get("capacity"), f"{path}.capacity")
+# Parsed forms of the slice's shared raw subtrees, by (field, id of the subtree): devices
+# whose maps are one object (see shared_json) also share what is parsed from them.
+_ParseMemo = dict[tuple[str, int], Any]
+
+
+def _memoized(memo: _ParseMemo, field: str, raw: Any, parse: Callable[[], Any]) -> Any:
+    key = (field, id(raw))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = parse()
+    return found
+
+
+def _capacities(f: Fields, capacity: Mapping[str, Any], path: str) -> dict[str, Capacity]:
     capacities = {}
     for cap_name, cap in capacity.items():
         where = f"{path}.capacity[{cap_name}]"
@@ -204,6 +214,19 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str) -> Device:
             value=f.quantity(cap.get("value"), f"{where}.value"),
             policy=_policy(f, cap.get("requestPolicy"), f"{where}.requestPolicy"),
         )
+    return capacities
+
+
+def _typed_attributes(f: Fields, attributes: Mapping[str, Any], path: str) -> dict[str, AttributeValue]:
+    return {key: _attribute(f, value, f"{path}.attributes[{key}]") for key, value in attributes.items()}
+
+
+def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _ParseMemo) -> Device:
+    raw = f.mapping(raw, path)
+    name = f.string(raw.get("name"), f"{path}.name", required=True)
+    attributes = f.mapping(raw.get("attributes"), f"{path}.attributes")
+    capacity = f.mapping(raw.get("capacity"), f"{path}.capacity")
+    capacities = _memoized(memo, "capacity", capacity, lambda: _capacities(f, capacity, path))
     taints = []
     for i, taint in enumerate(f.sequence(raw.get("taints"), f"{path}.taints")):
         where = f"{path}.taints[{i}]"
@@ -217,6 +240,7 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str) -> Device:
             )
         )
     selector = raw.get("nodeSelector")
+    consumes = raw.get("consumesCounters")
     return Device(
         name=name,
         driver=driver,
@@ -224,12 +248,14 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str) -> Device:
         id=(driver, pool, name),
         attributes=attributes,
         capacity=capacity,
-        typed_attributes={
-            key: _attribute(f, value, f"{path}.attributes[{key}]") for key, value in attributes.items()
-        },
+        typed_attributes=_memoized(
+            memo, "attributes", attributes, lambda: _typed_attributes(f, attributes, path)
+        ),
         capacities=capacities,
-        consumes_counters=_counter_sets(
-            f, raw.get("consumesCounters"), f"{path}.consumesCounters", "counterSet"
+        consumes_counters=_memoized(
+            memo, "consumesCounters", consumes, lambda: _counter_sets(
+                f, consumes, f"{path}.consumesCounters", "counterSet"
+            ),
         ),
         node_name=f.string(raw.get("nodeName"), f"{path}.nodeName"),
         node_selector=None if selector is None else parse_node_selector(f, selector, f"{path}.nodeSelector"),
@@ -247,8 +273,11 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str) -> Device:
 
 
 def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
+    """The typed slice; its ``raw`` is an equal copy of ``obj`` with repeated subtrees shared."""
     _, name = metadata_name(obj, "ResourceSlice")
     f = Fields("ResourceSlice", name)
+    obj = shared_json(obj)
+    memo: _ParseMemo = {}
     spec = f.mapping(obj.get("spec"), "spec")
     driver = f.string(spec.get("driver"), "spec.driver", required=True)
     pool_raw = f.mapping(spec.get("pool"), "spec.pool")
@@ -261,7 +290,7 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
         resource_slice_count=count,
     )
     devices = tuple(
-        _device(f, dev, f"spec.devices[{i}]", driver, pool.name)
+        _device(f, dev, f"spec.devices[{i}]", driver, pool.name, memo)
         for i, dev in enumerate(f.sequence(spec.get("devices"), "spec.devices"))
     )
     selector = spec.get("nodeSelector")

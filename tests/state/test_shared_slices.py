@@ -1,0 +1,70 @@
+"""A cached slice holds each repeated subtree once, and stays the object it was given."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from extender.model._shared import shared_json
+from extender.state import ClusterState
+from tests.scheduling.cluster import gpu, node_slice
+
+
+def test_shared_json_is_equal_and_makes_equal_subtrees_one_object():
+    a = {"x": {"string": "H100"}, "n": [1, 2]}
+    b = {"x": {"string": "H100"}, "n": [1, 2]}
+    obj = {"a": a, "b": b, "c": {"x": {"string": "A100"}, "n": [1, 2]}}
+    out = shared_json(copy.deepcopy(obj))
+    assert out == obj
+    assert out["a"] is out["b"]
+    assert out["a"]["n"] is out["c"]["n"]
+    assert out["a"]["x"] is not out["c"]["x"]
+
+
+def test_shared_json_keeps_json_types_apart():
+    # 1 == 1.0 == True in Python, but they are different JSON values.
+    out = shared_json([{"v": 1}, {"v": 1.0}, {"v": True}, {"v": None}, {"v": 1}])
+    assert [type(d["v"]) for d in out] == [int, float, bool, type(None), int]
+    assert out[0] is out[4] and out[0] is not out[1] and out[0] is not out[2]
+
+
+def test_shared_json_leaves_what_is_not_plain_json():
+    odd = ({"a": 1},)  # unhashable, not JSON: parsing is left to judge it
+    out = shared_json({"k": odd})
+    assert out["k"] is odd
+
+
+def test_cached_slice_shares_repeated_maps_and_their_parsed_form():
+    devices = [gpu(f"gpu-{i}", root="pci-0") for i in range(3)] + [gpu("gpu-3", root="pci-1")]
+    obj = node_slice("node-0", devices)
+    given = copy.deepcopy(obj)
+    state = ClusterState()
+    state.apply("ResourceSlice", obj)
+    raw = state.raw("ResourceSlice", ("", obj["metadata"]["name"]))
+    assert raw == given
+    parsed = state.slices.by_name[obj["metadata"]["name"]].devices
+    assert parsed[0].attributes is parsed[1].attributes is parsed[2].attributes
+    assert parsed[0].typed_attributes is parsed[2].typed_attributes
+    assert parsed[0].capacities is parsed[3].capacities  # same memory, other pcieRoot
+    assert parsed[3].attributes is not parsed[0].attributes
+    assert parsed[3].attribute("resource.kubernetes.io/pcieRoot").values == ("pci-1",)
+    assert [d.name for d in parsed] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+
+
+def test_cache_does_not_hold_the_callers_slice_object():
+    obj = node_slice("node-0", [gpu("gpu-0"), gpu("gpu-1")])
+    state = ClusterState()
+    state.apply("ResourceSlice", obj)
+    obj["spec"]["devices"][0]["capacity"]["memory"]["value"] = "1Gi"
+    raw = state.raw("ResourceSlice", ("", obj["metadata"]["name"]))
+    assert raw["spec"]["devices"][0]["capacity"]["memory"]["value"] == "40Gi"
+
+
+def test_errors_still_name_the_first_bad_device():
+    good = gpu("gpu-0")
+    bad = gpu("gpu-1")
+    bad["attributes"]["resource.kubernetes.io/pcieRoot"] = {"int": "zero"}
+    where = r"spec\.devices\[1\]\.attributes\[resource\.kubernetes\.io/pcieRoot\]"
+    with pytest.raises(ValueError, match=where):
+        ClusterState().apply("ResourceSlice", node_slice("node-0", [good, bad, copy.deepcopy(bad)]))
