@@ -208,19 +208,27 @@ class LocalCluster:
         return True
 
     def load(self, docs: Iterable[tuple[str, Any]]) -> int:
-        """Apply (origin, object) pairs; templates and claims go first so pods find them."""
-        items = [(origin, doc) for origin, doc in docs if doc is not None]
+        """Apply (origin, object) pairs; templates and claims go first so pods find them.
+
+        Each document is let go once applied (the cache keeps its own copy), so a big state
+        directory is never held twice over; callers hand ``docs`` over rather than keep it.
+        """
 
         def rank(item: tuple[str, Any]) -> int:
             kind = item[1].get("kind") if isinstance(item[1], Mapping) else None
             return _LOAD_ORDER.index(kind) if kind in _LOAD_ORDER else len(_LOAD_ORDER)
 
-        for origin, doc in sorted(items, key=rank):
+        pending = sorted(((origin, doc) for origin, doc in docs if doc is not None), key=rank)
+        del docs
+        count = len(pending)
+        pending.reverse()  # popped from the end, in load order
+        while pending:
+            origin, doc = pending.pop()
             try:
                 self.apply(doc)
             except (ManifestError, ValueError) as exc:
                 raise ManifestError(f"{origin}: {exc}") from None
-        return len(items)
+        return count
 
     # --- resourceclaim controller ---------------------------------------------------------
 
