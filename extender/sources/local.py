@@ -21,6 +21,7 @@ import orjson
 import yaml
 
 from extender.binder import DELETE_PROTECTION_FINALIZER
+from extender.model._shared import shared_json
 from extender.state import ClusterState, object_key
 from extender.state.pods import PodInfo, parse_pod
 
@@ -336,18 +337,31 @@ def read_manifests(paths: Iterable[Path]) -> list[tuple[str, Any]]:
     for path in paths:
         try:
             with path.open(encoding="utf-8") as fh:
-                loaded = list(yaml.load_all(fh, Loader=_SAFE_LOADER))
+                for i, doc in enumerate(yaml.load_all(fh, Loader=_SAFE_LOADER)):
+                    if doc is None:
+                        continue
+                    if isinstance(doc, Mapping) and doc.get("kind") == "List":
+                        items = enumerate(doc.get("items") or ())
+                        docs.extend(
+                            (f"{path} (document {i + 1}, item {j + 1})", _compact(item)) for j, item in items
+                        )
+                    else:
+                        docs.append((f"{path} (document {i + 1})", _compact(doc)))
         except (OSError, yaml.YAMLError) as exc:
             raise ManifestError(f"{path}: {exc}") from None
-        for i, doc in enumerate(loaded):
-            if doc is None:
-                continue
-            if isinstance(doc, Mapping) and doc.get("kind") == "List":
-                items = enumerate(doc.get("items") or ())
-                docs.extend((f"{path} (document {i + 1}, item {j + 1})", item) for j, item in items)
-            else:
-                docs.append((f"{path} (document {i + 1})", doc))
     return docs
+
+
+def _compact(doc: Any) -> Any:
+    """``doc`` as it waits for its turn to load: plain JSON types with repeated subtrees shared.
+
+    PyYAML's objects hold every key as its own string, so a big state directory took several
+    times the memory of the cache it fills; documents are now shrunk one by one as they are read.
+    """
+    try:
+        return shared_json(clone(doc))
+    except ManifestError:
+        return doc  # not JSON: load reports it in its place, with its origin
 
 
 def state_files(directory: Path) -> list[Path]:
