@@ -71,7 +71,9 @@ class Device:
     """A device as published in one slice version; identity-hashed and never mutated.
 
     ``attributes``/``capacity`` are the raw API maps the CEL layer reads; ``cel_memo`` belongs
-    to the CEL layer and lives exactly as long as this slice version.
+    to the CEL layer and lives exactly as long as this slice version. CEL sees only the driver,
+    those two maps and ``allow_multiple_allocations``, so devices of one slice that agree on all
+    four share one memo (one view, one verdict per selector) instead of repeating them.
     """
 
     name: str
@@ -192,17 +194,18 @@ def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[Counte
     return tuple(out)
 
 
-# Parsed forms of the slice's shared raw subtrees, by (field, id of the subtree): devices
-# whose maps are one object (see shared_json) also share what is parsed from them.
-_ParseMemo = dict[tuple[str, int], Any]
+# Parsed forms of the slice's shared raw subtrees, by (field, ids of the subtrees): devices
+# whose maps are one object (see shared_json) also share what is parsed from them. Each entry
+# keeps its subtrees alive, so an id cannot be reused by another object during the parse.
+_ParseMemo = dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]]
 
 
-def _memoized(memo: _ParseMemo, field: str, raw: Any, parse: Callable[[], Any]) -> Any:
-    key = (field, id(raw))
+def _memoized(memo: _ParseMemo, field: str, raws: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
+    key = (field, *map(id, raws))
     found = memo.get(key)
     if found is None:
-        found = memo[key] = parse()
-    return found
+        found = memo[key] = (raws, parse())
+    return found[1]
 
 
 def _capacities(f: Fields, capacity: Mapping[str, Any], path: str) -> dict[str, Capacity]:
@@ -226,7 +229,7 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
     name = f.string(raw.get("name"), f"{path}.name", required=True)
     attributes = f.mapping(raw.get("attributes"), f"{path}.attributes")
     capacity = f.mapping(raw.get("capacity"), f"{path}.capacity")
-    capacities = _memoized(memo, "capacity", capacity, lambda: _capacities(f, capacity, path))
+    capacities = _memoized(memo, "capacity", (capacity,), lambda: _capacities(f, capacity, path))
     taints = []
     for i, taint in enumerate(f.sequence(raw.get("taints"), f"{path}.taints")):
         where = f"{path}.taints[{i}]"
@@ -249,11 +252,11 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
         attributes=attributes,
         capacity=capacity,
         typed_attributes=_memoized(
-            memo, "attributes", attributes, lambda: _typed_attributes(f, attributes, path)
+            memo, "attributes", (attributes,), lambda: _typed_attributes(f, attributes, path)
         ),
         capacities=capacities,
         consumes_counters=_memoized(
-            memo, "consumesCounters", consumes, lambda: _counter_sets(
+            memo, "consumesCounters", (consumes,), lambda: _counter_sets(
                 f, consumes, f"{path}.consumesCounters", "counterSet"
             ),
         ),
@@ -266,9 +269,12 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
         binding_failure_conditions=f.strings(
             raw.get("bindingFailureConditions"), f"{path}.bindingFailureConditions"
         ),
-        allow_multiple_allocations=bool(
-            f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
+        allow_multiple_allocations=(
+            allow_multiple := bool(
+                f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
+            )
         ),
+        cel_memo=_memoized(memo, "cel", (attributes, capacity, allow_multiple), dict),
     )
 
 

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from extender.cel.environment import compile_selector, stats
 from extender.model._shared import shared_json
 from extender.state import ClusterState
 from tests.scheduling.cluster import gpu, node_slice
@@ -68,3 +69,28 @@ def test_errors_still_name_the_first_bad_device():
     where = r"spec\.devices\[1\]\.attributes\[resource\.kubernetes\.io/pcieRoot\]"
     with pytest.raises(ValueError, match=where):
         ClusterState().apply("ResourceSlice", node_slice("node-0", [good, bad, copy.deepcopy(bad)]))
+
+
+def test_devices_alike_for_cel_share_one_memo():
+    alike = [gpu(f"gpu-{i}") for i in range(2)]
+    multi = {**gpu("gpu-2"), "allowMultipleAllocations": True}
+    other_root = gpu("gpu-3", root="pci-1")
+    obj = node_slice("node-0", [*alike, multi, other_root])
+    state = ClusterState()
+    state.apply("ResourceSlice", obj)
+    devices = state.slices.by_name[obj["metadata"]["name"]].devices
+    assert devices[0].cel_memo is devices[1].cel_memo
+    # CEL sees allowMultipleAllocations and every attribute: those devices keep their own memo.
+    assert devices[2].cel_memo is not devices[0].cel_memo
+    assert devices[3].cel_memo is not devices[0].cel_memo
+
+
+def test_a_selector_is_evaluated_once_for_devices_alike():
+    obj = node_slice("node-0", [gpu(f"gpu-{i}") for i in range(4)] + [gpu("gpu-4", memory="80Gi")])
+    state = ClusterState()
+    state.apply("ResourceSlice", obj)
+    selector = compile_selector('device.capacity["gpu.example.com"].memory.compareTo(quantity("50Gi")) < 0')
+    before = stats.evaluations
+    verdicts = [selector.matches(d) for d in state.slices.by_name[obj["metadata"]["name"]].devices]
+    assert verdicts == [True, True, True, True, False]
+    assert stats.evaluations - before == 2
