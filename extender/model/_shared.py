@@ -24,20 +24,33 @@ def shared_json(obj: Any) -> Any:
 
 
 def _share(obj: Any, memo: _Memo) -> Any:
-    if isinstance(obj, dict):
-        items = [(_share(k, memo), _share(v, memo)) for k, v in obj.items()]
-        key: tuple[Any, ...] = (dict, *[(id(k), id(v)) for k, v in items])
+    # This runs over every device of every slice loaded, hence exact type checks (decoded JSON
+    # holds plain dicts and lists; anything else is left as it is) and flat identity keys.
+    if type(obj) is dict:
+        shared = {}
+        ids: list[Any] = [dict]
+        for k, v in obj.items():
+            t = type(v)
+            v = _share(v, memo) if t is dict or t is list else _scalar(v, memo)
+            k = memo.setdefault((str, k), k) if type(k) is str else k
+            shared[k] = v
+            ids += (id(k), id(v))
+        key: tuple[Any, ...] = tuple(ids)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = dict(items)
+            found = memo[key] = shared
         return found
-    if isinstance(obj, list):
-        values = [_share(v, memo) for v in obj]
+    if type(obj) is list:
+        values = [_share(v, memo) if type(v) is dict or type(v) is list else _scalar(v, memo) for v in obj]
         key = (list, *map(id, values))
         found = memo.get(key)
         if found is None:
             found = memo[key] = values
         return found
+    return _scalar(obj, memo)
+
+
+def _scalar(obj: Any, memo: _Memo) -> Any:
     try:
         # 1, 1.0 and True are equal but not the same JSON value: the type is part of the key.
         return memo.setdefault((type(obj), obj), obj)
