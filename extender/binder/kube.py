@@ -162,26 +162,18 @@ class KubeBinder:
             "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        last: KubeApiError | None = None
-        for attempt in range(self._attempts):
-            self._check_leader()
-            if attempt:
-                self._pause(attempt)
+
+        def attempt() -> None:
             try:
                 self._client.request("POST", path, body=body)
-                return
             except KubeApiError as exc:
                 if exc.not_found:
                     raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc
-                if exc.conflict:
-                    self._check_already_bound(pod, node, exc)
-                    return
-                if not _retryable(exc):
-                    raise BindError(f"binding pod {pod.namespace}/{pod.name} failed: {exc}") from exc
-                last = exc
-        raise BindError(
-            f"binding pod {pod.namespace}/{pod.name} failed after {self._attempts} attempts: {last}"
-        )
+                if not exc.conflict:
+                    raise
+                self._check_already_bound(pod, node, exc)
+
+        self._retrying(f"binding pod {pod.namespace}/{pod.name}", attempt)
 
     def _check_already_bound(self, pod: PodRef, node: str, conflict: KubeApiError) -> None:
         """A conflict is success when an earlier attempt (whose reply we lost) bound the pod there."""
