@@ -208,7 +208,7 @@ def test_leftover_unallocated_claim_makes_the_pod_unschedulable_with_its_name():
 
 def test_claim_left_allocated_by_an_earlier_attempt_is_adopted_not_duplicated():
     # The Binding never answers: bind gives up and leaves the claims reserved for the retry.
-    svc = Service([mapped_class(), *dra_node("n", 2), extended_pod("p", {RESOURCE: "1"})], bind_timeout_s=0.5)
+    svc = Service([mapped_class(), *dra_node("n", 2), extended_pod("p", {RESOURCE: "1"})], bind_timeout_s=1.0)
     p = svc.pod("p")
     original = svc.ctx.binder.bind_pod
 
