@@ -7,7 +7,7 @@ runaway expression stops with Kubernetes' "cost limit exceeded" instead of hangi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from extender.cel.engine_py_lib import Overload
@@ -475,16 +475,26 @@ def _loop_exists_one(ctx: Ctx, items: list[Any], names: list[str], bodies: list[
     return count == 1
 
 
-def _loop_map(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> list[Any]:
-    *preds, transform = bodies
-    out = []
+def _kept(
+    ctx: Ctx, items: list[Any], names: list[str], preds: list[Fn], cost: int, macro: str
+) -> Iterator[Any]:
+    """Each item bound to the loop variables, skipping those the optional filter predicate rejects.
+
+    The transforming macros (map, transformList, transformMap, transformMapEntry) differ only in
+    what they build from the items this yields; the caller evaluates its transform before the
+    next item is bound.
+    """
     for item in items:
         _charge(ctx, cost)
         _bind(ctx, names, item)
-        if preds and not _bool(preds[0](ctx), "map"):
+        if preds and not _bool(preds[0](ctx), macro):
             continue
-        out.append(transform(ctx))
-    return out
+        yield item
+
+
+def _loop_map(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> list[Any]:
+    *preds, transform = bodies
+    return [transform(ctx) for _ in _kept(ctx, items, names, preds, cost, "map")]
 
 
 def _loop_filter(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> list[Any]:
@@ -502,14 +512,7 @@ def _loop_transform_map(
     ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int
 ) -> dict[Any, Any]:
     *preds, transform = bodies
-    out: dict[Any, Any] = {}
-    for item in items:
-        _charge(ctx, cost)
-        _bind(ctx, names, item)
-        if preds and not _bool(preds[0](ctx), "transformMap"):
-            continue
-        out[item[0]] = transform(ctx)
-    return out
+    return {item[0]: transform(ctx) for item in _kept(ctx, items, names, preds, cost, "transformMap")}
 
 
 def _loop_transform_map_entry(
@@ -517,11 +520,7 @@ def _loop_transform_map_entry(
 ) -> dict[Any, Any]:
     *preds, transform = bodies
     out: dict[Any, Any] = {}
-    for item in items:
-        _charge(ctx, cost)
-        _bind(ctx, names, item)
-        if preds and not _bool(preds[0](ctx), "transformMapEntry"):
-            continue
+    for _ in _kept(ctx, items, names, preds, cost, "transformMapEntry"):
         entries = transform(ctx)
         if not isinstance(entries, dict):
             raise EvalError("no such overload: cel.@mapInsert")
