@@ -5,7 +5,7 @@ Every error reads ``"<kind> <name>: <field>: <problem>"``; callers bind kind and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from extender.cel.quantity import Quantity
@@ -37,6 +37,12 @@ class Fields:
         if not isinstance(obj, list | tuple):
             raise self.error(field, f"must be a list, got {type(obj).__name__}")
         return list(obj)
+
+    def mappings(self, obj: Any, field: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """Each element of a list of objects with its path (``field[i]``), for error messages."""
+        for i, item in enumerate(self.sequence(obj, field)):
+            where = f"{field}[{i}]"
+            yield where, self.mapping(item, where)
 
     def string(self, obj: Any, field: str, *, required: bool = False) -> str:
         if obj is None or obj == "":

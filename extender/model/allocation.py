@@ -116,9 +116,7 @@ def parse_allocation_with(f: Fields, obj: Any, field: str) -> AllocationResult:
     obj = f.mapping(obj, field)
     devices = f.mapping(obj.get("devices"), f"{field}.devices")
     config = []
-    for i, item in enumerate(f.sequence(devices.get("config"), f"{field}.devices.config")):
-        where = f"{field}.devices.config[{i}]"
-        item = f.mapping(item, where)
+    for where, item in f.mappings(devices.get("config"), f"{field}.devices.config"):
         config.append(
             ConfigEntry(
                 source=f.string(item.get("source"), f"{where}.source"),

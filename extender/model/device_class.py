@@ -23,22 +23,18 @@ class DeviceClass:
 
 def parse_selectors(f: Fields, raw: Any, field: str) -> tuple[str | None, ...]:
     out: list[str | None] = []
-    for i, sel in enumerate(f.sequence(raw, field)):
-        sel = f.mapping(sel, f"{field}[{i}]")
+    for where, sel in f.mappings(raw, field):
         cel = sel.get("cel")
         if cel is None:
             out.append(None)
             continue
-        cel = f.mapping(cel, f"{field}[{i}].cel")
-        out.append(f.string(cel.get("expression"), f"{field}[{i}].cel.expression"))
+        cel = f.mapping(cel, f"{where}.cel")
+        out.append(f.string(cel.get("expression"), f"{where}.cel.expression"))
     return tuple(out)
 
 
 def parse_config_items(f: Fields, raw: Any, field: str) -> tuple[Mapping[str, Any], ...]:
-    items = []
-    for i, item in enumerate(f.sequence(raw, field)):
-        items.append(f.mapping(item, f"{field}[{i}]"))
-    return tuple(items)
+    return tuple(item for _, item in f.mappings(raw, field))
 
 
 def parse_device_class(obj: dict[str, Any]) -> DeviceClass:

@@ -140,9 +140,7 @@ def _requirements(
     f: Fields, raw: Any, field: str, fields: bool, problems: list[str]
 ) -> tuple[Requirement, ...]:
     out = []
-    for i, item in enumerate(f.sequence(raw, field)):
-        path = f"{field}[{i}]"
-        item = f.mapping(item, path)
+    for path, item in f.mappings(raw, field):
         req = Requirement(
             key=f.string(item.get("key"), f"{path}.key"),
             operator=f.string(item.get("operator"), f"{path}.operator"),
@@ -159,9 +157,7 @@ def parse_node_selector(f: Fields, raw: Any, field: str) -> NodeSelector:
     raw = f.mapping(raw, field)
     problems: list[str] = []
     terms = []
-    for i, term in enumerate(f.sequence(raw.get("nodeSelectorTerms"), f"{field}.nodeSelectorTerms")):
-        path = f"{field}.nodeSelectorTerms[{i}]"
-        term = f.mapping(term, path)
+    for path, term in f.mappings(raw.get("nodeSelectorTerms"), f"{field}.nodeSelectorTerms"):
         terms.append(
             SelectorTerm(
                 match_expressions=_requirements(

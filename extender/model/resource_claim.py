@@ -83,9 +83,8 @@ class ResourceClaim:
 
 def _tolerations(f: Fields, raw: Any, path: str) -> tuple[Toleration, ...]:
     out = []
-    for i, item in enumerate(f.sequence(raw, path)):
-        where = f"{path}[{i}]"
-        item = dict(f.mapping(item, where))
+    for where, item in f.mappings(raw, path):
+        item = dict(item)
         if not item.get("operator"):
             item["operator"] = "Equal"
         out.append(
@@ -156,9 +155,7 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
     spec = f.mapping(obj.get("spec"), "spec")
     devices = f.mapping(spec.get("devices"), "spec.devices")
     constraints = []
-    for i, item in enumerate(f.sequence(devices.get("constraints"), "spec.devices.constraints")):
-        where = f"spec.devices.constraints[{i}]"
-        item = f.mapping(item, where)
+    for where, item in f.mappings(devices.get("constraints"), "spec.devices.constraints"):
         constraints.append(
             Constraint(
                 requests=f.strings(item.get("requests"), f"{where}.requests"),
@@ -178,9 +175,7 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
     status = f.mapping(obj.get("status"), "status")
     allocation = status.get("allocation")
     reserved = []
-    for i, item in enumerate(f.sequence(status.get("reservedFor"), "status.reservedFor")):
-        where = f"status.reservedFor[{i}]"
-        item = f.mapping(item, where)
+    for where, item in f.mappings(status.get("reservedFor"), "status.reservedFor"):
         reserved.append(
             ConsumerRef(
                 api_group=f.string(item.get("apiGroup"), f"{where}.apiGroup"),

@@ -182,9 +182,7 @@ def _counters(f: Fields, raw: Any, path: str) -> dict[str, Quantity]:
 
 def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[CounterSet, ...]:
     out = []
-    for i, item in enumerate(f.sequence(raw, path)):
-        where = f"{path}[{i}]"
-        item = f.mapping(item, where)
+    for where, item in f.mappings(raw, path):
         out.append(
             CounterSet(
                 name=f.string(item.get(name_key), f"{where}.{name_key}", required=True),
@@ -231,9 +229,7 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
     capacity = f.mapping(raw.get("capacity"), f"{path}.capacity")
     capacities = _memoized(memo, "capacity", (capacity,), lambda: _capacities(f, capacity, path))
     taints = []
-    for i, taint in enumerate(f.sequence(raw.get("taints"), f"{path}.taints")):
-        where = f"{path}.taints[{i}]"
-        taint = f.mapping(taint, where)
+    for where, taint in f.mappings(raw.get("taints"), f"{path}.taints"):
         taints.append(
             Taint(
                 key=f.string(taint.get("key"), f"{where}.key"),
