@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from extender.kubeclient import RawClient, load_api_client
-from extender.sources.kube import Backoff, KubeSource
+from extender.sources.kube import KINDS, Backoff, Kind, KubeSource
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
@@ -34,8 +34,9 @@ class CountingState(ClusterState):
 
 
 @contextlib.asynccontextmanager
-async def running(client: RawClient, state: ClusterState) -> AsyncIterator[KubeSource]:
-    source = KubeSource(client, state, backoff=Backoff(initial=0.05, cap=0.2), watch_timeout=30)
+async def running(client: RawClient, state: ClusterState,
+                  kinds: tuple[Kind, ...] = KINDS) -> AsyncIterator[KubeSource]:
+    source = KubeSource(client, state, kinds=kinds, backoff=Backoff(initial=0.05, cap=0.2), watch_timeout=30)
     task = asyncio.create_task(source.run())
     try:
         yield source

@@ -3,36 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 
 import pytest
 
 from extender.kubeclient import RawClient
-from extender.sources.kube import KINDS, Backoff, Kind, KubeSource
+from extender.sources.kube import KINDS
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
 from tests.kube.conftest import eventually
+from tests.kube.test_source import running
 
 pytestmark = pytest.mark.anyio
 
 RULE = BY_KIND["DeviceTaintRule"]
-
-
-@contextlib.asynccontextmanager
-async def running(client: RawClient, state: ClusterState,
-                  kinds: tuple[Kind, ...] = KINDS) -> AsyncIterator[None]:
-    source = KubeSource(client, state, kinds=kinds, backoff=Backoff(initial=0.05, cap=0.2), watch_timeout=30)
-    task = asyncio.create_task(source.run())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def drain_rule(device: str) -> dict:
