@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from extender.config import DEFAULT_GATES
@@ -91,9 +90,4 @@ def test_a_tainted_device_is_not_allocated_unless_the_request_tolerates_it() -> 
         tolerations = svc.claims()["tolerant"]["status"]["allocation"]["devices"]["results"][0]["tolerations"]
         assert tolerations == [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]
 
-    asyncio.run(_with_client(svc, flow))
-
-
-async def _with_client(svc: Service, flow: Any) -> None:
-    async with svc.client() as client:
-        await flow(client)
+    svc.run(flow)
