@@ -4,6 +4,7 @@ Parsing validates what the allocator relies on and raises
 ``ValueError("<kind> <name>: <field>: <problem>")`` for malformed objects.
 """
 
+from extender.model._fields import controlled_by
 from extender.model.allocation import AllocationResult, ConfigEntry, DeviceResult, parse_allocation
 from extender.model.device_class import DeviceClass, parse_device_class
 from extender.model.nodes import Node, NodeSelector, Requirement, SelectorTerm, parse_node
@@ -58,6 +59,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "apply_taint_rules",
+    "controlled_by",
     "parse_allocation",
     "parse_device_class",
     "parse_device_taint_rule",

@@ -93,3 +93,18 @@ def metadata_name(obj: Any, kind: str) -> tuple[Mapping[str, Any], str]:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{kind} <unnamed>: metadata.name: required")
     return meta, name
+
+
+def controlled_by(obj: Mapping[str, Any], uid: str, name: str | None = None) -> bool:
+    """Whether ``obj``'s controller owner reference names ``uid`` (and ``name``, if given).
+
+    Like metav1.IsControlledBy: only the reference marked ``controller: true`` counts.
+    """
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return any(
+        isinstance(ref, Mapping)
+        and ref.get("controller") is True
+        and ref.get("uid") == uid
+        and (name is None or ref.get("name") == name)
+        for ref in refs
+    )

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from extender.cel.quantity import Quantity
+from extender.model._fields import controlled_by
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
@@ -59,10 +60,4 @@ def is_extended_claim_of(raw: Mapping[str, Any], pod_name: str, pod_uid: str) ->
     meta = raw.get("metadata") or {}
     if (meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) != "true":
         return False
-    return any(
-        isinstance(ref, Mapping)
-        and ref.get("controller") is True
-        and ref.get("uid") == pod_uid
-        and ref.get("name") == pod_name
-        for ref in meta.get("ownerReferences") or ()
-    )
+    return controlled_by(raw, pod_uid, pod_name)

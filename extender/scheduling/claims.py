@@ -6,13 +6,12 @@ cannot create a missing claim or class, so they go to FailedAndUnresolvableNodes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from extender.allocator import Features
 from extender.binder import RESERVED_FOR_MAX
-from extender.model import ExactRequest, Node, ResourceClaim
+from extender.model import ExactRequest, Node, ResourceClaim, controlled_by
 from extender.state import ClusterState
 from extender.state.pods import PodInfo, parse_pod
 
@@ -45,11 +44,6 @@ def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:
     return given
 
 
-def _owned_by(claim: ResourceClaim, pod: PodInfo) -> bool:
-    refs = (claim.raw.get("metadata") or {}).get("ownerReferences") or ()
-    return any(isinstance(r, Mapping) and r.get("controller") and r.get("uid") == pod.uid for r in refs)
-
-
 def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
     """The pod's claims in order; raises PodWaits with upstream's message otherwise."""
     claims: list[ResourceClaim] = []
@@ -69,7 +63,7 @@ def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
         claim = state.claim(pod.namespace, name)
         if claim is None:
             raise PodWaits(f'pod "{pod.ref}": ResourceClaim {pod.namespace}/{name} not found')
-        if entry.template_name and not _owned_by(claim, pod):
+        if entry.template_name and not controlled_by(claim.raw, pod.uid):
             raise PodWaits(
                 f"ResourceClaim {pod.namespace}/{name} was not created for Pod {pod.ref} (Pod is not owner)"
             )

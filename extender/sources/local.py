@@ -21,6 +21,7 @@ import orjson
 import yaml
 
 from extender.binder import DELETE_PROTECTION_FINALIZER
+from extender.model import controlled_by
 from extender.model._shared import shared_json
 from extender.state import ClusterState, object_key
 from extender.state.pods import PodInfo, parse_pod
@@ -315,8 +316,7 @@ class LocalCluster:
             meta, status = obj["metadata"], obj.setdefault("status", {})
             reserved = [r for r in status.get("reservedFor") or () if r.get("uid") != pod.uid]
             status["reservedFor"] = reserved
-            refs = meta.get("ownerReferences") or ()
-            owned = any(ref.get("controller") and ref.get("uid") == pod.uid for ref in refs)
+            owned = controlled_by(obj, pod.uid)
             if not reserved:
                 status.pop("reservedFor")
                 if DELETE_PROTECTION_FINALIZER in (meta.get("finalizers") or ()):
