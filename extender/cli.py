@@ -16,19 +16,19 @@ from fastapi import FastAPI
 
 from extender.api import create_app
 from extender.api.server import serve, servers
-from extender.binder.kube import KubeBinder
-from extender.binder.local import LocalBinder
+from extender.api.tls import ReloadingTLS, TLSError, TLSFiles
 from extender.cel import environment
 from extender.config import CEL_ENGINES, SCORE_POLICIES, Config, ConfigError, parse_feature_gates
-from extender.events import EventRecorder
-from extender.kubeclient import RawClient, load_api_client
-from extender.leader import LeaderElector, default_identity
+from extender.kube.binder import KubeBinder
+from extender.kube.client import RawClient, load_api_client
+from extender.kube.events import EventRecorder
+from extender.kube.leader import LeaderElector, default_identity
+from extender.kube.source import run_kube_source
+from extender.local.binder import LocalBinder
+from extender.local.cluster import ManifestError, load_local
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
-from extender.sources.kube import run_kube_source
-from extender.sources.local import ManifestError, load_local
 from extender.state import ClusterState
-from extender.tls import ReloadingTLS, TLSError, TLSFiles
 
 log = logging.getLogger("extender")
 

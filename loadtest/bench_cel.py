@@ -21,7 +21,7 @@ from collections.abc import Callable
 from extender.cel.device import build_device_view
 from extender.cel.engine import Engine, make_engine, unavailable_reason
 from extender.cel.environment import compile_selector, configure
-from extender.cel.parity import CaseDevice
+from extender.tools.cel_parity import CaseDevice
 
 DRIVER = "gpu.example.com"
 TYPICAL = (

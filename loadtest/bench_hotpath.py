@@ -19,15 +19,15 @@ import pstats
 import time
 from dataclasses import dataclass
 
-from extender.binder.local import LocalBinder
 from extender.config import Config
+from extender.local.binder import LocalBinder
+from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
 from extender.scheduling.bind import bind_pod
 from extender.scheduling.claims import pod_for_request
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import filter_nodes
 from extender.scheduling.score import score_nodes
-from extender.sources.local import LocalCluster
 from extender.state.store import KINDS, ClusterState
 from loadtest.driver import CandidateSampler, nodes_to_find
 from loadtest.wire import informer_pod

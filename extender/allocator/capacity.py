@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from extender.cel.quantity import Quantity
 from extender.model import Capacity, Device, RequestPolicy
+from extender.model.quantity import Quantity
 
 CapacityMap = Mapping[str, Quantity]
 _EMPTY: CapacityMap = {}

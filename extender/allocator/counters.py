@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from extender.allocator.pools import Pool
 from extender.allocator.state import AllocatedState
-from extender.cel.quantity import Quantity
 from extender.model import Device, DeviceID
+from extender.model.quantity import Quantity
 
 CounterValues = dict[str, dict[str, Quantity]]  # counter set -> counter -> amount
 

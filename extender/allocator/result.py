@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from extender.allocator.errors import AllocationError
 from extender.allocator.pools import Candidate
 from extender.allocator.requests import RequestData
-from extender.cel.quantity import Quantity
 from extender.model import (
     AllocationResult,
     ConfigEntry,
@@ -19,6 +18,7 @@ from extender.model import (
     ResourceClaim,
     SelectorTerm,
 )
+from extender.model.quantity import Quantity
 
 
 @dataclass(slots=True, eq=False)

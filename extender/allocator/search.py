@@ -17,8 +17,8 @@ from extender.allocator.result import Pick
 from extender.allocator.selection import SelectorCache, node_allows, selectors_match
 from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
-from extender.cel.quantity import Quantity
 from extender.model import DeviceID, Node, ResourceClaim
+from extender.model.quantity import Quantity
 
 # visit() outcomes. MAX_SIZE is upstream's "would exceed 32 results" signal: it makes a
 # firstAvailable parent try its next subrequest and is turned into FAIL at claim boundaries.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from extender.cel.quantity import Quantity
 from extender.model import AllocationResult, DeviceID
+from extender.model.quantity import Quantity
 
 
 @dataclass

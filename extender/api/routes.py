@@ -18,8 +18,10 @@ from fastapi import FastAPI, Request, Response
 
 from extender.api import wire
 from extender.api.wire import BadRequest
+from extender.local.cluster import LocalCluster, ManifestError
 from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
+from extender.model.pods import PodInfo
 from extender.scheduling.bind import UnknownPod, bind_pod
 from extender.scheduling.claims import pod_for_request
 from extender.scheduling.context import SchedulingContext
@@ -27,8 +29,6 @@ from extender.scheduling.explain import explain
 from extender.scheduling.filter import filter_nodes, report_no_fit
 from extender.scheduling.preempt import nodes_worth_preempting
 from extender.scheduling.score import score_nodes
-from extender.sources.local import LocalCluster, ManifestError
-from extender.state.pods import PodInfo
 from extender.state.store import KINDS
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 
-from extender.tls import ReloadingTLS
+from extender.api.tls import ReloadingTLS
 
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 

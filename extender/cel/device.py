@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from extender.cel import DeviceInput
-from extender.cel.quantity import Quantity
-from extender.cel.semver import Semver
+from extender.cel.runtime.semver import Semver
+from extender.model.quantity import Quantity
 
 AttrValue = int | bool | str | Semver | list[int] | list[bool] | list[str] | list[Semver]
 

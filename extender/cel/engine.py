@@ -16,7 +16,7 @@ ENGINE_CHOICES = ("auto", "cpp", "python")
 
 # Engine name -> module that defines ``make() -> Engine``; imported lazily so one missing
 # backend never breaks the other.
-_ENGINE_MODULES = {"cpp": "extender.cel.engine_cpp", "python": "extender.cel.engine_py"}
+_ENGINE_MODULES = {"cpp": "extender.cel.cpp.engine", "python": "extender.cel.python.engine"}
 
 
 class Program(Protocol):

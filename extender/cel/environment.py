@@ -160,7 +160,7 @@ def warm_up() -> float:
     the seconds spent; raises RuntimeError if the verdict is not the expected True.
     """
     # parity imports this module; its plain device class is needed only here.
-    from extender.cel.parity import CaseDevice
+    from extender.tools.cel_parity import CaseDevice
 
     started = time.perf_counter()
     engine = _current_engine()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from extender.cel.quantity import Quantity
+from extender.model.quantity import Quantity
 
 
 class Fields:

@@ -6,9 +6,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.cel.quantity import Quantity
 from extender.model._fields import Fields
 from extender.model.nodes import NodeSelector, parse_node_selector
+from extender.model.quantity import Quantity
 from extender.model.resource_slice import DeviceID
 
 

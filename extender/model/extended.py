@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from extender.cel.quantity import Quantity
 from extender.model._fields import controlled_by
+from extender.model.quantity import Quantity
 
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.cel.quantity import Quantity
 from extender.model._fields import Fields, metadata_name
 from extender.model.allocation import AllocationResult, parse_allocation_with
 from extender.model.device_class import parse_config_items, parse_selectors
+from extender.model.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.cel.quantity import Quantity
 from extender.model._fields import Fields, metadata_name
 from extender.model._shared import shared_json
 from extender.model.nodes import NodeSelector, parse_node_selector
+from extender.model.quantity import Quantity
 
 DeviceID = tuple[str, str, str]  # (driver, pool, device)
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.binder import BindError, PodRef
 from extender.model import AllocationResult, ResourceClaim, parse_resource_claim
+from extender.model.refs import PodRef
+from extender.scheduling.binder import BindError
 from extender.scheduling.claims import PodWaits, reserved_for, unavailable_on
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.extended_claim import ExtendedClaim, extended_status, mappings_of

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.allocator import Features
-from extender.binder import RESERVED_FOR_MAX
 from extender.model import ExactRequest, Node, ResourceClaim, controlled_by
+from extender.model.pods import PodInfo, parse_pod
+from extender.model.refs import RESERVED_FOR_MAX
 from extender.state import ClusterState
-from extender.state.pods import PodInfo, parse_pod
 
 
 class PodWaits(Exception):

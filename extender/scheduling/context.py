@@ -10,12 +10,13 @@ from typing import NamedTuple, Protocol
 from cachetools import TTLCache
 
 from extender.allocator import AllocatedState, Allocator, Features
-from extender.binder import Binder, PodRef
 from extender.config import Config
 from extender.metrics import Metrics
 from extender.model import AllocationResult, DeviceID
+from extender.model.pods import PodInfo
+from extender.model.refs import PodRef
+from extender.scheduling.binder import Binder
 from extender.state import ClusterState
-from extender.state.pods import PodInfo
 
 MAX_VERDICTS = 200_000
 # How long a scored pod's expected placement counts against its node (kube-scheduler usually

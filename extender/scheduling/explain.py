@@ -10,10 +10,10 @@ from typing import Any
 
 from extender.allocator import AllocationError, AllocationResult
 from extender.model import ResourceClaim
+from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan, Variant
-from extender.state.pods import PodInfo
 
 
 def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:

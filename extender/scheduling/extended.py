@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from extender.model import DeviceClass, Node
 from extender.model.extended import DEVICE_CLASS_PREFIX
-from extender.state.pods import PodInfo
+from extender.model.pods import PodInfo
 
 
 def class_mapping(classes: Mapping[str, DeviceClass]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from extender.model import ResourceClaim, parse_resource_claim
 from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION, is_extended_claim_of
-from extender.state.pods import PodInfo
+from extender.model.pods import PodInfo
 
 # Deliberately not a valid object name, as upstream's, so it can never clash with a real claim.
 IN_MEMORY_NAME = "<extended-resources>"

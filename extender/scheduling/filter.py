@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import orjson
 
 from extender.allocator import AllocationError, AllocationTimeout, Allocator, NodeAllocationFailure
-from extender.binder import PodRef
 from extender.model import AllocationResult, Node, ResourceClaim
+from extender.model.pods import PodInfo
+from extender.model.refs import PodRef
 from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, resolve, unavailable_on
 from extender.scheduling.context import (
     EXPECTED_TTL_S,
@@ -40,7 +41,6 @@ from extender.scheduling.context import (
 )
 from extender.scheduling.extended import ExtendedNeeds
 from extender.scheduling.extended_claim import ExtendedClaim, find_extended_claim, in_memory_claim
-from extender.state.pods import PodInfo
 
 TIMEOUT = "timed out trying to allocate devices"
 FITS = NodeVerdict(True)

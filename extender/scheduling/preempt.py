@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from extender.allocator import AllocatedState
+from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits, resolve
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan
 from extender.state.inuse import Owner
-from extender.state.pods import PodInfo
 
 
 def _released_by(ctx: SchedulingContext, victim_uids: set[str]) -> set[Owner]:

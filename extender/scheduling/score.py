@@ -21,10 +21,10 @@ import time
 from collections.abc import Mapping, Sequence
 
 from extender.model import AllocationResult, DeviceID, ResourceClaim
+from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import EXPECTED_TTL_S, Expected, NodeVerdict, SchedulingContext
 from extender.scheduling.filter import FatalAllocation, PodPlan
-from extender.state.pods import PodInfo
 
 MAX_SCORE = 10
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize

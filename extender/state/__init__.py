@@ -1,7 +1,6 @@
 """The cluster-state cache: what sources feed and what scheduling reads."""
 
 from extender.state.inuse import InFlight
-from extender.state.pods import PodInfo, parse_pod
 from extender.state.store import KINDS, ClusterState, object_key
 
-__all__ = ["KINDS", "ClusterState", "InFlight", "PodInfo", "object_key", "parse_pod"]
+__all__ = ["KINDS", "ClusterState", "InFlight", "object_key"]

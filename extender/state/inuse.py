@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from extender.cel.quantity import Quantity
 from extender.model import AllocationResult, DeviceID
+from extender.model.quantity import Quantity
 
 Owner = tuple[str, str]
 

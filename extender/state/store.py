@@ -27,8 +27,8 @@ from extender.model import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from extender.model.pods import PodInfo, parse_pod
 from extender.state.inuse import InFlight, InUse
-from extender.state.pods import PodInfo, parse_pod
 from extender.state.slices import SliceIndex
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ import pytest
 from extender.allocator import AllocatedState
 from extender.allocator.capacity import capacity_fits, consumed_for, violates
 from extender.allocator.taints import tolerates
-from extender.cel.quantity import Quantity
 from extender.model import Device, Taint, Toleration, apply_taint_rules, parse_device_taint_rule
+from extender.model.quantity import Quantity
 from tests.allocator.builders import allocator, claim, node, picked, request, resource_slice
 
 

@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.api import create_app
-from extender.binder.local import LocalBinder
 from extender.config import Config
+from extender.local.binder import LocalBinder
+from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
-from extender.sources.local import LocalCluster
 from extender.state import KINDS, ClusterState
 from tests.scheduling.cluster import Service, bind_call, claim, gpu_cluster, pod, template
 

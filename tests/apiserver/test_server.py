@@ -14,7 +14,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from extender.kubeclient import KubeApiError, RawClient
+from extender.kube.client import KubeApiError, RawClient
 from tests.apiserver.patch import PatchError, strategic_merge_patch
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer

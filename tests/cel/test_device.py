@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from extender.cel.device import DeviceView, build_device_view, split_qualified_name, view_for
-from extender.cel.quantity import Quantity
-from extender.cel.semver import Semver
+from extender.cel.runtime.semver import Semver
+from extender.model.quantity import Quantity
 
 
 @dataclass

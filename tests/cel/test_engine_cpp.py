@@ -12,13 +12,13 @@ pytest.importorskip("cel_expr_python", reason="cpp engine not installed: cel_exp
 pytest.importorskip("google.protobuf", reason="cpp engine not installed: protobuf is missing")
 
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel.cpp_library import go_time_text
-from extender.cel.cpp_rewrite import MAX_BALANCED_OPERANDS, balanced_sums, field_presence, rewrite
-from extender.cel.cpp_tokens import tokens
+from extender.cel.cpp.engine import CppEngine, CppProgram
+from extender.cel.cpp.library import go_time_text
+from extender.cel.cpp.rewrite import MAX_BALANCED_OPERANDS, balanced_sums, field_presence, rewrite
+from extender.cel.cpp.tokens import tokens
 from extender.cel.device import view_for
-from extender.cel.engine_cpp import CppEngine, CppProgram
-from extender.cel.parity import CaseDevice
-from extender.cel.quantity import Quantity
+from extender.model.quantity import Quantity
+from extender.tools.cel_parity import CaseDevice
 
 G = 'device.attributes["gpu.example.com"]'
 
@@ -666,7 +666,7 @@ def _outcome(engine: object, expression: str, view: object) -> str:
 @settings(max_examples=150, deadline=None)
 @given(expression=_conditions())
 def test_engines_agree(engine: CppEngine, expression: str) -> None:
-    engine_py = pytest.importorskip("extender.cel.engine_py", reason="python engine not written yet")
+    engine_py = pytest.importorskip("extender.cel.python.engine", reason="python engine not written yet")
     view = view_for(gpu())
     assert _outcome(engine, expression, view) == _outcome(engine_py.make(), expression, view), expression
 
@@ -685,8 +685,8 @@ _CHILD = """
 import json, sys
 from extender.cel import CelRuntimeError
 from extender.cel.device import view_for
-from extender.cel.engine_cpp import CppEngine, CppProgram
-from extender.cel.parity import CaseDevice
+from extender.cel.cpp.engine import CppEngine, CppProgram
+from extender.tools.cel_parity import CaseDevice
 device = CaseDevice("gpu.example.com", {"model": {"string": "a100"}}, {}, False)
 engine, out = CppEngine(), {}
 for expression in json.loads(sys.argv[1]):

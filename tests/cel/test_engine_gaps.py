@@ -7,7 +7,7 @@ import pytest
 from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.device import view_for
 from extender.cel.engine import Engine, make_engine, unavailable_reason
-from extender.cel.parity import CaseDevice
+from extender.tools.cel_parity import CaseDevice
 
 G = 'device.attributes["gpu.example.com"]'
 DEVICE = CaseDevice(

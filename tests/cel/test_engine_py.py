@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel import engine_py_lib as lib
 from extender.cel.device import DeviceView, build_device_view
 from extender.cel.engine import make_engine
-from extender.cel.engine_py import MAX_EXPRESSION_BYTES, PythonEngine
-from extender.cel.engine_py_types import STRING
+from extender.cel.python import library as lib
+from extender.cel.python.engine import MAX_EXPRESSION_BYTES, PythonEngine
+from extender.cel.runtime.types import STRING
 
 ENGINE = PythonEngine()
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

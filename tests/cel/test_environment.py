@@ -15,7 +15,7 @@ from extender.cel.environment import (
     current_engine_name,
     stats,
 )
-from extender.cel.parity import CaseDevice
+from extender.tools.cel_parity import CaseDevice
 
 REASONS = {name: unavailable_reason(name) for name in ("cpp", "python")}
 HAVE_CPP, HAVE_PY = REASONS["cpp"] is None, REASONS["python"] is None
@@ -188,8 +188,7 @@ def test_warm_up_runs_outside_the_cache_and_counters(engine: str) -> None:
 
 @pytest.mark.skipif(not HAVE_PY, reason=str(REASONS["python"]))
 def test_warm_up_builds_the_python_grammar() -> None:
-    from extender.cel import engine_py_ast
-
+    from extender.cel.python import syntax as engine_py_ast
     configure("python")
     engine_py_ast._lark.cache_clear()
     try:

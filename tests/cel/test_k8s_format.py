@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from extender.cel.k8s_format import FORMATS, Format, named, validate
+from extender.cel.runtime.k8s_format import FORMATS, Format, named, validate
 
 _LABEL_ERROR = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "

@@ -9,7 +9,7 @@ import pytest
 
 from extender.cel import environment
 from extender.cel.engine import unavailable_reason
-from extender.cel.parity import Case, CaseFileError, load_cases, main, run_case
+from extender.tools.cel_parity import Case, CaseFileError, load_cases, main, run_case
 
 # The shared conformance cases, and those carried over from Kubernetes' own CEL tests.
 CASE_FILES = ("cases.yaml", "upstream_cases.yaml")

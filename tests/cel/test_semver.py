@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.cel.semver import Semver, go_quote
+from extender.cel.runtime.semver import Semver, go_quote
 
 S = Semver.parse
 

@@ -1,4 +1,4 @@
-"""Every shipped conformance case is one test, judged like `python -m extender.conformance`.
+"""Every shipped conformance case is one test, judged like `python -m extender.tools.conformance`.
 
 ``cases/`` is the project's given set; ``upstream/`` holds further scenarios carried over from
 the upstream allocator's own test table, with the answers upstream expects.
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.conformance import judge, load_case
+from extender.tools.conformance import judge, load_case
 
 HERE = Path(__file__).parent
 GIVEN = sorted((HERE / "cases").glob("*.yaml"))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.conformance import build_state, judge, main
+from extender.tools.conformance import build_state, judge, main
 
 CASE: dict[str, Any] = {
     "name": "tiny",

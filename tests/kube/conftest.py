@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from extender.kubeclient import RawClient
+from extender.kube.client import RawClient
 from tests.apiserver.server import ApiServer
 
 

@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 
-from extender.binder import DELETE_PROTECTION_FINALIZER, BindError, PodRef
-from extender.binder.kube import KubeBinder
-from extender.kubeclient import RawClient
+from extender.kube.binder import KubeBinder
+from extender.kube.client import RawClient
 from extender.model import parse_resource_claim
+from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
+from extender.scheduling.binder import BindError
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects

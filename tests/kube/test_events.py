@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from extender.binder import PodRef
-from extender.events import REASON_BIND_FAILED, REASON_NO_NODE_FITS, EventRecorder
-from extender.kubeclient import RawClient
+from extender.kube.client import RawClient
+from extender.kube.events import REASON_BIND_FAILED, REASON_NO_NODE_FITS, EventRecorder
+from extender.model.refs import PodRef
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 

@@ -16,13 +16,13 @@ import httpx
 import pytest
 
 from extender.api import create_app
-from extender.binder import PodRef
-from extender.binder.kube import KubeBinder
 from extender.config import Config
-from extender.kubeclient import RawClient
+from extender.kube.binder import KubeBinder
+from extender.kube.client import RawClient
+from extender.kube.source import KubeSource
 from extender.metrics import Metrics
+from extender.model.refs import PodRef
 from extender.scheduling.context import SchedulingContext
-from extender.sources.kube import KubeSource
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer, Call

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from extender.kubeclient import KubeApiError, RawClient
-from extender.leader import LeaderElector
+from extender.kube.client import KubeApiError, RawClient
+from extender.kube.leader import LeaderElector
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube.conftest import eventually

@@ -15,13 +15,13 @@ import httpx
 import pytest
 
 from extender.api import create_app
-from extender.binder.kube import KubeBinder
 from extender.cli import _parser, build_app, config_from_args
 from extender.config import Config
-from extender.kubeclient import RawClient
+from extender.kube.binder import KubeBinder
+from extender.kube.client import RawClient
+from extender.kube.source import KubeSource
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
-from extender.sources.kube import KubeSource
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from extender.kubeclient import RawClient, load_api_client
-from extender.sources.kube import KINDS, Backoff, Kind, KubeSource
+from extender.kube.client import RawClient, load_api_client
+from extender.kube.source import KINDS, Backoff, Kind, KubeSource
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from extender.kubeclient import RawClient
-from extender.sources.kube import KINDS
+from extender.kube.client import RawClient
+from extender.kube.source import KINDS
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer

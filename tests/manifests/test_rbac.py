@@ -13,13 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender.binder import PodRef
-from extender.binder.kube import KubeBinder
-from extender.events import REASON_BIND_FAILED, EventRecorder
-from extender.kubeclient import RawClient
-from extender.leader import LeaderElector
+from extender.kube.binder import KubeBinder
+from extender.kube.client import RawClient
+from extender.kube.events import REASON_BIND_FAILED, EventRecorder
+from extender.kube.leader import LeaderElector
+from extender.kube.source import KubeSource
 from extender.model import parse_resource_claim
-from extender.sources.kube import KubeSource
+from extender.model.refs import PodRef
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND, RESOURCE_TYPES
 from tests.apiserver.server import ApiServer

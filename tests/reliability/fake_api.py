@@ -16,8 +16,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.binder import DELETE_PROTECTION_FINALIZER, BindError, PodRef
 from extender.model import ResourceClaim
+from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
+from extender.scheduling.binder import BindError
 from extender.state import ClusterState
 
 

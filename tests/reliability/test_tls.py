@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from extender.api.server import serve, servers
+from extender.api.tls import ReloadingTLS, TLSFiles
 from extender.cli import _parser, build_app, config_from_args, tls_from_args
 from extender.config import ConfigError
-from extender.tls import ReloadingTLS, TLSFiles
 from tests.apiserver.server import ApiServer
 from tests.reliability.figures import record
 

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 
 from extender.api import create_app
-from extender.binder.local import LocalBinder
 from extender.config import Config
+from extender.local.binder import LocalBinder
+from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
-from extender.sources.local import LocalCluster
 from extender.state import KINDS, ClusterState
 
 DRIVER = "gpu.example.com"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.binder import PodRef
+from extender.model.refs import PodRef
 from tests.scheduling.cluster import Service, bind_call, claim, filter_call, gpu_cluster, node, pod
 
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from extender.binder import BindError, PodRef
 from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from extender.model.refs import PodRef
+from extender.scheduling.binder import BindError
 from tests.scheduling.cluster import (
     DRIVER,
     Service,

@@ -8,9 +8,9 @@ import pytest
 
 from extender.model import parse_device_class, parse_node
 from extender.model.extended import integer_quantity, is_dra_extended_name
+from extender.model.pods import parse_pod
 from extender.scheduling.extended import ExtendedNeeds, class_mapping
 from extender.scheduling.extended_claim import in_memory_claim, mappings_of, requests_and_mappings
-from extender.state.pods import parse_pod
 
 
 def dclass(name: str, extended: str | None = None, created: str | None = None) -> Any:

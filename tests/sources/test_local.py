@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from extender.cli import main
-from extender.sources.local import (
+from extender.local.cluster import (
     POD_CLAIM_ANNOTATION,
     LocalCluster,
     ManifestError,

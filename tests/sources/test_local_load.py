@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from extender.sources.local import LocalCluster, ManifestError, read_manifests
+from extender.local.cluster import LocalCluster, ManifestError, read_manifests
 from extender.state import ClusterState
 from tests.scheduling.cluster import gpu, node, node_slice
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from extender.cel.quantity import Quantity
 from extender.model import parse_allocation
+from extender.model.quantity import Quantity
 from extender.state import KINDS, ClusterState, InFlight
 from tests.scheduling.cluster import DRIVER, claim, device_class, gpus, node, node_slice, pod
 

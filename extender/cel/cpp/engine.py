@@ -1,0 +1,563 @@
+"""Google's C++ CEL runtime (``cel_expr_python``) set up as Kubernetes' DRA selector environment.
+
+The C++ checker gives cel-go's static typing; what the library lacks or does differently is
+patched here and in the ``cpp_*`` modules: ``cpp_tokens`` (scanning the source),
+``cpp_rewrite`` (rewriting it), ``cpp_homogeneity`` (mixed literal lists), ``cpp_library``
+(Kubernetes' functions), ``cpp_types``/``cpp_values`` (library types as messages),
+``cpp_equality`` and ``cpp_format`` (Python implementations) and ``cpp_errors`` (cel-go's wording):
+
+- ``device`` is declared as four qualified variables (``device.driver``, ...), because a
+  protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are;
+  the checker then rejects unknown fields as an object type would.
+- Missing-domain default: ``device.attributes[X]`` runs as ``device.attributes[?X].orValue({})``,
+  also through a ``cel.bind`` name bound to the map; an optional lookup of a domain is always
+  present and ``has(device.attributes.X)`` always true, as upstream's map finds every key.
+- Library types (kubernetes.Quantity/Semver/URL, net.IP/CIDR) are protobuf messages holding a
+  value-canonical key. Quantity keys also carry the integer trait, so relations that may
+  compare quantities run through Python (equality by value, in lists and maps too). Functions
+  of one name and argument kinds share one Python implementation (a C++ registry limit).
+- Checks cel-go does that the C++ one does not: homogeneous aggregate literals, conversions of
+  constants (where cel-go's planner folds them), literal regexes, durations, timestamps,
+  double overflow and literal ``format`` calls at compile time, the lists library's element
+  types (probe declarations); cross-type comparison of numeric literals (``1 < 1.5``) is
+  admitted by widening an operand to dyn.
+- ``indexOf``/``lastIndexOf`` (strings and Kubernetes' lists), ``format`` (cel-go's formatter),
+  ``getMilliseconds`` (a duration's total), ``bool`` (Go's ParseBool), ``string`` of IPs, CIDRs,
+  doubles, timestamps and durations (Go's formatting) and ``transformMap`` run through aliases
+  or wrappers, because declared functions cannot be extended.
+- Library values answer "no such overload" to ``==``/``!=``/``in`` with another type: a native
+  type guard around relations whose left operand is dyn.
+- Long ``+`` chains are regrouped when the parser's nesting limit (32, cel-go's is 250) is hit.
+- An optional value reaching a Python function crashes the runtime: such expressions run on
+  the pure-Python engine, as do those using the format library (optional results), and loops
+  beyond the runtime's fixed 10,000-iteration budget (Kubernetes' cost limit is far higher).
+- Activations are cached per device view and per thread (the library's arenas are thread-bound).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_optional
+
+from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel.cpp.errors import MIXED_LISTS, compile_text, lint, runtime_text
+from extender.cel.cpp.formatting import literal_format_problems
+from extender.cel.cpp.homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
+from extender.cel.cpp.library import LIST_FUNCTION_PROBES, function_decls
+from extender.cel.cpp.rewrite import (
+    VALUE_RELATIONS,
+    Edit,
+    alias_net_strings,
+    balanced_sums,
+    field_presence,
+    go_number_edits,
+    go_string_edits,
+    relation_operands,
+    rewrite,
+    widen_numeric_comparisons,
+)
+from extender.cel.cpp.tokens import (
+    LITERAL_WORDS,
+    Token,
+    literal_conversions,
+    literal_patterns,
+    may_hold_optionals,
+    member_calls,
+    position,
+    texts,
+    tokens,
+    uses_format_library,
+)
+from extender.cel.cpp.types import CALL_ALIASES, CONFIG_YAML, GLOBAL_ALIASES, POOL, QT, T, status_text
+from extender.cel.cpp.values import quantity_message, to_cel
+from extender.cel.engine import Engine, Program, make_engine
+from extender.cel.runtime.timestamps import parse_duration, parse_timestamp
+from extender.cel.runtime.values import EvalError
+
+if TYPE_CHECKING:
+    from extender.cel.device import DeviceView
+
+# The C++ parser's and checker's nesting limit (32) was hit.
+_RECURSION_LIMIT = re.compile(r"recursion (?:depth|limit)")
+# Library functions implemented in Python that take values of any type (through list(dyn)).
+_PYTHON_VALUE_FUNCTIONS = frozenset(
+    {"sum", "min", "max", "isSorted", "includes", "transformMap", "transformMapEntry", *CALL_ALIASES.values()}
+)
+GO_NUMBER_SYNTAX = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
+GO_TIME_PARSERS = {"duration": parse_duration, "timestamp": parse_timestamp}
+
+
+_BUILTIN_TYPE = re.compile(r"\b[A-Z][A-Z0-9_]*\b")
+
+
+def _type_name(t: Any) -> str:
+    """cel-go's spelling of a static type: ``list(string)``, ``kubernetes.Quantity``."""
+    name = _BUILTIN_TYPE.sub(lambda m: m.group().lower(), str(t.name()))
+    return name.replace("<", "(").replace(">", ")")
+
+
+def _value_type_name(t: Any) -> str:
+    """cel-go's name of a value's runtime type, which carries no parameters: ``list``."""
+    return _type_name(t).split("(", 1)[0]
+
+
+_FOREIGN_ARENA = "No PyCelArena found"
+_GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
+_LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
+_ITERATION_BUDGET = "Iteration budget exceeded"
+
+
+def _bind_edits(
+    toks: list[Token], start: int, op: int, end: int, left: str, right: str, body: str
+) -> list[Edit]:
+    """``A op B`` -> ``cel.bind(left, A, cel.bind(right, B, body))``: each operand evaluated once."""
+    return [
+        (toks[start].start, toks[start].start, 0, f"cel.bind({left}, "),
+        (toks[op].start, toks[op].end, 2, f", cel.bind({right}, "),
+        (toks[end - 1].end, toks[end - 1].end, 3, f", {body}))"),
+    ]
+
+
+def _is_float_literal(tok: Token) -> bool:
+    text = tok.text.lower()
+    return (
+        tok.kind == "num"
+        and not text.startswith("0x")
+        and not text.endswith("u")
+        and any(c in text for c in ".e")
+    )
+
+
+def _is_literal(toks: list[Token], a: int, b: int) -> bool:
+    """Whether ``toks[a:b]`` is one scalar literal (a string, a number, true, false or null)."""
+    return b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in LITERAL_WORDS)
+
+
+class CppProgram:
+    """One compiled selector; evaluation reuses the device's cached activation."""
+
+    __slots__ = ("_compiled", "_engine", "_fallback", "expression")
+
+    def __init__(self, engine: CppEngine, expression: str, compiled: Any) -> None:
+        self._engine = engine
+        self._compiled = compiled
+        self._fallback: Program | None = None  # the python engine's, for over-budget loops
+        self.expression = expression
+
+    def evaluate(self, view: DeviceView) -> bool:
+        if view.error is not None:
+            raise CelRuntimeError(view.error, self.expression)
+        try:
+            with self._engine.lock:
+                result = self._eval(view)
+        except RuntimeError as exc:  # the iteration budget aborts instead of yielding an error
+            if _ITERATION_BUDGET in str(exc):
+                # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
+                # cost limit; the python engine, which charges Kubernetes-like costs, decides.
+                return self._over_budget(view)
+            raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
+        except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
+            raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
+        kind = result.type()
+        if kind == T.BOOL:
+            return bool(result.value())
+        if kind == T.ERROR:
+            raise CelRuntimeError(runtime_text(str(result.value())), self.expression)
+        raise CelRuntimeError(
+            f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
+        )
+
+    def _over_budget(self, view: DeviceView) -> bool:
+        if self._fallback is None:
+            try:
+                self._fallback = self._engine.python_program(self.expression)
+            except CelCompileError as exc:
+                raise CelRuntimeError(
+                    f"loop too long for the C++ runtime: {exc.message}", self.expression
+                ) from None
+        return self._fallback.evaluate(view)
+
+    def _eval(self, view: DeviceView) -> Any:
+        # An activation only works on the thread that built it (cel-expr-python keeps its
+        # arenas per thread), so each thread has its own; a thread id reused by a new thread
+        # finds a stale one, which is rebuilt once.
+        key = (self._engine, threading.get_ident())
+        activation = view.engine_cache.get(key)
+        if activation is not None:
+            try:
+                result = self._compiled.eval(activation)
+            except RuntimeError as exc:
+                if _FOREIGN_ARENA not in str(exc):
+                    raise
+            else:
+                if result.type() != T.ERROR or _FOREIGN_ARENA not in str(result.value()):
+                    return result
+        activation = view.engine_cache[key] = self._engine.activation(view)
+        return self._compiled.eval(activation)
+
+
+class CppEngine:
+    """Engine protocol implementation on cel-expr-python."""
+
+    name = "cpp"
+
+    def __init__(self) -> None:
+        # Serializes every use of the C++ environment (compilation, activations, evaluation).
+        self.lock = threading.RLock()
+        self._python: Engine | None = None  # see _delegate
+        self._env = cel.NewEnv(
+            POOL,
+            config=cel.NewEnvConfigFromYaml(CONFIG_YAML),
+            variables={
+                "device.driver": T.STRING,
+                "device.attributes": T.Map(T.STRING, T.Map(T.STRING, T.DYN)),
+                "device.capacity": T.Map(T.STRING, T.Map(T.STRING, QT)),
+                "device.allowMultipleAllocations": T.BOOL,
+            },
+            extensions=[ext_bindings.ExtBindings(), ext_optional.ExtOptional()],
+            functions=function_decls(),
+        )
+
+    def compile(self, expression: str) -> Program:
+        try:
+            expression.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise CelCompileError(f"expression is not valid Unicode text: {exc.reason}", expression) from None
+        with self.lock:
+            return self._compile(expression)
+
+    def _compile(self, expression: str) -> Program:
+        toks = original_toks = tokens(expression)
+        if toks is not None and uses_format_library(toks):
+            return self._delegate(expression)
+        source = expression if toks is None else field_presence(expression, toks)
+        if source != expression:
+            toks = tokens(source)
+        checked, source = self._check(expression, source, toks)
+        result = checked.return_type()
+        if result not in (T.BOOL, T.DYN):
+            raise CelCompileError(
+                f"must evaluate to bool or the unknown type, not {_type_name(result)}", expression
+            )
+        if toks is None:
+            return CppProgram(self, expression, checked)
+        optionals = may_hold_optionals(toks)
+        if optionals and member_calls(toks) & _PYTHON_VALUE_FUNCTIONS:
+            return self._delegate(expression)
+        lint(expression, toks)
+        self._check_list_functions(expression, source, toks)
+        self._check_constants(expression, original_toks or toks)  # the conversions before their aliases
+        self._check_homogeneous(expression, toks)
+        self._check_formats(expression, toks)
+        source_toks = toks if source == expression else tokens(source)
+        if source_toks is None:
+            rewritten = source
+        else:
+            routed = self._value_relations(source, source_toks, strict=optionals)
+            rewritten = rewrite(
+                source,
+                source_toks,
+                routed,
+                [
+                    *go_string_edits(source_toks, self._static_type_of(source, source_toks)),
+                    *go_number_edits(source_toks, self._static_type_of(source, source_toks)),
+                    *self._library_equality_guards(source, source_toks, routed),
+                ],
+            )
+        if rewritten == source:
+            return CppProgram(self, expression, checked)
+        try:
+            program = self._env.compile(rewritten)
+        except RuntimeError:
+            # Not expected; the checked expression still runs, only without the rewrites.
+            program = checked
+        return CppProgram(self, expression, program)
+
+    def python_program(self, expression: str) -> Program:
+        """The pure-Python engine's program for ``expression`` (see ``_delegate``)."""
+        return self._delegate(expression)
+
+    def _delegate(self, expression: str) -> Program:
+        """The pure-Python engine's program for ``expression``.
+
+        The C++ runtime crashes the process (a segmentation fault) when an optional value
+        reaches a Python function through a list(dyn) parameter, so expressions that can make
+        optional values and call such a function are run by the pure-Python engine; so are
+        those using Kubernetes' format library, whose functions return optional values.
+        """
+        if self._python is None:
+            try:
+                self._python = make_engine("python")
+            except ImportError as exc:
+                raise CelCompileError(
+                    f"this expression needs the python engine, which cannot be loaded: {exc}", expression
+                ) from None
+        return self._python.compile(expression)
+
+    def _check(self, original: str, source: str, toks: list[Token] | None) -> tuple[Any, str]:
+        """Type-check ``source`` (``original`` after same-length rewrites); returns the checked
+        program and the source it was compiled from."""
+        try:
+            return self._env.compile(source), source
+        except RuntimeError as exc:
+            raw = str(exc)
+        if toks is not None and _RECURSION_LIMIT.search(raw):
+            balanced = balanced_sums(source, toks)
+            if balanced is not None:
+                try:
+                    return self._env.compile(balanced), balanced
+                except RuntimeError as exc:
+                    if not _RECURSION_LIMIT.search(str(exc)):
+                        # The regrouped chain is deep enough; this error is the real one
+                        # (positions after the first inserted parenthesis are shifted).
+                        raw = str(exc)
+        aliased = None if toks is None else alias_net_strings(source, toks, status_text(raw))
+        if aliased is not None:
+            try:
+                return self._env.compile(aliased), aliased
+            except RuntimeError as exc:
+                source, toks, raw = aliased, tokens(aliased), str(exc)
+        widened = None if toks is None else widen_numeric_comparisons(source, toks, status_text(raw))
+        if widened is not None:
+            try:
+                return self._env.compile(widened), widened
+            except RuntimeError:
+                pass
+        raise CelCompileError(compile_text(raw, toks), original)
+
+    def _value_relations(self, source: str, toks: list[Token], strict: bool) -> list[tuple[int, int, int]]:
+        """The ``==``, ``!=`` and ``in`` of ``source`` that may compare quantities.
+
+        Quantity messages compare by key, which also carries the integer trait (see
+        cpp_values); Kubernetes compares quantities by value alone, inside lists and maps
+        too, so such relations are run by Python (cpp_equality). An equality qualifies when an
+        operand is statically a quantity, a list of them or a map to them, or both are dyn;
+        ``in`` when its list may hold quantities.
+        """
+        if not any(t.text in ("quantity", "capacity") for t in toks):
+            return []
+        # With ``strict`` (the expression can make optional values, which crash the runtime's
+        # conversion to Python), only operands whose static type rules optionals out qualify.
+        typed = {"quantity", "quantities", "quantity_map"}
+        found = []
+        for start, op, end in relation_operands(toks, VALUE_RELATIONS):
+            if _is_literal(toks, start, op) or _is_literal(toks, op + 1, end):
+                continue  # a scalar literal never equals a quantity (nor holds one)
+            kinds = (
+                self._operand_kind(source, toks, start, op),
+                self._operand_kind(source, toks, op + 1, end),
+            )
+            if strict:
+                qualifies = set(kinds) <= typed
+            elif toks[op].text == "in":
+                qualifies = kinds[1] == "quantities" or (kinds[0] == "quantity" and kinds[1] == "list")
+            else:
+                # Two dyn operands (or lists of dyn) may hold quantities as well.
+                qualifies = bool({"quantity", "quantities", "quantity_map"} & set(kinds)) or (
+                    kinds[0] == kinds[1] and kinds[0] in ("dyn", "list")
+                )
+            if qualifies:
+                found.append((start, op, end))
+        return found
+
+    def _library_equality_guards(
+        self, source: str, toks: list[Token], routed: list[tuple[int, int, int]]
+    ) -> Iterator[Edit]:
+        """Kubernetes' library values answer "no such overload" to ``==``/``!=`` with a right
+        operand of another type, a runtime error; the C++ runtime answers false. A dyn left
+        operand (a version attribute, say) compared with anything but a library value or null is
+        guarded: ``cel.bind(l, A, cel.bind(r, B, type(l) in [...] && type(r) != type(l) &&
+        type(r) != null_type ? k8sdra_no_such_overload() : l == r))``. Relations run by
+        Python (``routed``) check this there."""
+        routed_ops = {op for _, op, _ in routed}
+        static_type = self._static_type_of(source, toks)
+        for n, (start, op, end) in enumerate(relation_operands(toks, _GUARDED_RELATIONS)):
+            if op in routed_ops or start >= op or op + 1 >= end or _is_literal(toks, start, op):
+                continue
+            if static_type(start, op) not in ("dyn", None):  # None: bound names, loop variables
+                continue
+            left, right = f"k8sdra_l{n}", f"k8sdra_r{n}"
+            if toks[op].text == "in":
+                # A version in a list of other things: its Equal's "no such overload", unless
+                # some element matches.
+                if not (static_type(op + 1, end) or "").startswith("list("):
+                    continue
+                guard = (
+                    f"type({left}) == kubernetes.Semver && !({left} in {right})"
+                    f" && {right}.exists(k8sdra_e{n}, type(k8sdra_e{n}) != kubernetes.Semver)"
+                    f" ? k8sdra_no_such_overload() : {left} in {right}"
+                )
+                yield from _bind_edits(toks, start, op, end, left, right, guard)
+                continue
+            right_literal = _is_literal(toks, op + 1, end)
+            if right_literal and toks[op + 1].text == "null":
+                continue
+            if not right_literal and static_type(op + 1, end) in _LIBRARY_TYPE_NAMES:
+                continue
+            guard = (
+                f"type({left}) in [{', '.join(_LIBRARY_TYPE_NAMES)}] && type({right}) != type({left})"
+                f" && type({right}) != null_type ? k8sdra_no_such_overload() : {left} {toks[op].text} {right}"
+            )
+            yield from _bind_edits(toks, start, op, end, left, right, guard)
+
+    def _operand_kind(self, source: str, toks: list[Token], a: int, b: int) -> str | None:
+        """``quantity``, ``quantities`` (a list of them), ``quantity_map`` (a map to them), ``dyn``,
+        ``list`` (of dyn), or None."""
+        if a >= b:
+            return None
+        head, text, tail = (
+            source[: toks[a].start],
+            source[toks[a].start : toks[b - 1].end],
+            source[toks[b - 1].end :],
+        )
+
+        def accepts(probe: str) -> bool:
+            try:
+                self._env.compile(f"{head}{probe}({text}){tail}")
+            except RuntimeError:
+                return False
+            return True
+
+        if accepts("k8sdra_quantity_probe"):
+            return "dyn" if accepts("k8sdra_int_probe") else "quantity"
+        if accepts("k8sdra_quantities_probe"):
+            return "list" if accepts("k8sdra_ints_probe") else "quantities"
+        if accepts("k8sdra_quantity_map_probe") and not accepts("k8sdra_int_map_probe"):
+            return "quantity_map"
+        return None
+
+    def _check_homogeneous(self, expression: str, toks: list[Token]) -> None:
+        variant = homogeneity_variant(expression, toks)
+        if variant is None:
+            return
+        mismatch = self._mixed_literal(variant)
+        if mismatch is None:
+            return
+        where: Token | None = None
+        for tok, probe in itertools.islice(homogeneity_probes(expression, toks), MAX_LOCATING_PROBES):
+            located = self._mixed_literal(probe)
+            if located is not None:
+                where, mismatch = tok, located
+                break
+        line, col = position(expression, where.start) if where else (1, 1)
+        raise CelCompileError(
+            f"ERROR: <input>:{line}:{col}: expected type '{mismatch[0]}' but found '{mismatch[1]}'",
+            expression,
+        )
+
+    def _mixed_literal(self, probe: str) -> tuple[str, str] | None:
+        """The two element types a probe's checking found different, if it did."""
+        try:
+            self._env.compile(probe)
+        except RuntimeError as exc:
+            m = MIXED_LISTS.search(str(exc))
+            if m is not None:
+                return m.group(1), m.group(2)
+        return None
+
+    def _check_constants(self, expression: str, toks: list[Token]) -> None:
+        """What cel-go settles while building the program: conversions of a literal and
+        literal regular expressions; their failure is a compile error."""
+        for tok, call, arg in literal_conversions(toks, GLOBAL_ALIASES):
+            detail = self._constant_error(call)
+            detail = None if detail is None else runtime_text(detail)
+            if detail is None and tok.text in GO_NUMBER_SYNTAX and arg.kind == "str":
+                # Go's strconv is stricter than the C++ runtime (no blanks; no sign for uint).
+                text = self._env.compile(arg.text).eval().value()
+                if not GO_NUMBER_SYNTAX[tok.text].fullmatch(text):
+                    detail = f"cannot convert string to {tok.text}"
+            if detail is None and tok.text in GO_TIME_PARSERS and arg.kind == "str":
+                # Go's time parsing is stricter (a duration fits int64 nanoseconds, about
+                # 292 years; the C++ runtime allows 10,000).
+                try:
+                    GO_TIME_PARSERS[tok.text](self._env.compile(arg.text).eval().value())
+                except EvalError as exc:
+                    detail = str(exc)
+            if detail is not None:
+                line, col = position(expression, tok.start)
+                raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+        for tok in toks:
+            if _is_float_literal(tok) and math.isinf(float(tok.text)):
+                # Go's ParseFloat reports the overflow, so cel-go rejects the literal.
+                line, col = position(expression, tok.start)
+                raise CelCompileError(f"ERROR: <input>:{line}:{col}: invalid double literal", expression)
+        for pattern in literal_patterns(toks):
+            detail = self._constant_error(f'"".matches({pattern.text})')
+            if detail is not None:
+                line, col = position(expression, pattern.start)
+                raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+
+    def _check_list_functions(self, expression: str, source: str, toks: list[Token]) -> None:
+        """cel-go rejects ``["a"].sum()`` and ``[[1]].min()`` (see LIST_FUNCTION_PROBES)."""
+        if not member_calls(toks) & LIST_FUNCTION_PROBES.keys():
+            return
+        source_toks = toks if source == expression else tokens(source)
+        if source_toks is None:
+            return
+        probe = source
+        for i, tok in enumerate(source_toks):
+            alias = LIST_FUNCTION_PROBES.get(tok.text)
+            if (
+                alias is not None
+                and i > 0
+                and source_toks[i - 1].text == "."
+                and texts(source_toks, i + 1, 1) == ("(",)
+            ):
+                probe = probe[: tok.start] + alias + probe[tok.end :]
+        try:
+            self._env.compile(probe)
+        except RuntimeError as exc:
+            raise CelCompileError(compile_text(str(exc), toks), expression) from None
+
+    def _check_formats(self, expression: str, toks: list[Token]) -> None:
+        for tok, problem in literal_format_problems(toks, self._static_type, self._constant):
+            line, col = position(expression, tok.start)
+            raise CelCompileError(f"ERROR: <input>:{line}:{col}: {problem}", expression)
+
+    def _static_type_of(self, source: str, toks: list[Token]) -> Callable[[int, int], str | None]:
+        """The static type of ``toks[a:b]`` standing alone (see _static_type)."""
+        return lambda a, b: self._static_type(source[toks[a].start : toks[b - 1].end])
+
+    def _static_type(self, source: str) -> str | None:
+        try:
+            return _type_name(self._env.compile(source).return_type())
+        except RuntimeError:
+            return None
+
+    def _constant(self, literal: str) -> Any:
+        return self._env.compile(literal).eval().value()
+
+    def _constant_error(self, source: str) -> str | None:
+        """The error evaluating a constant expression gives, if any."""
+        try:
+            result = self._env.compile(source).eval()
+        except RuntimeError as exc:
+            return status_text(str(exc))
+        return status_text(str(result.value())) if result.type() == T.ERROR else None
+
+    def activation(self, view: DeviceView) -> Any:
+        return self._env.Activation(
+            {
+                "device.driver": view.driver,
+                "device.attributes": {
+                    domain: {name: to_cel(value) for name, value in values.items()}
+                    for domain, values in view.attributes.items()
+                },
+                "device.capacity": {
+                    domain: {name: quantity_message(q) for name, q in values.items()}
+                    for domain, values in view.capacity.items()
+                },
+                "device.allowMultipleAllocations": bool(view.allow_multiple_allocations),
+            }
+        )
+
+
+def make() -> CppEngine:
+    return CppEngine()

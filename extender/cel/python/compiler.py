@@ -1,0 +1,488 @@
+"""Type-check a parsed CEL expression and turn it into nested Python closures.
+
+cel-python does not type-check, but Kubernetes rejects ill-typed selectors before any device
+is seen, so this pass reproduces cel-go's checker for the DRA environment (declared
+``device`` variable, library signatures, homogeneous aggregate literals) and the program
+builder's constant folding of type conversions. Each node becomes ``fn(ctx) -> value``;
+errors are :class:`EvalError` exceptions, absorbed where CEL's commutative ``&&``/``||`` and
+the ``exists``/``all`` macros say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from extender.cel.python.evaluator import (
+    Ctx,
+    Fn,
+    build_call,
+    build_comprehension,
+    make_and,
+    make_bind,
+    make_bind_ref,
+    make_cond,
+    make_has,
+    make_index,
+    make_list,
+    make_map,
+    make_opt_map,
+    make_or,
+    make_select,
+)
+from extender.cel.python.library import (
+    CONVERSIONS,
+    FUNCTIONS,
+    NOT_SUPPORTED,
+    QUALIFIED_TYPE_IDENTS,
+    REGEX_ARG,
+    TYPE_IDENTS,
+    Overload,
+    unsupported_message,
+)
+from extender.cel.python.strings import compile_regex
+from extender.cel.python.syntax import And, Call, Cond, Ident, Index, ListLit, Lit, MapLit, Or, Select
+from extender.cel.runtime.formatting import check_format
+from extender.cel.runtime.types import (
+    BOOL,
+    BYTES,
+    DEVICE,
+    DEVICE_FIELDS,
+    DOUBLE,
+    DYN,
+    INT,
+    NULL,
+    STRING,
+    TYPE,
+    UINT,
+    Type,
+    display,
+    join,
+    list_of,
+    map_of,
+    optional_of,
+    substitute,
+    unify,
+)
+from extender.cel.runtime.values import CelType, EvalError, UInt
+
+_NOCONST = object()
+# Scope key flagging a cel.bind variable, whose initializer cel-go evaluates lazily.
+_LAZY = "\0lazy "
+_QUANTIFIERS = frozenset({"all", "exists", "exists_one", "existsOne"})
+_MAP_KEY_TYPES = (INT, UINT, BOOL, STRING, DYN)
+
+
+class CompileFailure(Exception):
+    """The expression is not valid in the DRA environment; the message is cel-go's wording."""
+
+
+@dataclass(slots=True)
+class Compiled:
+    type: Type
+    fn: Fn
+    const: Any = _NOCONST
+    cost: int = 1  # nodes evaluated: the per-iteration charge of a loop body
+    # A constant as cel-go's planner sees one: a literal, or a list, map or conversion of such
+    # constants, which it evaluates up front (a conversion failing there is a compile error).
+    planned: bool = False
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not _NOCONST
+
+
+def _literal_type(v: Any) -> Type:
+    t = type(v)
+    if t is bool:
+        return BOOL
+    if t is int:
+        return INT
+    if t is UInt:
+        return UINT
+    if t is float:
+        return DOUBLE
+    if t is str:
+        return STRING
+    if t is bytes:
+        return BYTES
+    if v is None:
+        return NULL
+    if t is CelType:
+        return TYPE
+    return DYN
+
+
+def _const(value: Any, type_: Type, cost: int = 1, planned: bool = False) -> Compiled:
+    return Compiled(type_, lambda ctx: value, value, cost, planned)
+
+
+def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) -> Compiled:
+    """Evaluate a node whose inputs are all constants now; a failure stays a runtime error.
+    ``literal``: the node is a list or map literal, planned constant when its parts are."""
+    if not all(p.is_const for p in parts):
+        return compiled
+    try:
+        value = compiled.fn(Ctx({}))
+    except EvalError:
+        return compiled
+    return _const(value, compiled.type, compiled.cost, literal and all(p.planned for p in parts))
+
+
+class Compiler:
+    """One expression's compilation; ``scope`` maps variable names to static types."""
+
+    def compile(self, node: Any, scope: dict[str, Type]) -> Compiled:
+        kind = type(node)
+        if kind is Lit:
+            return _const(node.value, _literal_type(node.value), planned=True)
+        if kind is Ident:
+            return self._ident(node.name, scope)
+        if kind is Select:
+            return self._select(node, scope)
+        if kind is Index:
+            return self._index(node, scope)
+        if kind is Call:
+            return self._call(node, scope)
+        if kind is And or kind is Or:
+            return self._logic(node, scope)
+        if kind is Cond:
+            return self._cond(node, scope)
+        if kind is ListLit:
+            return self._list(node, scope)
+        if kind is MapLit:
+            return self._map(node, scope)
+        raise CompileFailure(f"unsupported expression {node!r}")
+
+    # --- names and selection ------------------------------------------------------------
+
+    def _ident(self, name: str, scope: dict[str, Type]) -> Compiled:
+        if name in scope:
+            if _LAZY + name in scope:
+                return Compiled(scope[name], make_bind_ref(name))
+            return Compiled(scope[name], lambda ctx: ctx.vars[name])
+        if name in TYPE_IDENTS:
+            return _const(CelType(name), TYPE)
+        raise CompileFailure(f"undeclared reference to '{name}' (in container '')")
+
+    def _field_type(self, t: Type, field: str) -> Type:
+        if t == DEVICE:
+            if field not in DEVICE_FIELDS:
+                raise CompileFailure(f"undefined field '{field}'")
+            return DEVICE_FIELDS[field]
+        if t == DYN:
+            return DYN
+        if isinstance(t, tuple) and t[0] == "map":
+            return t[2]
+        if isinstance(t, tuple) and t[0] == "optional_type":
+            return optional_of(_strip_optional(self._field_type(t[1], field)))
+        raise CompileFailure(f"type '{display(t)}' does not support field selection")
+
+    def _select(self, node: Select, scope: dict[str, Type]) -> Compiled:
+        qualified = _qualified_name(node)
+        if qualified in QUALIFIED_TYPE_IDENTS and qualified.split(".", 1)[0] not in scope:
+            return _const(CelType(qualified), TYPE)
+        operand = self.compile(node.operand, scope)
+        result = self._field_type(operand.type, node.field)
+        if node.optional:
+            result = optional_of(_strip_optional(result))
+        fn = make_select(operand.fn, node.field, node.optional, operand.type == DEVICE)
+        return _try_fold(Compiled(result, fn, cost=operand.cost + 1), [operand])
+
+    def _index(self, node: Index, scope: dict[str, Type]) -> Compiled:
+        operand = self.compile(node.operand, scope)
+        index = self.compile(node.index, scope)
+        result = self._element_type(operand.type, index.type)
+        if node.optional:
+            result = optional_of(_strip_optional(result))
+        fn = make_index(operand.fn, index.fn, node.optional)
+        return _try_fold(Compiled(result, fn, cost=operand.cost + index.cost + 1), [operand, index])
+
+    def _element_type(self, t: Type, it: Type) -> Type:
+        if t == DYN:
+            return DYN
+        if isinstance(t, tuple):
+            if t[0] == "list" and unify(INT, it, {}):
+                return t[1]
+            if t[0] == "map" and unify(t[1], it, {}):
+                return t[2]
+            if t[0] == "optional_type":
+                return optional_of(_strip_optional(self._element_type(t[1], it)))
+        raise _no_overload("_[_]", f"({display(t)}, {display(it)})")
+
+    # --- operators with special evaluation ------------------------------------------------
+
+    def _logic(self, node: And | Or, scope: dict[str, Type]) -> Compiled:
+        left = self.compile(node.left, scope)
+        right = self.compile(node.right, scope)
+        op = "_&&_" if type(node) is And else "_||_"
+        if not (unify(BOOL, left.type, {}) and unify(BOOL, right.type, {})):
+            raise _no_overload(op, f"({display(left.type)}, {display(right.type)})")
+        fn = (make_and if op == "_&&_" else make_or)(left.fn, right.fn)
+        return _try_fold(Compiled(BOOL, fn, cost=left.cost + right.cost + 1), [left, right])
+
+    def _cond(self, node: Cond, scope: dict[str, Type]) -> Compiled:
+        cond = self.compile(node.condition, scope)
+        then = self.compile(node.then, scope)
+        other = self.compile(node.otherwise, scope)
+        bindings: dict[str, Type] = {}
+        branches_agree = unify("A", then.type, bindings) and unify("A", other.type, bindings)
+        if not (unify(BOOL, cond.type, {}) and branches_agree):
+            shown = ", ".join(display(t) for t in (cond.type, then.type, other.type))
+            raise _no_overload("_?_:_", f"({shown})")
+        result = join([then.type, other.type])
+        fn = make_cond(cond.fn, then.fn, other.fn)
+        cost = cond.cost + then.cost + other.cost + 1
+        return _try_fold(Compiled(result, fn, cost=cost), [cond, then, other])
+
+    def _list(self, node: ListLit, scope: dict[str, Type]) -> Compiled:
+        items = [self.compile(e, scope) for e in node.elements]
+        elem = self._homogeneous(
+            [_optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)]
+        )
+        fn = make_list([i.fn for i in items], node.optional)
+        compiled = Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1)
+        return _try_fold(compiled, items, literal=True)
+
+    def _map(self, node: MapLit, scope: dict[str, Type]) -> Compiled:
+        keys = [self.compile(k, scope) for k, _ in node.entries]
+        values = [self.compile(v, scope) for _, v in node.entries]
+        key_type = self._homogeneous([k.type for k in keys])
+        value_type = self._homogeneous(
+            [_optional_element_type(v.type) if n in node.optional else v.type for n, v in enumerate(values)]
+        )
+        if key_type not in _MAP_KEY_TYPES:
+            raise CompileFailure(f"unsupported map key type: {display(key_type)}")
+        fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
+        cost = sum(p.cost for p in keys + values) + 1
+        return _try_fold(Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values, literal=True)
+
+    def _homogeneous(self, types: list[Type]) -> Type:
+        if not types:
+            return DYN
+        bindings: dict[str, Type] = {}
+        for t in types:
+            if not unify("A", t, bindings):
+                raise CompileFailure(f"expected type '{display(bindings['A'])}' but found '{display(t)}'")
+        return join(types)
+
+    # --- calls and macros ---------------------------------------------------------------
+
+    def _call(self, node: Call, scope: dict[str, Type]) -> Compiled:
+        name, target, args = node.function, node.target, node.args
+        if target is None and name == "has" and len(args) == 1:
+            return self._has(args[0], scope)
+        if target is not None:
+            macro = self._macro(node, scope)
+            if macro is not None:
+                return macro
+            qualified = _qualified_name(target)
+            if qualified is not None and qualified.split(".")[0] not in scope:
+                full = f"{qualified}.{name}"
+                if (full, False) in FUNCTIONS:
+                    return self._function(full, None, args, scope)
+                if name in NOT_SUPPORTED or full in NOT_SUPPORTED or qualified in NOT_SUPPORTED:
+                    raise CompileFailure(unsupported_message(full))
+        return self._function(name, target, args, scope)
+
+    def _has(self, arg: Any, scope: dict[str, Type]) -> Compiled:
+        if type(arg) is not Select or arg.optional:
+            raise CompileFailure("invalid argument to has() macro")
+        operand = self.compile(arg.operand, scope)
+        self._field_type(operand.type, arg.field)
+        return Compiled(BOOL, make_has(operand.fn, arg.field), cost=operand.cost + 1)
+
+    def _function(
+        self, name: str, target: Any, arg_nodes: tuple[Any, ...], scope: dict[str, Type]
+    ) -> Compiled:
+        member = target is not None
+        overloads = FUNCTIONS.get((name, member))
+        parts = [self.compile(a, scope) for a in ((target, *arg_nodes) if member else arg_nodes)]
+        if overloads is None:
+            if (name, not member) in FUNCTIONS:  # declared, but only in the other call style
+                raise _no_overload(name, _applied([p.type for p in parts], member))
+            if name in NOT_SUPPORTED:
+                raise CompileFailure(unsupported_message(name))
+            raise CompileFailure(f"undeclared reference to '{name}' (in container '')")
+        regex_at = REGEX_ARG.get(name)
+        if regex_at is not None and regex_at < len(parts) and parts[regex_at].is_const:
+            pattern = parts[regex_at].const
+            if type(pattern) is str:
+                try:
+                    compile_regex(pattern)
+                except EvalError as e:
+                    raise CompileFailure(str(e)) from None
+        matched: list[tuple[Overload, Type]] = []
+        for ov in overloads:
+            if len(ov.params) != len(parts):
+                continue
+            bindings: dict[str, Type] = {}
+            if all(unify(p, c.type, bindings) for p, c in zip(ov.params, parts, strict=True)):
+                matched.append((ov, substitute(ov.result, bindings)))
+        if not matched:
+            raise _no_overload(name, _applied([p.type for p in parts], member))
+        if name == "format" and member:
+            self._check_format(parts, arg_nodes)
+        result = join([r for _, r in matched])
+        dispatch_needed = len(matched) > 1 or any(p.type == DYN for p in parts)
+        fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed)
+        compiled = Compiled(result, fn, cost=sum(p.cost for p in parts) + 1)
+        if all(p.is_const for p in parts):
+            planned = name in CONVERSIONS and all(p.planned for p in parts)
+            try:
+                value = fn(Ctx({}))
+            except EvalError as e:
+                if planned:
+                    raise CompileFailure(str(e)) from None
+                return compiled
+            return _const(value, result, compiled.cost, planned)
+        return compiled
+
+    def _check_format(self, parts: list[Compiled], arg_nodes: tuple[Any, ...]) -> None:
+        """cel-go checks a literal format string against a list literal of arguments."""
+        template, args = parts[0], arg_nodes[0]
+        if not template.is_const or type(template.const) is not str:
+            return
+        if type(args) is not ListLit or args.optional:
+            return
+        arg_type = parts[1].type[1] if isinstance(parts[1].type, tuple) else DYN
+        problem = check_format(template.const, arg_type, len(args.elements))
+        if problem is not None:
+            raise CompileFailure(problem)
+
+    def _macro(self, node: Call, scope: dict[str, Type]) -> Compiled | None:
+        name, target, args = node.function, node.target, node.args
+        if name == "bind" and type(target) is Ident and target.name == "cel" and "cel" not in scope:
+            if len(args) != 3:
+                return None
+            var = _var_name(args[0])
+            init = self.compile(args[1], scope)
+            body = self.compile(args[2], {**scope, var: init.type, _LAZY + var: True})
+            return Compiled(body.type, make_bind(var, init.fn, body.fn), cost=init.cost + body.cost)
+        if name in ("optMap", "optFlatMap") and len(args) == 2:
+            return self._opt_map(name == "optFlatMap", target, args, scope)
+        if name == "map" and len(args) in (2, 3):
+            return self._comprehension("map", target, args[:1], args[1:], scope)
+        if name in ("transformList", "transformMap", "transformMapEntry") and len(args) in (3, 4):
+            return self._comprehension(name, target, args[:2], args[2:], scope)
+        if (name in _QUANTIFIERS or name == "filter") and len(args) == 2:
+            return self._comprehension(name, target, args[:1], args[1:], scope)
+        if name in _QUANTIFIERS and len(args) == 3:
+            return self._comprehension(name, target, args[:2], args[2:], scope)
+        return None
+
+    def _opt_map(self, flat: bool, target: Any, args: tuple[Any, ...], scope: dict[str, Type]) -> Compiled:
+        var = _var_name(args[0])
+        opt = self.compile(target, scope)
+        bindings: dict[str, Type] = {}
+        if not unify(optional_of("A"), opt.type, bindings):
+            raise _no_overload("hasValue", f"{display(opt.type)}.()")
+        inner = {**scope, var: substitute("A", bindings)}
+        inner.pop(_LAZY + var, None)
+        body = self.compile(args[1], inner)
+        if flat:
+            result = body.type
+            if not unify(optional_of("B"), result, {}):
+                raise _no_overload("_?_:_", f"(bool, {display(result)}, optional_type(dyn))")
+        else:
+            result = optional_of(body.type)
+        fn = make_opt_map(flat, opt.fn, var, body.fn)
+        return Compiled(result, fn, cost=opt.cost + body.cost + 2)
+
+    def _comprehension(
+        self,
+        kind: str,
+        target: Any,
+        var_nodes: tuple[Any, ...],
+        body_nodes: tuple[Any, ...],
+        scope: dict[str, Type],
+    ) -> Compiled:
+        names = [_var_name(v) for v in var_nodes]
+        rng = self.compile(target, scope)
+        var_types = _range_var_types(rng.type, len(names))
+        inner = {**scope, **dict(zip(names, var_types, strict=True))}
+        for n in names:
+            inner.pop(_LAZY + n, None)
+        bodies = [self.compile(b, inner) for b in body_nodes]
+        predicate_count = {
+            "map": len(bodies) - 1,
+            "transformList": len(bodies) - 1,
+            "transformMap": len(bodies) - 1,
+            "transformMapEntry": len(bodies) - 1,
+        }.get(kind, len(bodies))
+        for pred in bodies[:predicate_count]:
+            if not unify(BOOL, pred.type, {}):
+                raise _no_overload(kind, f"predicate of type {display(pred.type)}")
+        if kind in ("all", "exists", "exists_one", "existsOne"):
+            result: Type = BOOL
+        elif kind == "filter":
+            result = list_of(var_types[0])
+        elif kind == "transformMap":
+            key_type = rng.type[1] if isinstance(rng.type, tuple) and rng.type[0] == "map" else DYN
+            result = map_of(key_type, bodies[-1].type)
+        elif kind == "transformMapEntry":
+            # Each step inserts the entries of a map; cel-go types that as @mapInsert(map, map).
+            result = bodies[-1].type
+            if not unify(map_of("K", "V"), result, {}):
+                raise _no_overload("cel.@mapInsert", f"(map(dyn, dyn), {display(result)})")
+        else:
+            result = list_of(bodies[-1].type)
+        step_cost = sum(b.cost for b in bodies) + 1
+        fn = build_comprehension(kind, rng.fn, names, [b.fn for b in bodies], step_cost)
+        return Compiled(result, fn, cost=rng.cost + step_cost)
+
+
+def _applied(types: list[Type], member: bool) -> str:
+    """cel-go's spelling of the argument types of a call: ``(int, string)`` or ``string.(int)``."""
+    shown = [display(t) for t in types]
+    return f"{shown[0]}.({', '.join(shown[1:])})" if member else f"({', '.join(shown)})"
+
+
+def _no_overload(function: str, applied: str) -> CompileFailure:
+    return CompileFailure(f"found no matching overload for '{function}' applied to '{applied}'")
+
+
+def _range_var_types(t: Type, count: int) -> list[Type]:
+    if t == DYN:
+        return [DYN] * count
+    if isinstance(t, tuple) and t[0] == "list":
+        return [t[1]] if count == 1 else [INT, t[1]]
+    if isinstance(t, tuple) and t[0] == "map":
+        return [t[1]] if count == 1 else [t[1], t[2]]
+    raise CompileFailure(
+        f"expression of type '{display(t)}' cannot be the range of a comprehension "
+        "(must be list, map, or dynamic)"
+    )
+
+
+def _var_name(node: Any) -> str:
+    if type(node) is not Ident:
+        raise CompileFailure("argument must be a simple name")
+    return str(node.name)
+
+
+def _qualified_name(node: Any) -> str | None:
+    if type(node) is Ident:
+        return str(node.name)
+    if type(node) is Select and not node.optional:
+        prefix = _qualified_name(node.operand)
+        return None if prefix is None else f"{prefix}.{node.field}"
+    return None
+
+
+def _optional_element_type(t: Type) -> Type:
+    """The element type an optional list element ``?e`` (or map value of ``?k: v``) adds."""
+    bindings: dict[str, Type] = {}
+    if not unify(optional_of("A"), t, bindings):
+        raise CompileFailure(f"expected type 'optional_type' but found '{display(t)}'")
+    return substitute("A", bindings)
+
+
+def _strip_optional(t: Type) -> Type:
+    return t[1] if isinstance(t, tuple) and t[0] == "optional_type" else t
+
+
+def compile_expression(tree: Any, variables: dict[str, Type]) -> tuple[Type, Callable[[Ctx], Any]]:
+    compiled = Compiler().compile(tree, variables)
+    return compiled.type, compiled.fn

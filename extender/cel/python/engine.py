@@ -1,0 +1,105 @@
+"""The portable CEL engine: cel-python's parser plus a Kubernetes-faithful checker and evaluator.
+
+cel-python 0.5.0's own evaluator differs from cel-go where selectors notice (heterogeneous
+equality, overflow, error absorption, no type checking, no strings extension or ``cel.bind``),
+so only its Lark grammar is used; checking and evaluation live in the ``engine_py_*`` helpers:
+``_ast`` (parse), ``_compile`` (type check, constant folding, closures), ``_eval`` (closure
+builders, cost budget), ``_lib`` (function table), ``_types``, ``_values``, ``_time``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel.python.compiler import CompileFailure, compile_expression
+from extender.cel.python.evaluator import Ctx, Fn
+from extender.cel.python.syntax import ParseFailure, parse
+from extender.cel.runtime.types import BOOL, DEVICE, DYN, display
+from extender.cel.runtime.values import DeviceValue, DomainMap, EvalError, type_name
+
+if TYPE_CHECKING:
+    from extender.cel.device import DeviceView
+
+MAX_EXPRESSION_BYTES = 10 * 1024
+_CACHE_KEY = "python"
+
+
+class PythonProgram:
+    """A checked selector, evaluated by closures over a per-device activation."""
+
+    __slots__ = ("_expression", "_fn")
+
+    def __init__(self, expression: str, fn: Fn) -> None:
+        self._expression = expression
+        self._fn = fn
+
+    def evaluate(self, view: DeviceView) -> bool:
+        if view.error is not None:
+            raise CelRuntimeError(view.error, self._expression)
+        device = view.engine_cache.get(_CACHE_KEY)
+        if device is None:
+            device = view.engine_cache[_CACHE_KEY] = activation(view)
+        try:
+            result = self._fn(Ctx({"device": device}))
+        except EvalError as e:
+            raise CelRuntimeError(str(e), self._expression) from None
+        except RecursionError:
+            raise CelRuntimeError(
+                "expression nesting exceeds the evaluator's depth", self._expression
+            ) from None
+        except Exception as e:
+            # A bug in this engine must fail the one selector loudly, never the scheduler.
+            raise CelRuntimeError(f"internal error: {type(e).__name__}: {e}", self._expression) from e
+        if type(result) is not bool:
+            raise CelRuntimeError(
+                f"CEL result of type {type_name(result)} could not be converted to bool", self._expression
+            )
+        return result
+
+
+def activation(view: DeviceView) -> DeviceValue:
+    """The ``device`` variable for one device; built once and cached on the view."""
+    return DeviceValue(
+        driver=view.driver,
+        attributes=DomainMap({domain: dict(ids) for domain, ids in view.attributes.items()}),
+        capacity=DomainMap({domain: dict(ids) for domain, ids in view.capacity.items()}),
+        allowMultipleAllocations=bool(view.allow_multiple_allocations),
+    )
+
+
+class PythonEngine:
+    """Kubernetes' DRA CEL environment in pure Python (no compiled CEL runtime needed)."""
+
+    name = "python"
+
+    def compile(self, expression: str) -> PythonProgram:
+        if not isinstance(expression, str):
+            kind = type(expression).__name__
+            raise CelCompileError(f"expression must be a string, not {kind}", str(expression))
+        size = len(expression.encode("utf-8", "surrogatepass"))
+        if size > MAX_EXPRESSION_BYTES:
+            raise CelCompileError(
+                f"expression is too long: {size} bytes, the limit is {MAX_EXPRESSION_BYTES}", expression
+            )
+        try:
+            tree = parse(expression)
+            result_type, fn = compile_expression(tree, {"device": DEVICE})
+        except (ParseFailure, CompileFailure) as e:
+            raise CelCompileError(str(e), expression) from None
+        except RecursionError:
+            raise CelCompileError("expression nesting is too deep", expression) from None
+        except Exception as e:
+            raise CelCompileError(f"internal error: {type(e).__name__}: {e}", expression) from e
+        if result_type not in (BOOL, DYN):
+            raise CelCompileError(
+                f"must evaluate to bool or the unknown type, not {display(result_type)}", expression
+            )
+        return PythonProgram(expression, fn)
+
+
+def make() -> PythonEngine:
+    return PythonEngine()
+
+
+__all__ = ["PythonEngine", "PythonProgram", "activation", "make"]

@@ -1,0 +1,544 @@
+"""Closure builders for the pure-Python CEL evaluator (one per kind of expression node).
+
+A closure takes the per-evaluation :class:`Ctx` and returns a value or raises
+:class:`EvalError`. Loops charge their body's size to ``ctx.cost`` on every iteration, so a
+runaway expression stops with Kubernetes' "cost limit exceeded" instead of hanging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from extender.cel.python.library import Overload
+from extender.cel.runtime.types import value_fits
+from extender.cel.runtime.values import (
+    EMPTY_DOMAIN,
+    CelOptional,
+    DomainMap,
+    EvalError,
+    UInt,
+    map_contains,
+    map_find,
+    type_name,
+)
+
+COST_LIMIT = 1_000_000
+_UNSET = object()
+
+
+class Ctx:
+    """Variables in scope and the cost spent by one evaluation."""
+
+    __slots__ = ("cost", "vars")
+
+    def __init__(self, variables: dict[str, Any]) -> None:
+        self.vars = variables
+        self.cost = 0
+
+
+Fn = Callable[[Ctx], Any]
+
+
+# --- selection and indexing ------------------------------------------------------------------
+
+
+def select_value(v: Any, field: str) -> Any:
+    t = type(v)
+    if t is DomainMap:
+        return dict.get(v, field, EMPTY_DOMAIN)
+    if isinstance(v, dict):
+        found, value = map_find(v, field)
+        if not found:
+            raise EvalError(f"no such key: {field}")
+        return value
+    if t is CelOptional:
+        return CelOptional(select_value(v.value, field)) if v.present else v
+    raise EvalError(f"type '{type_name(v)}' does not support field selection")
+
+
+def select_optional(v: Any, field: str) -> CelOptional:
+    if type(v) is DomainMap:  # its lookup always finds, the default if nothing else
+        return CelOptional(dict.get(v, field, EMPTY_DOMAIN))
+    if type(v) is CelOptional:
+        return select_optional(v.value, field) if v.present else v
+    if isinstance(v, dict):
+        found, value = map_find(v, field)
+        return CelOptional(value) if found else CelOptional.NONE
+    raise EvalError(f"type '{type_name(v)}' does not support field selection")
+
+
+def make_select(operand: Fn, field: str, optional: bool, on_device: bool) -> Fn:
+    if optional:
+        return lambda ctx: select_optional(operand(ctx), field)
+    if on_device:
+        return lambda ctx: operand(ctx)[field]
+    return lambda ctx: select_value(operand(ctx), field)
+
+
+def make_has(operand: Fn, field: str) -> Fn:
+    def has(ctx: Ctx) -> bool:
+        v = operand(ctx)
+        if type(v) is DomainMap:
+            # Upstream's lookup of a missing domain finds the default, and presence tests
+            # use that lookup (unlike ``in``): has(device.attributes.anything) is true.
+            return True
+        if isinstance(v, dict):
+            return map_contains(v, field)
+        raise EvalError(f"invalid type for field selection: {type_name(v)}")
+
+    return has
+
+
+def _list_position(items: Any, k: Any) -> int:
+    tk = type(k)
+    if tk is float and k.is_integer():
+        k = int(k)
+    elif tk is not int and tk is not UInt:
+        raise EvalError(f"unsupported index type '{type_name(k)}' in list")
+    return int(k)
+
+
+def index_value(v: Any, k: Any) -> Any:
+    t = type(v)
+    if t is DomainMap:
+        if type(k) is str:
+            return dict.get(v, k, EMPTY_DOMAIN)
+        raise EvalError(f"no such key: {k}")
+    if isinstance(v, dict):
+        found, value = map_find(v, k)
+        if not found:
+            raise EvalError(f"no such key: {_key_text(k)}")
+        return value
+    if t is list or t is tuple:
+        i = _list_position(v, k)
+        if i < 0 or i >= len(v):
+            raise EvalError(f"index out of bounds: {i}")
+        return v[i]
+    if t is CelOptional:
+        return CelOptional(index_value(v.value, k)) if v.present else v
+    raise EvalError(f"no such overload: {type_name(v)}[{type_name(k)}]")
+
+
+def index_optional(v: Any, k: Any) -> CelOptional:
+    t = type(v)
+    if t is DomainMap and type(k) is str:
+        return CelOptional(dict.get(v, k, EMPTY_DOMAIN))
+    if t is CelOptional:
+        return index_optional(v.value, k) if v.present else v
+    if isinstance(v, dict):
+        found, value = map_find(v, k)
+        return CelOptional(value) if found else CelOptional.NONE
+    if t is list or t is tuple:
+        i = _list_position(v, k)
+        return CelOptional(v[i]) if 0 <= i < len(v) else CelOptional.NONE
+    raise EvalError(f"no such overload: {type_name(v)}[?{type_name(k)}]")
+
+
+def _key_text(k: Any) -> str:
+    if type(k) is bool:
+        return "true" if k else "false"
+    return str(int(k)) if type(k) is UInt else str(k)
+
+
+def make_index(operand: Fn, index: Fn, optional: bool) -> Fn:
+    if optional:
+        return lambda ctx: index_optional(operand(ctx), index(ctx))
+    return lambda ctx: index_value(operand(ctx), index(ctx))
+
+
+# --- logic -----------------------------------------------------------------------------------
+
+
+def _no_logic_overload(op: str, a: Any, b: Any) -> EvalError:
+    return EvalError(f"no such overload: {type_name(a)} {op} {type_name(b)}")
+
+
+def make_and(left: Fn, right: Fn) -> Fn:
+    """``&&`` where false wins over an error on either side (CEL's commutative absorption)."""
+
+    def and_(ctx: Ctx) -> bool:
+        try:
+            a = left(ctx)
+        except EvalError as err:
+            try:
+                b = right(ctx)
+            except EvalError:
+                raise err from None
+            if b is False:
+                return False
+            raise
+        if a is False:
+            return False
+        b = right(ctx)
+        if b is False:
+            return False
+        if a is True and b is True:
+            return True
+        raise _no_logic_overload("&&", a, b)
+
+    return and_
+
+
+def make_or(left: Fn, right: Fn) -> Fn:
+    """``||`` where true wins over an error on either side."""
+
+    def or_(ctx: Ctx) -> bool:
+        try:
+            a = left(ctx)
+        except EvalError as err:
+            try:
+                b = right(ctx)
+            except EvalError:
+                raise err from None
+            if b is True:
+                return True
+            raise
+        if a is True:
+            return True
+        b = right(ctx)
+        if b is True:
+            return True
+        if a is False and b is False:
+            return False
+        raise _no_logic_overload("||", a, b)
+
+    return or_
+
+
+def make_cond(cond: Fn, then: Fn, other: Fn) -> Fn:
+    def conditional(ctx: Ctx) -> Any:
+        c = cond(ctx)
+        if c is True:
+            return then(ctx)
+        if c is False:
+            return other(ctx)
+        raise EvalError(f"no such overload: {type_name(c)} ? _ : _")
+
+    return conditional
+
+
+# --- literals --------------------------------------------------------------------------------
+
+
+def make_list(items: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
+    """A list literal; the elements at ``optional`` (``?e``) are added only when present."""
+    if not optional:
+        return lambda ctx: [f(ctx) for f in items]
+
+    def build(ctx: Ctx) -> list[Any]:
+        out = []
+        for n, f in enumerate(items):
+            v = f(ctx)
+            if n not in optional:
+                out.append(v)
+            elif _present(v):
+                out.append(v.value)
+        return out
+
+    return build
+
+
+def _present(v: Any) -> bool:
+    if type(v) is not CelOptional:
+        raise EvalError(f"no such overload: optional element of type {type_name(v)}")
+    return v.present
+
+
+_KEY_TYPES = (int, UInt, bool, str)
+
+
+def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
+    """A map literal; the entries at ``optional`` (``?k: v``) are added only when ``v`` is present."""
+    entries = [(kf, vf, n in optional) for n, (kf, vf) in enumerate(zip(keys, values, strict=True))]
+
+    def build(ctx: Ctx) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for kf, vf, is_optional in entries:
+            k = kf(ctx)
+            if type(k) not in _KEY_TYPES:
+                raise EvalError(f"unsupported key type: {type_name(k)}")
+            v = vf(ctx)
+            if is_optional:
+                if not _present(v):
+                    continue
+                v = v.value
+            if map_contains(out, k):
+                raise EvalError(f"Failed with repeated key: {_key_text(k)}")
+            out[k] = v
+        return out
+
+    return build
+
+
+# --- function calls --------------------------------------------------------------------------
+
+
+def build_call(name: str, overloads: list[Overload], args: list[Fn], dispatch: bool) -> Fn:
+    """A call; with ``dispatch`` the overload is picked from the argument values at run time."""
+    if dispatch:
+
+        def pick(values: list[Any]) -> Any:
+            for ov in overloads:
+                if all(value_fits(p, v) for p, v in zip(ov.params, values, strict=True)):
+                    return ov.impl(*values)
+            shown = ", ".join(type_name(v) for v in values)
+            raise EvalError(f"no such overload: {name}({shown})")
+
+        return lambda ctx: pick([f(ctx) for f in args])
+    impl = overloads[0].impl
+    if len(args) == 0:
+        return lambda ctx: impl()
+    if len(args) == 1:
+        (a,) = args
+        return lambda ctx: impl(a(ctx))
+    if len(args) == 2:
+        a, b = args
+        return lambda ctx: impl(a(ctx), b(ctx))
+    return lambda ctx: impl(*[f(ctx) for f in args])
+
+
+# --- cel.bind --------------------------------------------------------------------------------
+
+
+class LazyValue:
+    """A cel.bind variable: cel-go evaluates the initializer on first use, in the scope the
+    bind was written in (so an unused failing initializer is no error)."""
+
+    __slots__ = ("error", "fn", "scope", "state", "value")
+
+    def __init__(self, fn: Fn, scope: dict[str, Any]) -> None:
+        self.fn = fn
+        self.scope = scope
+        self.state = 0  # 0 pending, 1 value, 2 error
+        self.value: Any = None
+        self.error: EvalError | None = None
+
+    def get(self, ctx: Ctx) -> Any:
+        if self.state == 0:
+            outer = Ctx(self.scope)
+            outer.cost = ctx.cost
+            try:
+                self.value = self.fn(outer)
+                self.state = 1
+            except EvalError as e:
+                self.error = e
+                self.state = 2
+            finally:
+                ctx.cost = outer.cost
+        if self.state == 2:
+            raise self.error  # type: ignore[misc]
+        return self.value
+
+
+def make_bind(var: str, init: Fn, body: Fn) -> Fn:
+    def bind(ctx: Ctx) -> Any:
+        saved = ctx.vars.get(var, _UNSET)
+        ctx.vars[var] = LazyValue(init, dict(ctx.vars))
+        try:
+            return body(ctx)
+        finally:
+            if saved is _UNSET:
+                del ctx.vars[var]
+            else:
+                ctx.vars[var] = saved
+
+    return bind
+
+
+def make_bind_ref(var: str) -> Fn:
+    return lambda ctx: ctx.vars[var].get(ctx)
+
+
+# --- optional macros -------------------------------------------------------------------------
+
+
+def make_opt_map(flat: bool, target: Fn, var: str, body: Fn) -> Fn:
+    """``o.optMap(x, e)`` and ``o.optFlatMap(x, e)``: cel-go expands them to a comprehension
+    binding ``x`` to the value (eagerly); an empty optional stays empty and ``e`` is not run."""
+
+    def opt_map(ctx: Ctx) -> Any:
+        opt = target(ctx)
+        if type(opt) is not CelOptional:
+            raise EvalError(f"no such overload: hasValue({type_name(opt)})")
+        if not opt.present:
+            return CelOptional.NONE
+        saved = ctx.vars.get(var, _UNSET)
+        ctx.vars[var] = opt.value
+        try:
+            result = body(ctx)
+        finally:
+            if saved is _UNSET:
+                del ctx.vars[var]
+            else:
+                ctx.vars[var] = saved
+        if not flat:
+            return CelOptional(result)
+        if type(result) is not CelOptional:
+            raise EvalError(f"no such overload: optFlatMap result of type {type_name(result)}")
+        return result
+
+    return opt_map
+
+
+# --- comprehensions --------------------------------------------------------------------------
+
+
+def _range(v: Any, pairs: bool) -> list[Any]:
+    t = type(v)
+    if t is list or t is tuple:
+        return list(enumerate(v)) if pairs else list(v)
+    if isinstance(v, dict):
+        return list(v.items()) if pairs else list(v)
+    raise EvalError(f"expression of type '{type_name(v)}' cannot be the range of a comprehension")
+
+
+def _charge(ctx: Ctx, step_cost: int) -> None:
+    ctx.cost += step_cost
+    if ctx.cost > COST_LIMIT:
+        raise EvalError("operation cancelled: actual cost limit exceeded")
+
+
+def _bool(v: Any, what: str) -> bool:
+    if type(v) is not bool:
+        raise EvalError(f"no such overload: {what} predicate of type {type_name(v)}")
+    return v
+
+
+def build_comprehension(kind: str, rng: Fn, names: list[str], bodies: list[Fn], step_cost: int) -> Fn:
+    """``all``/``exists``/``exists_one``/``map``/``filter`` and the two-variable forms."""
+    pairs = len(names) == 2
+    loop = _LOOPS[kind]
+
+    def comprehension(ctx: Ctx) -> Any:
+        items = _range(rng(ctx), pairs)
+        saved = {n: ctx.vars.get(n, _UNSET) for n in names}
+        try:
+            return loop(ctx, items, names, bodies, step_cost)
+        finally:
+            for n, old in saved.items():
+                if old is _UNSET:
+                    ctx.vars.pop(n, None)
+                else:
+                    ctx.vars[n] = old
+
+    return comprehension
+
+
+def _bind(ctx: Ctx, names: list[str], item: Any) -> None:
+    if len(names) == 1:
+        ctx.vars[names[0]] = item
+    else:
+        ctx.vars[names[0]], ctx.vars[names[1]] = item
+
+
+def _loop_exists(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> bool:
+    pred = bodies[0]
+    error: EvalError | None = None
+    for item in items:
+        _charge(ctx, cost)
+        _bind(ctx, names, item)
+        try:
+            if _bool(pred(ctx), "exists"):
+                return True
+        except EvalError as e:
+            error = error or e
+    if error is not None:
+        raise error
+    return False
+
+
+def _loop_all(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> bool:
+    pred = bodies[0]
+    error: EvalError | None = None
+    for item in items:
+        _charge(ctx, cost)
+        _bind(ctx, names, item)
+        try:
+            if not _bool(pred(ctx), "all"):
+                return False
+        except EvalError as e:
+            error = error or e
+    if error is not None:
+        raise error
+    return True
+
+
+def _loop_exists_one(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> bool:
+    pred = bodies[0]
+    count = 0
+    for item in items:
+        _charge(ctx, cost)
+        _bind(ctx, names, item)
+        if _bool(pred(ctx), "exists_one"):
+            count += 1
+    return count == 1
+
+
+def _kept(
+    ctx: Ctx, items: list[Any], names: list[str], preds: list[Fn], cost: int, macro: str
+) -> Iterator[Any]:
+    """Each item bound to the loop variables, skipping those the optional filter predicate rejects.
+
+    The transforming macros (map, transformList, transformMap, transformMapEntry) differ only in
+    what they build from the items this yields; the caller evaluates its transform before the
+    next item is bound.
+    """
+    for item in items:
+        _charge(ctx, cost)
+        _bind(ctx, names, item)
+        if preds and not _bool(preds[0](ctx), macro):
+            continue
+        yield item
+
+
+def _loop_map(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> list[Any]:
+    *preds, transform = bodies
+    return [transform(ctx) for _ in _kept(ctx, items, names, preds, cost, "map")]
+
+
+def _loop_filter(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> list[Any]:
+    pred = bodies[0]
+    out = []
+    for item in items:
+        _charge(ctx, cost)
+        _bind(ctx, names, item)
+        if _bool(pred(ctx), "filter"):
+            out.append(item)
+    return out
+
+
+def _loop_transform_map(
+    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int
+) -> dict[Any, Any]:
+    *preds, transform = bodies
+    return {item[0]: transform(ctx) for item in _kept(ctx, items, names, preds, cost, "transformMap")}
+
+
+def _loop_transform_map_entry(
+    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int
+) -> dict[Any, Any]:
+    *preds, transform = bodies
+    out: dict[Any, Any] = {}
+    for _ in _kept(ctx, items, names, preds, cost, "transformMapEntry"):
+        entries = transform(ctx)
+        if not isinstance(entries, dict):
+            raise EvalError("no such overload: cel.@mapInsert")
+        for key, value in entries.items():
+            if map_contains(out, key):
+                raise EvalError(f"insert failed: key {_key_text(key)} already exists")
+            out[key] = value
+    return out
+
+
+_LOOPS: dict[str, Callable[..., Any]] = {
+    "exists": _loop_exists,
+    "all": _loop_all,
+    "exists_one": _loop_exists_one,
+    "existsOne": _loop_exists_one,
+    "map": _loop_map,
+    "transformList": _loop_map,
+    "filter": _loop_filter,
+    "transformMap": _loop_transform_map,
+    "transformMapEntry": _loop_transform_map_entry,
+}

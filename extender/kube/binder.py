@@ -1,0 +1,327 @@
+"""The Binder that writes to a real API server, mirroring the in-tree DynamicResources PreBind.
+
+Per claim (dra-scheduling.md §6): add the delete-protection finalizer with a normal update, then
+one status update setting ``allocation`` and appending the pod to ``reservedFor``, guarded by the
+resourceVersion; on a conflict re-read, re-validate and retry (5 attempts, like client-go's
+DefaultRetry). Then the pod's Binding. Every step is idempotent so that a retry after a lost
+reply converges instead of failing or duplicating. Blocking client calls run in a private thread
+pool so that slow writes never starve the event loop's default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import kubernetes
+
+from extender.kube.client import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
+from extender.model import ResourceClaim
+from extender.model.extended import is_extended_claim_of
+from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef
+from extender.scheduling.binder import BindError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _retryable(exc: KubeApiError) -> bool:
+    """Conflicts, throttling, server and transport errors may pass on a fresh attempt."""
+    return exc.status in (0, 409, 429) or exc.status >= 500
+
+
+def _same_allocation(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    # The timestamp is set at write time, so a retried write of the same decision differs only there.
+    def strip(x: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in x.items() if k != "allocationTimestamp"}
+
+    return strip(a) == strip(b)
+
+
+def _plain(value: Any) -> Any:
+    """A mutable deep copy of API JSON (the model keeps read-only mappings)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return copy.copy(value)
+
+
+class KubeBinder:
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient | RawClient,
+        *,
+        is_leader: Callable[[], bool] | None = None,
+        attempts: int = 5,
+        retry_delay: float = 0.01,
+        request_timeout: float = 10.0,
+        workers: int = 16,
+    ) -> None:
+        if not isinstance(api_client, RawClient):
+            api_client = RawClient(api_client, request_timeout)
+        self._client = api_client
+        self._is_leader = is_leader
+        self._attempts = attempts
+        self._retry_delay = retry_delay
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-binder")
+
+    async def write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
+        return await self._run(self._write_claim, claim, allocation, pod)
+
+    async def bind_pod(self, pod: PodRef, node: str) -> None:
+        await self._run(self._bind_pod, pod, node)
+
+    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+        return await self._run(self._release_claim, claim, pod, deallocate)
+
+    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+        return await self._run(self._create_extended_claim, body, pod)
+
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+        return await self._run(self._delete_extended_claims, pod)
+
+    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+        await self._run(self._patch_pod_status, pod, status)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    # ----- blocking implementations ------------------------------------------------------
+
+    def _check_leader(self) -> None:
+        if self._is_leader is not None and not self._is_leader():
+            raise BindError("this extender replica is not the leader; it does not commit binds")
+
+    def _pause(self, attempt: int) -> None:
+        time.sleep(self._retry_delay * (1 + 0.1 * random.random()) * attempt)
+
+    def _write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
+        path = _claim_path(claim.namespace, claim.name)
+        current = _plain(claim.raw)
+        last: KubeApiError | None = None
+        for attempt in range(self._attempts):
+            self._check_leader()
+            try:
+                if attempt:
+                    self._pause(attempt)
+                    current = self._client.request("GET", path)
+                return self._try_write_claim(path, claim, current, allocation, pod)
+            except KubeApiError as exc:
+                if exc.not_found:
+                    raise BindError(f"claim {claim.key} got deleted in the meantime") from exc
+                if not _retryable(exc):
+                    raise BindError(f"writing claim {claim.key} failed: {exc}") from exc
+                log.info("writing claim %s: %s (attempt %d)", claim.key, exc, attempt + 1)
+                last = exc
+        raise BindError(f"writing claim {claim.key} failed after {self._attempts} attempts: {last}")
+
+    def _try_write_claim(
+        self, path: str, claim: ResourceClaim, current: dict, allocation: dict | None, pod: PodRef
+    ) -> dict:
+        meta = current.get("metadata") or {}
+        if meta.get("uid") != claim.uid or meta.get("deletionTimestamp"):
+            raise BindError(f"claim {claim.key} got deleted in the meantime")
+        status = current.setdefault("status", {})
+        existing = status.get("allocation")
+        reserved = status.get("reservedFor") or []
+        if allocation is not None and existing is not None and not _same_allocation(existing, allocation):
+            raise BindError(f"claim {claim.key} got allocated elsewhere in the meantime")
+        if any(entry.get("uid") == pod.uid for entry in reserved):
+            return current  # an earlier attempt already went through
+        if existing is None:
+            if allocation is None:
+                raise BindError(f"claim {claim.key} is not allocated any more")
+            finalizers = meta.get("finalizers") or []
+            if DELETE_PROTECTION_FINALIZER not in finalizers:
+                # The finalizer must be there before the allocation, or the claim controller may race
+                # us to deallocation (kubernetes#124931).
+                meta["finalizers"] = [*finalizers, DELETE_PROTECTION_FINALIZER]
+                current = self._client.request("PUT", path, body=current)
+                status = current.setdefault("status", {})
+            status["allocation"] = allocation
+        if len(reserved) >= RESERVED_FOR_MAX:
+            raise BindError(f"claim {claim.key} already has the maximum of {RESERVED_FOR_MAX} consumers")
+        status["reservedFor"] = [*reserved, {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+        return self._client.request("PUT", path + "/status", body=current)
+
+    def _bind_pod(self, pod: PodRef, node: str) -> None:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+
+        def attempt() -> None:
+            try:
+                self._client.request("POST", path, body=body)
+            except KubeApiError as exc:
+                if exc.not_found:
+                    raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc
+                if not exc.conflict:
+                    raise
+                self._check_already_bound(pod, node, exc)
+
+        self._retrying(f"binding pod {pod.namespace}/{pod.name}", attempt)
+
+    def _check_already_bound(self, pod: PodRef, node: str, conflict: KubeApiError) -> None:
+        """A conflict is success when an earlier attempt (whose reply we lost) bound the pod there."""
+        try:
+            current = self._client.request("GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        except KubeApiError as exc:
+            raise BindError(
+                f"binding pod {pod.namespace}/{pod.name} failed: {conflict}; re-reading it: {exc}"
+            ) from exc
+        uid = (current.get("metadata") or {}).get("uid")
+        bound_to = (current.get("spec") or {}).get("nodeName")
+        if uid != pod.uid or bound_to != node:
+            raise BindError(f"binding pod {pod.namespace}/{pod.name} to {node} failed: {conflict.message}")
+
+    def _release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+        path = _claim_path(claim.namespace, claim.name) + "/status"
+        patch = {
+            "metadata": {"uid": claim.uid},
+            "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]},
+        }
+        try:
+            current = self._client.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+        except KubeApiError as exc:
+            if exc.not_found or exc.conflict:
+                return None  # the claim is gone or was replaced: nothing of ours is left on it
+            raise BindError(f"removing pod {pod.name} from claim {claim.key} failed: {exc}") from exc
+        if deallocate:
+            return self._deallocate(claim, path, current)
+        return current
+
+    def _deallocate(self, claim: ResourceClaim, path: str, current: dict) -> dict | None:
+        """Clear an allocation nobody uses any more; stop as soon as someone else holds the claim.
+
+        Returns the claim as last seen, or None when it is gone.
+        """
+        for attempt in range(self._attempts):
+            status = current.get("status") or {}
+            if (
+                (current.get("metadata") or {}).get("uid") != claim.uid
+                or status.get("reservedFor")
+                or status.get("allocation") is None
+            ):
+                return current
+            cleared = copy.deepcopy(current)
+            for field in ("allocation", "reservedFor", "devices"):
+                (cleared.get("status") or {}).pop(field, None)
+            try:
+                return self._client.request("PUT", path, body=cleared)
+            except KubeApiError as exc:
+                if exc.not_found:
+                    return None
+                if not _retryable(exc) or attempt == self._attempts - 1:
+                    raise BindError(f"deallocating claim {claim.key} failed: {exc}") from exc
+                self._pause(attempt + 1)
+                try:
+                    current = self._client.request("GET", _claim_path(claim.namespace, claim.name))
+                except KubeApiError as exc2:
+                    if exc2.not_found:
+                        return None
+                    raise BindError(f"deallocating claim {claim.key} failed: {exc2}") from exc2
+        return current
+
+    # ----- the extended-resource claim (dra-scheduling.md §7) ------------------------------
+
+    def _retrying(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` under the binder's retry policy; non-retryable API errors end it at once."""
+        last: KubeApiError | None = None
+        for attempt in range(self._attempts):
+            self._check_leader()
+            if attempt:
+                self._pause(attempt)
+            try:
+                return fn()
+            except KubeApiError as exc:
+                if not _retryable(exc):
+                    raise BindError(f"{what} failed: {exc}") from exc
+                log.info("%s: %s (attempt %d)", what, exc, attempt + 1)
+                last = exc
+        raise BindError(f"{what} failed after {self._attempts} attempts: {last}")
+
+    def _extended_claims(self, pod: PodRef) -> list[dict]:
+        listed = self._client.request("GET", _claims_path(pod.namespace))
+        return [c for c in listed.get("items") or () if is_extended_claim_of(c, pod.name, pod.uid)]
+
+    def _create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+        def attempt() -> dict:
+            # Looked up first on every attempt: a create whose reply was lost must not be repeated.
+            existing = self._extended_claims(pod)
+            if existing:
+                return existing[0]
+            return self._client.request("POST", _claims_path(pod.namespace), body=body)
+
+        what = f"creating the extended-resource claim of pod {pod.namespace}/{pod.name}"
+        return self._retrying(what, attempt)
+
+    def _delete_extended_claims(self, pod: PodRef) -> list[dict]:
+        what = f"deleting the extended-resource claim of pod {pod.namespace}/{pod.name}"
+        claims = self._retrying(what, lambda: self._extended_claims(pod))
+        return [obj for obj in (self._delete_claim(c, what) for c in claims) if obj is not None]
+
+    def _delete_claim(self, claim: dict, what: str) -> dict | None:
+        """Remove our finalizer (a regular update, as upstream), then delete; None if already gone."""
+        meta = claim["metadata"]
+        path = _claim_path(meta["namespace"], meta["name"])
+        current = claim
+
+        def attempt() -> dict | None:
+            nonlocal current
+            try:
+                finalizers = current["metadata"].get("finalizers") or []
+                if DELETE_PROTECTION_FINALIZER in finalizers:
+                    unprotected = copy.deepcopy(current)
+                    unprotected["metadata"]["finalizers"] = [
+                        f for f in finalizers if f != DELETE_PROTECTION_FINALIZER
+                    ]
+                    current = self._client.request("PUT", path, body=unprotected)
+                options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": meta["uid"]}}
+                self._client.request("DELETE", path, body=options)
+                return current
+            except KubeApiError as exc:
+                if exc.not_found:
+                    return None
+                if exc.conflict:
+                    current = self._client.request("GET", path)  # re-read, then try again
+                raise
+
+        return self._retrying(what, attempt)
+
+    def _patch_pod_status(self, pod: PodRef, status: dict) -> None:
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        # The UID guards against a pod re-created under the same name meanwhile.
+        patch = {"metadata": {"uid": pod.uid}, "status": status}
+
+        def attempt() -> None:
+            try:
+                self._client.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+            except KubeApiError as exc:
+                if exc.not_found:
+                    raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc
+                raise
+
+        self._retrying(f"patching the status of pod {pod.namespace}/{pod.name}", attempt)
+
+
+def _claims_path(namespace: str) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+
+
+def _claim_path(namespace: str, name: str) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"

@@ -1,0 +1,3 @@
+"""The embedded, no-cluster mode: a small in-memory cluster (store + resource-claim
+controller) fed from YAML state directories, and the binder that writes into it.
+"""

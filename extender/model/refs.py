@@ -1,0 +1,24 @@
+"""References and API constants shared by every layer that names a pod or writes a claim.
+
+They live on the ground floor so that scheduling, the binders and the local cluster can all
+use them without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# ResourceClaim.status.reservedFor holds at most this many entries (the API's validation limit).
+RESERVED_FOR_MAX = 256
+# Upstream's finalizer on claims the scheduler creates (extended-resource claims): it keeps a
+# claim from vanishing while its allocation may still be in use.
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """A pod as the binder addresses it; the UID guards against a re-created pod of that name."""
+
+    namespace: str
+    name: str
+    uid: str

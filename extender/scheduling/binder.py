@@ -1,0 +1,59 @@
+"""The Binder protocol: where bind's side effects go (claim writes, the extended-resource
+claim, pod status, the Binding).
+
+Scheduling owns this contract and only ever talks to a :class:`Binder`; the Kubernetes API
+(``extender/kube/binder.py``) and the embedded cluster (``extender/local/binder.py``)
+implement it. Defining it here keeps the import arrows pointing from the binders down to
+scheduling, never back.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from extender.model import ResourceClaim
+from extender.model.refs import PodRef
+
+
+class BindError(Exception):
+    """A write the binder could not perform; the message is shown to the user as is."""
+
+
+class Binder(Protocol):
+    async def write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
+        """Set ``allocation`` (None: already allocated) and add ``pod`` to reservedFor.
+
+        Returns the written claim object (API JSON).
+        """
+        ...
+
+    async def bind_pod(self, pod: PodRef, node: str) -> None: ...
+
+    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+        """Rollback: remove the pod's reservedFor entry; clear the allocation if ``deallocate``.
+
+        Returns the claim as it is now (API JSON), or None when it is gone. The caller caches it
+        at once: until the watch echoes the rollback, a retry must not see the old reservation.
+        """
+        ...
+
+    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+        """Create the pod's extended-resource claim from ``body`` (``generateName``, no name).
+
+        Idempotent: a claim an earlier attempt created for the pod (annotation
+        ``resource.kubernetes.io/extended-resource-claim: "true"``, controlled by the pod) is
+        returned instead of creating a second one.
+        """
+        ...
+
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+        """Rollback: delete the pod's extended-resource claims, our finalizer removed first.
+
+        Returns the deleted objects (none when there was nothing to delete).
+        """
+        ...
+
+    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+        """Set the given top-level fields of the pod's status (the status subresource)."""
+        ...
+

@@ -1,0 +1,228 @@
+"""Run allocation conformance cases: ``python -m extender.tools.conformance PATH... [--json]``.
+
+Each case (format: tests/conformance/cases/FORMAT.md) is judged exactly as FORMAT.md says:
+results entry by entry and in order, shareID present-or-absent only, quantities by value,
+node selectors as sets, allocationTimestamp ignored; an `error` outcome accepts any
+AllocationError, `unsatisfiable` needs None without an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from extender.allocator import AllocatedState, AllocationError, Allocator, Features, SliceList
+from extender.model import (
+    DeviceID,
+    parse_device_class,
+    parse_node,
+    parse_resource_claim,
+    parse_resource_slice,
+)
+from extender.model.quantity import Quantity
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    name: str
+    passed: bool
+    diff: str
+
+
+def _device_id(text: str, extra: int = 0) -> tuple[DeviceID, list[str]]:
+    """Split "driver/pool/device[/shareID]"; the pool name itself may contain slashes."""
+    parts = text.split("/")
+    if len(parts) < 3 + extra:
+        raise ValueError(f"malformed device reference {text!r}")
+    tail = parts[len(parts) - extra :] if extra else []
+    core = parts[: len(parts) - extra] if extra else parts
+    return (core[0], "/".join(core[1:-1]), core[-1]), tail
+
+
+def build_state(case: Mapping[str, Any]) -> AllocatedState:
+    state = AllocatedState()
+    for text in case.get("allocatedDevices") or []:
+        state.allocated_devices.add(_device_id(text)[0])
+    for text in case.get("allocatedSharedDevices") or []:
+        dev_id, (share,) = _device_id(text, extra=1)
+        state.allocated_shared.add((dev_id, share))
+    for text, amounts in (case.get("allocatedCapacity") or {}).items():
+        state.aggregated_capacity[_device_id(text)[0]] = {
+            name: Quantity.parse(str(value)) for name, value in (amounts or {}).items()
+        }
+    return state
+
+
+def run_case(case: Mapping[str, Any]) -> tuple[str, Any]:
+    """("allocated", [api results]) | ("unsatisfiable", reason) | ("error", message)."""
+    try:
+        features = Features.from_gate_names(case.get("features") or [])
+        node = parse_node(case["node"]) if case.get("node") else None
+        classes = {c.name: c for c in map(parse_device_class, case.get("deviceClasses") or [])}
+        slices = SliceList(map(parse_resource_slice, case.get("resourceSlices") or []))
+        claims = [parse_resource_claim(c) for c in case.get("claims") or []]
+        state = build_state(case)
+    except ValueError as exc:
+        return "error", f"invalid input: {exc}"
+    allocator = Allocator(features, state, classes, slices)
+    try:
+        results = allocator.allocate(node, claims)
+    except AllocationError as exc:
+        return "error", exc.message
+    if results is None:
+        return "unsatisfiable", allocator.last_failure
+    return "allocated", [r.to_api() for r in results]
+
+
+# -- normalisation for comparison ----------------------------------------------------------------
+
+
+def _quantity(value: Any) -> Any:
+    try:
+        return Quantity.parse(str(value)).value
+    except ValueError:
+        return ("unparsable", value)
+
+
+def _toleration(t: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in t.items() if v not in (None, "")}
+    out.setdefault("operator", "Equal")
+    return out
+
+
+def _device_result(r: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "request": r.get("request"),
+        "driver": r.get("driver"),
+        "pool": r.get("pool"),
+        "device": r.get("device"),
+        "adminAccess": bool(r.get("adminAccess")),
+        "tolerations": [_toleration(t) for t in r.get("tolerations") or []],
+        "bindingConditions": list(r.get("bindingConditions") or []),
+        "bindingFailureConditions": list(r.get("bindingFailureConditions") or []),
+        "shareID": bool(r.get("shareID")),
+        "consumedCapacity": {k: _quantity(v) for k, v in (r.get("consumedCapacity") or {}).items()},
+    }
+
+
+def _config(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {"source": c.get("source"), "requests": list(c.get("requests") or []), "opaque": c.get("opaque")}
+
+
+def _requirements(reqs: Sequence[Mapping[str, Any]] | None) -> frozenset[Any]:
+    return frozenset((r.get("key"), r.get("operator"), frozenset(r.get("values") or [])) for r in reqs or [])
+
+
+def _node_selector(sel: Mapping[str, Any] | None) -> frozenset[Any] | None:
+    if sel is None:
+        return None
+    return frozenset(
+        (_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+        for t in sel.get("nodeSelectorTerms") or []
+    )
+
+
+def _normalise(result: Mapping[str, Any]) -> dict[str, Any]:
+    devices = result.get("devices") or {}
+    return {
+        "results": [_device_result(r) for r in devices.get("results") or []],
+        "config": [_config(c) for c in devices.get("config") or []],
+        "nodeSelector": _node_selector(result.get("nodeSelector")),
+    }
+
+
+def judge(case: Mapping[str, Any]) -> Verdict:
+    name = str(case.get("name", "<unnamed>"))
+    expect = case.get("expect") or {}
+    want = expect.get("outcome")
+    outcome, detail = run_case(case)
+    if outcome != want:
+        hint = f" (expected error text: {expect.get('error')})" if want == "error" else ""
+        return Verdict(name, False, f"expected outcome {want}{hint}, got {outcome}: {_short(detail)}")
+    if outcome != "allocated":
+        return Verdict(name, True, "")
+    expected = expect.get("results") or []
+    if len(expected) != len(detail):
+        return Verdict(name, False, f"expected {len(expected)} results, got {len(detail)}")
+    problems = []
+    for i, (exp, got) in enumerate(zip(expected, detail, strict=True)):
+        n_exp, n_got = _normalise(exp), _normalise(got)
+        for key in ("results", "config", "nodeSelector"):
+            if n_exp[key] != n_got[key]:
+                expected_text, got_text = _short(_part(exp, key)), _short(_part(got, key))
+                problems.append(f"claim #{i} {key}:\n  expected: {expected_text}\n  got:      {got_text}")
+    return Verdict(name, not problems, "\n".join(problems))
+
+
+def _part(result: Mapping[str, Any], key: str) -> Any:
+    if key == "nodeSelector":
+        return result.get("nodeSelector")
+    return (result.get("devices") or {}).get(key)
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def case_files(paths: Sequence[str]) -> Iterator[Path]:
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*.yaml") if p.is_file())
+        elif path.is_file():
+            yield path
+        else:
+            raise FileNotFoundError(f"no such case file or directory: {raw}")
+
+
+def load_case(path: Path) -> Mapping[str, Any]:
+    case = yaml.safe_load(path.read_text())
+    if not isinstance(case, Mapping) or "expect" not in case:
+        raise ValueError(f"{path}: not a conformance case (mapping with `expect`)")
+    return case
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m extender.tools.conformance", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("paths", nargs="+", help="case files or directories")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    args = parser.parse_args(argv)
+    verdicts = []
+    try:
+        files = list(case_files(args.paths))
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
+    for path in files:
+        try:
+            verdicts.append(judge(load_case(path)))
+        except (ValueError, yaml.YAMLError) as exc:
+            verdicts.append(Verdict(path.stem, False, f"cannot load case: {exc}"))
+    failed = [v for v in verdicts if not v.passed]
+    if args.json:
+        doc = {
+            "passed": len(verdicts) - len(failed),
+            "failed": len(failed),
+            "cases": [{"name": v.name, "passed": v.passed, "diff": v.diff} for v in verdicts],
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        for v in verdicts:
+            print(f"{'PASS' if v.passed else 'FAIL'} {v.name}")
+            if v.diff:
+                print("  " + v.diff.replace("\n", "\n  "))
+        print(f"{len(verdicts) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
