@@ -12,6 +12,7 @@ run: setup
 
 lint: setup
 	.venv/bin/ruff check .
+	.venv/bin/mypy
 
 test: setup lint
 	.venv/bin/python -m pytest -q

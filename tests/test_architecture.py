@@ -1,0 +1,177 @@
+"""The house rules of docs/architecture.md, checked on the source tree itself.
+
+Import arrows only point down the layers, no two files import each other (directly or round a
+loop), no folder grows past 15 modules, and comments cite files that exist rather than "§"
+sections of documents that are not in the repository.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "extender"
+
+# Lowest first. A module may import from its own layer and the ones below it, never above.
+# The order is the one-way data flow of docs/architecture.md: sources (kube/, local/) feed the
+# state; scheduling reads the state and runs the allocator; the binders (kube/, local/)
+# implement scheduling's Binder protocol; api/ exposes the verbs; cli and tools wire it all.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("features", "model"),
+    ("cel",),
+    ("allocator",),
+    ("state",),
+    ("config", "metrics"),
+    ("scheduling",),
+    ("kube", "local"),
+    ("api",),
+    ("cli", "__main__", "tools", "demo"),
+)
+MAX_MODULES_PER_FOLDER = 15
+
+
+def _room(module: str) -> str:
+    """The top-level room of ``extender.x.y`` (``x``), or ``__init__`` for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _layer(room: str) -> int:
+    for index, rooms in enumerate(LAYERS):
+        if room in rooms:
+            return index
+    raise AssertionError(f"room {room!r} is in no layer of LAYERS: add it where it belongs")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
+    """Every ``extender`` module imported by ``module`` (type-checking-only imports included)."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("extender"):
+                    yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            if not base.startswith("extender"):
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                yield (candidate if candidate in MODULES else base), node.lineno
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        targets = graph.setdefault(module, set())
+        for target, _ in _imports(module, path):
+            while target not in MODULES and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target != module:
+                targets.add(target)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (a list of nodes, first repeated last), or None."""
+    done: set[str] = set()
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(node: str) -> list[str] | None:
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target in on_stack:
+                return [*stack[stack.index(target) :], target]
+            if target not in done and (found := visit(target)):
+                return found
+        stack.pop()
+        on_stack.discard(node)
+        done.add(node)
+        return None
+
+    for node in sorted(graph):
+        if node not in done and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle_between_files() -> None:
+    graph = {m: {t for t in targets if t != "extender"} for m, targets in _graph().items()}
+    # A package's __init__ re-exporting its own modules is not a cycle of the design.
+    for module, targets in graph.items():
+        if MODULES[module].name == "__init__.py":
+            targets -= {t for t in targets if t.startswith(module + ".")}
+        else:
+            package = module.rsplit(".", 1)[0]
+            targets.discard(package)
+    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph) or [])}"
+
+
+def test_the_import_graph_has_no_cycle_between_packages() -> None:
+    graph: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        package = module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+        for target in targets:
+            target_package = target if MODULES[target].name == "__init__.py" else target.rsplit(".", 1)[0]
+            if target_package != package and not package.startswith(target_package + "."):
+                graph.setdefault(package, set()).add(target_package)
+    assert _cycle(graph) is None, f"package cycle: {' -> '.join(_cycle(graph) or [])}"
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = []
+    for module, path in MODULES.items():
+        room = _room(module)
+        if room == "__init__":
+            continue
+        for target, line in _imports(module, path):
+            target_room = _room(target)
+            if target_room != "__init__" and _layer(target_room) > _layer(room):
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def test_every_room_has_a_layer() -> None:
+    for module in MODULES:
+        _layer(_room(module)) if _room(module) != "__init__" else None
+
+
+@pytest.mark.parametrize(
+    "folder", sorted({p.parent for p in PACKAGE.rglob("*.py")}), ids=lambda p: str(p.relative_to(PACKAGE.parent))
+)
+def test_no_folder_holds_more_than_fifteen_modules(folder: Path) -> None:
+    modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+    assert len(modules) <= MAX_MODULES_PER_FOLDER, f"{folder}: {len(modules)} modules, split it into rooms"
+
+
+def test_comments_cite_files_not_sections_of_absent_documents() -> None:
+    cited = [
+        f"{path.relative_to(PACKAGE.parent)}:{n}"
+        for path in PACKAGE.rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "§" in line
+    ]
+    assert not cited, "comments citing '§' sections:\n" + "\n".join(cited)
