@@ -1,31 +1,16 @@
 """Runtime configuration of the service: flags turned into one immutable value.
 
-Feature gates use kube-scheduler's ``--feature-gates`` syntax and defaults of the newest
-release described in dra-api.md §1 (the dev/1.37 column), so a local run behaves like a
-current cluster unless told otherwise.
+Feature gates use kube-scheduler's ``--feature-gates`` syntax over the defaults of the newest
+Kubernetes release the gate table knows (``extender.model.features``), so a local run behaves
+like a current cluster unless told otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Gate name -> default in the dev (1.37) column of dra-api.md §1, restricted to the gates the
-# extender reads (the allocator's, and DRADeviceTaintRules for the cluster-state cache). Only
-# these may be set: a typo must not silently mean "off".
-DEFAULT_GATES: Mapping[str, bool] = {
-    "DRAAdminAccess": True,
-    "DRAPrioritizedList": True,
-    "DRAPartitionableDevices": True,
-    "DRADeviceTaints": True,
-    "DRADeviceTaintRules": True,
-    "DRAConsumableCapacity": True,
-    "DRADeviceBindingConditions": True,
-    "DRAResourceClaimDeviceStatus": True,
-    "DRAExtendedResource": True,
-    "DRAListTypeAttributes": False,
-}
+from extender.model.features import Features
 
 SCORE_POLICIES = ("binpack", "spread", "none")
 CEL_ENGINES = ("auto", "cpp", "python")
@@ -37,21 +22,12 @@ class ConfigError(ValueError):
     """A flag value the service cannot run with."""
 
 
-def parse_feature_gates(text: str) -> dict[str, bool]:
+def parse_feature_gates(text: str) -> Features:
     """Parse ``A=true,B=false`` over the defaults; unknown gates and bad values are errors."""
-    gates = dict(DEFAULT_GATES)
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name, value = name.strip(), value.strip().lower()
-        if not sep or value not in ("true", "false"):
-            raise ConfigError(f"feature gate {item!r}: expected NAME=true or NAME=false")
-        if name not in DEFAULT_GATES:
-            known = ", ".join(sorted(DEFAULT_GATES))
-            raise ConfigError(f"unknown feature gate {name!r}; known DRA gates: {known}")
-        gates[name] = value == "true"
-    return gates
+    try:
+        return Features.parse(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -61,7 +37,8 @@ class Config:
     kubeconfig: str | None = None
     host: str = "127.0.0.1"
     port: int = 8888
-    feature_gates: Mapping[str, bool] = field(default_factory=lambda: dict(DEFAULT_GATES))
+    # One value for the cluster-state cache and the allocator alike.
+    feature_gates: Features = field(default_factory=Features.defaults)
     cel_engine: str = "auto"
     cel_engine_in_use: str | None = None  # what "auto" resolved to, filled in at start-up
     score_policy: str = "binpack"
@@ -116,10 +93,6 @@ class Config:
     def local(self) -> bool:
         return not self.kube
 
-    @property
-    def enabled_gates(self) -> list[str]:
-        return sorted(name for name, on in self.feature_gates.items() if on)
-
     def describe(self) -> dict[str, object]:
         """What /debug/config shows: everything in force, nothing secret."""
         return {
@@ -128,7 +101,7 @@ class Config:
             "kubeconfig": self.kubeconfig,
             "host": self.host,
             "port": self.port,
-            "featureGates": dict(sorted(self.feature_gates.items())),
+            "featureGates": dict(sorted(self.feature_gates.gates().items())),
             "celEngine": self.cel_engine,
             "celEngineInUse": self.cel_engine_in_use,
             "scorePolicy": self.score_policy,

@@ -28,7 +28,7 @@ from extender.scheduling.claims import pod_for_request
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import filter_nodes
 from extender.scheduling.score import score_nodes
-from extender.state.store import KINDS, ClusterState
+from extender.state import KINDS, ClusterState
 from loadtest.driver import CandidateSampler, nodes_to_find
 from loadtest.wire import informer_pod
 from loadtest.workloads import GENERATORS, Workload, WorkloadParams, generate

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from extender.model.kinds import KINDS
 from loadtest import k8s
 from loadtest.k8s import Obj
 
@@ -272,15 +273,8 @@ def generate(name: str, params: WorkloadParams) -> Workload:
     return generator(params)
 
 
-# File per kind keeps the directory readable and lets the server load classes before slices.
-_FILE_FOR_KIND = {
-    "DeviceClass": "00-deviceclasses.yaml",
-    "Node": "10-nodes.yaml",
-    "ResourceSlice": "20-resourceslices.yaml",
-    "ResourceClaimTemplate": "30-claims.yaml",
-    "ResourceClaim": "30-claims.yaml",
-    "Pod": "40-pods.yaml",
-}
+# File per kind keeps the directory readable; numbered in the kind table's load order.
+_FILE_FOR_KIND = {kind.name: f"{i}0-{kind.plural}.yaml" for i, kind in enumerate(KINDS)}
 
 
 def write_state(workload: Workload, directory: Path) -> list[Path]:

@@ -2,10 +2,18 @@
 
 from extender.allocator.allocator import Allocator
 from extender.allocator.errors import AllocationError, AllocationTimeout, NodeAllocationFailure
-from extender.allocator.features import Features
 from extender.allocator.sources import SliceList, SliceSource
 from extender.allocator.state import AllocatedState
-from extender.model import AllocationResult, ConfigEntry, DeviceID, DeviceResult, parse_allocation
+from extender.model import (
+    AllocationResult,
+    ConfigEntry,
+    DeviceID,
+    DeviceResult,
+    Features,
+    Holdings,
+    holdings,
+    parse_allocation,
+)
 
 DeviceRequestAllocationResult = DeviceResult
 
@@ -20,8 +28,10 @@ __all__ = [
     "DeviceRequestAllocationResult",
     "DeviceResult",
     "Features",
+    "Holdings",
     "NodeAllocationFailure",
     "SliceList",
     "SliceSource",
+    "holdings",
     "parse_allocation",
 ]

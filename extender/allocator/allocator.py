@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from extender.allocator.counters import CounterValues
 from extender.allocator.diagnose import explain_failure
 from extender.allocator.errors import NodeAllocationFailure
-from extender.allocator.features import Features
 from extender.allocator.pools import Pool, gather_pools
 from extender.allocator.requests import validate_claims
 from extender.allocator.result import build_result
@@ -16,6 +15,7 @@ from extender.allocator.selection import SelectorCache
 from extender.allocator.sources import SliceSource
 from extender.allocator.state import AllocatedState
 from extender.model import AllocationResult, DeviceClass, Node, ResourceClaim
+from extender.model.features import Features
 
 
 class Allocator:

@@ -1,4 +1,7 @@
-"""Consumable capacity: how much of a device one request takes and whether it still fits (§8.4)."""
+"""Consumable capacity: how much of a device one request takes and whether it still fits.
+
+Upstream: structured/internal/*/consumable_capacity.go in k8s.io/dynamic-resource-allocation.
+"""
 
 from __future__ import annotations
 

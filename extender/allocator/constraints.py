@@ -1,4 +1,8 @@
-"""matchAttribute / distinctAttribute with upstream's exact (sometimes lossy) bookkeeping (§7)."""
+"""matchAttribute / distinctAttribute with upstream's exact (sometimes lossy) bookkeeping.
+
+Upstream: matchAttributeConstraint and distinctAttributeConstraint
+(structured/internal/*/allocator_*.go and constraint.go in k8s.io/dynamic-resource-allocation).
+"""
 
 from __future__ import annotations
 

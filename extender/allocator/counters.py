@@ -1,4 +1,8 @@
-"""Shared counters of partitionable devices (§8.2)."""
+"""Shared counters of partitionable devices.
+
+Upstream: checkAvailableCounters (structured/internal/*/allocator_*.go in
+k8s.io/dynamic-resource-allocation).
+"""
 
 from __future__ import annotations
 

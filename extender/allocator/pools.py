@@ -1,13 +1,16 @@
-"""Gathering the resource pools one node can use, in upstream's search order (§3)."""
+"""Gathering the resource pools one node can use, in upstream's search order.
+
+Upstream: GatherPools (structured/internal/*/pools_*.go in k8s.io/dynamic-resource-allocation).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from extender.allocator.errors import AllocationError
-from extender.allocator.features import Features
 from extender.allocator.sources import SliceSource
 from extender.model import CounterSet, Device, Node, NodeSelector, ResourceSlice
+from extender.model.features import Features
 
 
 @dataclass(slots=True, eq=False)

@@ -1,4 +1,8 @@
-"""Up-front validation of the claims and what the search needs per (sub)request (§2)."""
+"""Up-front validation of the claims and what the search needs per (sub)request.
+
+Upstream: the checks Allocate makes before its search, in claim, request and subrequest order
+(structured/internal/*/allocator_*.go in k8s.io/dynamic-resource-allocation).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,9 @@ from dataclasses import dataclass, field
 
 from extender.allocator.constraints import applies
 from extender.allocator.errors import AllocationError
-from extender.allocator.features import Features
 from extender.allocator.pools import Candidate, Pool
 from extender.model import DeviceClass, ExactRequest, ResourceClaim
+from extender.model.features import Features
 
 # AllocationResultsMaxSize: results per claim, and therefore devices per claim.
 MAX_DEVICES_PER_CLAIM = 32
@@ -101,7 +105,7 @@ def _request_data(
 def all_mode_devices(data: RequestData, pools: Sequence[Pool], usable: Callable[[Candidate], bool]) -> None:
     """Fix the device list of an `All` request; every visible pool must be complete and valid."""
     prefix = _prefix_from(data)
-    devices = []
+    devices: list[Candidate] = []
     for pool in pools:
         if pool.incomplete:
             raise AllocationError(

@@ -1,4 +1,8 @@
-"""Assembling one claim's AllocationResult: device results, config, node selector (§12)."""
+"""Assembling one claim's AllocationResult: device results, config, node selector.
+
+Upstream: the end of Allocate, once allocateOne has succeeded (structured/internal/*/allocator_*.go
+in k8s.io/dynamic-resource-allocation).
+"""
 
 from __future__ import annotations
 

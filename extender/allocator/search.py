@@ -1,4 +1,8 @@
-"""The depth-first search of one Allocate call, in upstream's exact order (§6)."""
+"""The depth-first search of one Allocate call, in upstream's exact order.
+
+Upstream: allocator.allocateOne and allocateDevice (structured/internal/*/allocator_*.go in
+k8s.io/dynamic-resource-allocation).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,6 @@ from extender.allocator.capacity import capacity_fits, consumed_capacity
 from extender.allocator.constraints import ConstraintState, new_state
 from extender.allocator.counters import CounterLedger, CounterValues
 from extender.allocator.errors import AllocationError, AllocationTimeout
-from extender.allocator.features import Features
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
 from extender.allocator.result import Pick
@@ -18,6 +21,7 @@ from extender.allocator.selection import SelectorCache, node_allows, selectors_m
 from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
 from extender.model import DeviceID, Node, ResourceClaim
+from extender.model.features import Features
 from extender.model.quantity import Quantity
 
 # visit() outcomes. MAX_SIZE is upstream's "would exceed 32 results" signal: it makes a
@@ -62,7 +66,7 @@ class Search:
         self.constraints: list[list[ConstraintState]] = []
         self._selectable: dict[int, list[bool | None]] = {}
 
-    # -- candidate filtering (§4) ------------------------------------------------------------
+    # -- candidate filtering (upstream isSelectable) -----------------------------------------
 
     def selectable(self, candidate: Candidate, data: RequestData) -> bool:
         verdicts = self._verdicts_for(data)
@@ -103,7 +107,7 @@ class Search:
             data, self.pools, lambda c: self.selectable(c, data) and (not cc or self.fits(data, c))
         )
 
-    # -- the search (§6.3) ---------------------------------------------------------------------
+    # -- the search (upstream allocateOne) --------------------------------------------------
 
     def prepare(self, requests: list[ClaimRequests]) -> None:
         self.requests = requests
@@ -119,10 +123,10 @@ class Search:
         """
         frames: list[Frame] = [self._visit(0, 0, 0, 0, False, 0)]
         outcome = FAIL
-        sent: int | None = None
+        sent: int | None = None  # None: the top frame is new and must be started with next()
         while frames:
             try:
-                call = frames[-1].send(sent)
+                call = next(frames[-1]) if sent is None else frames[-1].send(sent)
             except StopIteration as finished:
                 frames.pop()
                 outcome = sent = finished.value
@@ -217,8 +221,9 @@ class Search:
         return FAIL
 
     def try_pick(self, c: int, data: RequestData, candidate: Candidate, must: bool) -> Undo | None:
-        """Check and record one pick (§6.5); the order of checks and what stays consumed on a
-        rejection reproduce upstream exactly. Returns the undo action or None when rejected."""
+        """Check and record one pick (upstream allocateDevice); the order of checks and what
+        stays consumed on a rejection reproduce upstream exactly. Returns the undo action or None
+        when rejected."""
         features = self.features
         device = candidate.device
         dev_id = device.id

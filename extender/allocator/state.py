@@ -1,11 +1,16 @@
-"""The allocated state: devices, shares and capacity already taken by committed claims."""
+"""The allocated state: devices, shares and capacity already taken by committed claims.
+
+What one allocation takes is decided in one place, ``extender.model.holdings``; the service
+reads the in-use sets the cluster state keeps from those holdings, and anything else that
+starts from allocations sums their holdings here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from extender.model import AllocationResult, DeviceID
+from extender.model import DeviceID, Holdings
 from extender.model.quantity import Quantity
 
 
@@ -16,29 +21,17 @@ class AllocatedState:
     aggregated_capacity: dict[DeviceID, dict[str, Quantity]] = field(default_factory=dict)
 
     @classmethod
-    def from_allocations(
-        cls, results: Iterable[AllocationResult], consumable_capacity: bool
-    ) -> AllocatedState:
+    def from_holdings(cls, held: Iterable[Holdings]) -> AllocatedState:
+        """Everything the given holdings take; the capacity of a device's shares adds up."""
         state = cls()
-        for result in results:
-            state.add(result, consumable_capacity)
+        for h in held:
+            state.allocated_devices.update(h.devices)
+            state.allocated_shared.update(h.shares)
+            for device, consumed in h.capacity:
+                totals = state.aggregated_capacity.setdefault(device, {})
+                for name, amount in consumed.items():
+                    totals[name] = totals[name].add(amount) if name in totals else amount
         return state
-
-    def add(self, result: AllocationResult, consumable_capacity: bool) -> None:
-        """Account one claim's allocation the way the scheduler does (dra-scheduling.md §4.1):
-        admin access never consumes a device; with consumable capacity a share counts by
-        shareID and its consumed capacity, anything else takes the whole device."""
-        for r in result.devices:
-            if r.admin_access:
-                continue
-            if consumable_capacity and r.share_id:
-                self.allocated_shared.add((r.id, r.share_id))
-                if r.consumed_capacity:
-                    totals = self.aggregated_capacity.setdefault(r.id, {})
-                    for name, amount in r.consumed_capacity.items():
-                        totals[name] = totals[name].add(amount) if name in totals else amount
-            else:
-                self.allocated_devices.add(r.id)
 
     def shared_device_ids(self) -> set[DeviceID]:
         return {device for device, _ in self.allocated_shared}

@@ -21,6 +21,7 @@ from extender.api.wire import BadRequest
 from extender.local.cluster import LocalCluster, ManifestError
 from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
+from extender.model.kinds import KIND_NAMES
 from extender.model.pods import PodInfo
 from extender.scheduling.bind import UnknownPod, bind_pod
 from extender.scheduling.claims import pod_for_request
@@ -29,7 +30,6 @@ from extender.scheduling.explain import explain
 from extender.scheduling.filter import filter_nodes, report_no_fit
 from extender.scheduling.preempt import nodes_worth_preempting
 from extender.scheduling.score import score_nodes
-from extender.state.store import KINDS
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
@@ -253,8 +253,8 @@ def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
         try:
             fields = wire.fold(wire.decode(await _body(request, limit)), "delete request")
             kind = fields.get("kind")
-            if kind not in KINDS:
-                raise BadRequest(f"kind: expected one of {', '.join(KINDS)}")
+            if kind not in KIND_NAMES:
+                raise BadRequest(f"kind: expected one of {', '.join(KIND_NAMES)}")
             found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
         except (BadRequest, ManifestError) as exc:
             return _problem(400, f"local/delete: {exc}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from extender.kube.client import KubeApiError, RawClient, load_api_client
+from extender.model import kinds as model_kinds
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +37,9 @@ class Kind:
     optional: bool = False
 
 
-KINDS: tuple[Kind, ...] = (
-    Kind("Node", "v1", "/api/v1/nodes"),
-    Kind("DeviceClass", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/deviceclasses"),
-    Kind("ResourceSlice", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceslices"),
-    Kind("DeviceTaintRule", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/devicetaintrules", optional=True),
-    Kind("ResourceClaim", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceclaims"),
-    Kind("ResourceClaimTemplate", "resource.k8s.io/v1", "/apis/resource.k8s.io/v1/resourceclaimtemplates"),
-    # All pods: the state needs those of our scheduler and every pod that holds a claim.
-    Kind("Pod", "v1", "/api/v1/pods"),
+# One reflector per kind of the table (extender.model.kinds).
+KINDS: tuple[Kind, ...] = tuple(
+    Kind(k.name, k.api_version, k.path, optional=k.optional) for k in model_kinds.KINDS
 )
 
 

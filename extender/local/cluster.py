@@ -22,28 +22,18 @@ import yaml
 
 from extender.model import controlled_by
 from extender.model._shared import shared_json
+from extender.model.kinds import KIND_NAMES, KINDS
 from extender.model.pods import PodInfo, parse_pod
 from extender.model.refs import DELETE_PROTECTION_FINALIZER
 from extender.state import ClusterState, object_key
 
-API_VERSIONS: Mapping[str, str] = {
-    "Node": "v1",
-    "Pod": "v1",
-    "DeviceClass": "resource.k8s.io/v1",
-    "ResourceSlice": "resource.k8s.io/v1",
-    "DeviceTaintRule": "resource.k8s.io/v1",
-    "ResourceClaim": "resource.k8s.io/v1",
-    "ResourceClaimTemplate": "resource.k8s.io/v1",
-}
+API_VERSIONS: Mapping[str, str] = {kind.name: kind.api_version for kind in KINDS}
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 # k8s.io/apimachinery/pkg/util/rand: the alphabet generateName suffixes are drawn from.
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _MAX_BASE_LEN = 57  # the resourceclaim controller leaves room for "-" and 5 characters
 # Objects a later kind refers to come first, so a pod's template exists when the pod arrives.
-_LOAD_ORDER = (
-    "Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule",
-    "ResourceClaimTemplate", "ResourceClaim", "Pod",
-)
+_LOAD_ORDER = KIND_NAMES
 
 
 # libyaml's safe loader is ~10x faster than the pure-Python one on big state directories.

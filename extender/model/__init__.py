@@ -5,8 +5,16 @@ Parsing validates what the allocator relies on and raises
 """
 
 from extender.model._fields import controlled_by
-from extender.model.allocation import AllocationResult, ConfigEntry, DeviceResult, parse_allocation
+from extender.model.allocation import (
+    AllocationResult,
+    ConfigEntry,
+    DeviceResult,
+    Holdings,
+    holdings,
+    parse_allocation,
+)
 from extender.model.device_class import DeviceClass, parse_device_class
+from extender.model.features import Features
 from extender.model.nodes import Node, NodeSelector, Requirement, SelectorTerm, parse_node
 from extender.model.resource_claim import (
     ClaimConfig,
@@ -17,6 +25,7 @@ from extender.model.resource_claim import (
     ResourceClaim,
     Toleration,
     parse_resource_claim,
+    parse_resource_claim_template,
 )
 from extender.model.resource_slice import (
     AttributeValue,
@@ -48,6 +57,8 @@ __all__ = [
     "DeviceResult",
     "DeviceTaintRule",
     "ExactRequest",
+    "Features",
+    "Holdings",
     "Node",
     "NodeSelector",
     "PoolRef",
@@ -60,10 +71,12 @@ __all__ = [
     "Toleration",
     "apply_taint_rules",
     "controlled_by",
+    "holdings",
     "parse_allocation",
     "parse_device_class",
     "parse_device_taint_rule",
     "parse_node",
     "parse_resource_claim",
+    "parse_resource_claim_template",
     "parse_resource_slice",
 ]

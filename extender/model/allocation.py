@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.model._fields import Fields
+from extender.model.features import Features
 from extender.model.nodes import NodeSelector, parse_node_selector
 from extender.model.quantity import Quantity
 from extender.model.resource_slice import DeviceID
@@ -83,6 +84,40 @@ class AllocationResult:
         if self.node_selector is not None:
             out["nodeSelector"] = self.node_selector.to_api()
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Holdings:
+    """What one allocation keeps from every other: whole devices, shares of devices (by
+    shareID), and the capacity those shares consume."""
+
+    devices: tuple[DeviceID, ...]
+    shares: tuple[tuple[DeviceID, str], ...]
+    capacity: tuple[tuple[DeviceID, Mapping[str, Quantity]], ...]
+
+
+def holdings(allocation: AllocationResult, features: Features) -> Holdings:
+    """What ``allocation`` holds, as kube-scheduler accounts it (foreachAllocatedDevice in
+    pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go).
+
+    A result with admin access holds nothing. With DRAConsumableCapacity a result with a
+    shareID is a share, and its consumed capacity adds up with the device's other shares;
+    any other result holds its whole device.
+    """
+    devices: list[DeviceID] = []
+    shares: list[tuple[DeviceID, str]] = []
+    capacity: list[tuple[DeviceID, Mapping[str, Quantity]]] = []
+    consumable = features.consumable_capacity
+    for result in allocation.devices:
+        if result.admin_access:
+            continue
+        if consumable and result.share_id:
+            shares.append((result.id, result.share_id))
+            if result.consumed_capacity:
+                capacity.append((result.id, result.consumed_capacity))
+        else:
+            devices.append(result.id)
+    return Holdings(tuple(devices), tuple(shares), tuple(capacity))
 
 
 def _device_result(f: Fields, raw: Any, path: str) -> DeviceResult:

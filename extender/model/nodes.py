@@ -17,7 +17,8 @@ class Node:
     name: str
     labels: Mapping[str, str]
     # status.allocatable of the names DRA could also back: a node listing one with a non-zero
-    # amount serves it through a device plugin (dra-scheduling.md §7). Other resources are
+    # amount serves it through a device plugin, and kube-scheduler makes no DRA claim for it
+    # there (DRAExtendedResource, KEP-5004). Other resources are
     # kube-scheduler's business and are not kept.
     extended_allocatable: Mapping[str, int] = field(default_factory=dict)
 

@@ -25,7 +25,8 @@ class ContainerResources:
     name: str
     init: bool
     # Every requested resource name, sorted: a request's index here names the claim request
-    # made for it (``container-<i>-request-<j>``, dra-allocation.md §13).
+    # made for it (``container-<i>-request-<j>``, as kube-scheduler's createDeviceRequests
+    # names them).
     request_names: tuple[str, ...]
     extended: Mapping[str, int]  # DRA-backable names -> whole amount (zero kept)
 

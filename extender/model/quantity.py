@@ -132,12 +132,15 @@ def _strip_factors(n: int, base: int) -> tuple[int, int]:
 
 def _round_up_to_nano(magnitude: int, exponent: int) -> int:
     """Mantissa at exponent -9 of a positive value, rounded away from zero (inf.RoundUp)."""
+    # int ** int is typed Any (a negative power would be a float); both powers here are >= 0.
     if exponent >= _NANO:
-        return magnitude * 10 ** (exponent - _NANO)
+        scale: int = 10 ** (exponent - _NANO)
+        return magnitude * scale
     shift = _NANO - exponent
     if shift > len(str(magnitude)):
         return 1
-    quotient, remainder = divmod(magnitude, 10**shift)
+    divisor: int = 10**shift
+    quotient, remainder = divmod(magnitude, divisor)
     return quotient + (remainder != 0)
 
 
@@ -240,9 +243,12 @@ class Quantity:
 
     def ceil_int(self) -> int:
         """``Value()``: the integer value rounded away from zero (exact, never wraps)."""
+        # int ** int is typed Any (a negative power would be a float); both powers are >= 0.
         if self._e >= 0:
-            return self._u * 10**self._e
-        quotient, remainder = divmod(abs(self._u), 10**-self._e)
+            scale: int = 10**self._e
+            return self._u * scale
+        divisor: int = 10**-self._e
+        quotient, remainder = divmod(abs(self._u), divisor)
         magnitude = quotient + (remainder != 0)
         return magnitude if self._u >= 0 else -magnitude
 

@@ -198,3 +198,14 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
         reserved_for=tuple(reserved),
         raw=obj,
     )
+
+
+def parse_resource_claim_template(obj: dict[str, Any]) -> Mapping[str, Any]:
+    """A ResourceClaimTemplate is kept as written (claims are made from it by the claim
+    controller); what must be there is its claim spec."""
+    meta, name = metadata_name(obj, "ResourceClaimTemplate")
+    namespace = meta.get("namespace") or "default"
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("spec"), Mapping):
+        raise ValueError(f"ResourceClaimTemplate {namespace}/{name}: spec.spec: required (the claim spec)")
+    return obj

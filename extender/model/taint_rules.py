@@ -1,7 +1,9 @@
 """DeviceTaintRule: taints an administrator adds to devices without touching their slices.
 
 The scheduler hands the allocator slices whose devices already carry the taints of matching
-rules (dra-allocation.md §9.3); ``apply_taint_rules`` produces exactly that view.
+rules, appended in rule order after the device's own (kube-scheduler's ResourceSlice tracker,
+k8s.io/dynamic-resource-allocation/resourceslice/tracker); ``apply_taint_rules`` produces
+exactly that view.
 """
 
 from __future__ import annotations

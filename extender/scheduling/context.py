@@ -123,7 +123,7 @@ class SchedulingContext:
     deleted_claims: TTLCache[str, bool] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.features = Features.from_gate_names(self.config.enabled_gates)
+        self.features = self.config.feature_gates
         self.remembered = TTLCache(maxsize=20_000, ttl=self.config.result_ttl_s)
         self.deleted_claims = TTLCache(maxsize=10_000, ttl=DELETED_CLAIM_TTL_S)
 

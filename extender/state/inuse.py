@@ -8,7 +8,8 @@ and two claims that (wrongly) share a device do not free it for each other.
 
 The sets are live: the allocator reads them directly instead of a copy. That is safe because
 all mutation happens on the event loop and a filter call never awaits while allocating.
-Invalidation: an owner's contribution is replaced whenever its allocation changes (claim
+What an allocation holds is ``extender.model.holdings``'s answer, the one accounting rule.
+Invalidation: an owner's holdings are replaced whenever its allocation changes (claim
 update/delete, in-flight add/remove/expiry); nothing else caches derived data.
 """
 
@@ -19,38 +20,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from extender.model import AllocationResult, DeviceID
+from extender.model import AllocationResult, DeviceID, Features, Holdings, holdings
 from extender.model.quantity import Quantity
 
 Owner = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    devices: tuple[DeviceID, ...]
-    shares: tuple[tuple[DeviceID, str], ...]
-    capacity: tuple[tuple[DeviceID, Mapping[str, Quantity]], ...]
-
-
-def contribution(allocation: AllocationResult, consumable_capacity: bool) -> Contribution:
-    """What one allocation holds, per dra-scheduling.md §4.1.
-
-    Admin access never consumes a device; with ConsumableCapacity a result with a shareID is
-    a share whose consumed capacity adds up per device, otherwise the device is exclusive.
-    """
-    devices: list[DeviceID] = []
-    shares: list[tuple[DeviceID, str]] = []
-    capacity: list[tuple[DeviceID, Mapping[str, Quantity]]] = []
-    for result in allocation.devices:
-        if result.admin_access:
-            continue
-        if consumable_capacity and result.share_id:
-            shares.append((result.id, result.share_id))
-            if result.consumed_capacity:
-                capacity.append((result.id, result.consumed_capacity))
-        else:
-            devices.append(result.id)
-    return Contribution(tuple(devices), tuple(shares), tuple(capacity))
 
 
 @dataclass(slots=True)
@@ -66,8 +39,8 @@ class InFlight:
 class InUse:
     """Reference-counted device, share and capacity usage by owner."""
 
-    def __init__(self, consumable_capacity: bool) -> None:
-        self.consumable_capacity = consumable_capacity
+    def __init__(self, features: Features) -> None:
+        self.features = features
         self.devices: set[DeviceID] = set()
         self.shared: set[tuple[DeviceID, str]] = set()
         self.capacity: dict[DeviceID, dict[str, Quantity]] = {}
@@ -76,14 +49,14 @@ class InUse:
         # Bumped whenever anything in use in a pool changes: part of a node's signature.
         self.pool_versions: Counter[tuple[str, str]] = Counter()
         self.inflight: dict[str, InFlight] = {}
-        self._owners: dict[Owner, Contribution] = {}
+        self._owners: dict[Owner, Holdings] = {}
         self._device_refs: Counter[DeviceID] = Counter()
         self._share_refs: Counter[tuple[DeviceID, str]] = Counter()
         self._capacity_parts: dict[DeviceID, dict[Owner, Mapping[str, Quantity]]] = {}
 
     def set_owner(self, owner: Owner, allocation: AllocationResult | None) -> bool:
         """Replace what ``owner`` holds; returns whether anything changed."""
-        new = contribution(allocation, self.consumable_capacity) if allocation else None
+        new = holdings(allocation, self.features) if allocation else None
         old = self._owners.pop(owner, None)
         if old == new:
             if new is not None:
@@ -96,13 +69,13 @@ class InUse:
             self._add(owner, new)
         return True
 
-    def _touch(self, c: Contribution) -> None:
+    def _touch(self, c: Holdings) -> None:
         for pool in (
             {d[:2] for d in c.devices} | {s[0][:2] for s in c.shares} | {d[:2] for d, _ in c.capacity}
         ):
             self.pool_versions[pool] += 1
 
-    def _add(self, owner: Owner, c: Contribution) -> None:
+    def _add(self, owner: Owner, c: Holdings) -> None:
         self._touch(c)
         for device in c.devices:
             if self._device_refs[device] == 0:
@@ -117,7 +90,7 @@ class InUse:
             self._capacity_parts.setdefault(device, {})[owner] = consumed
             self._recompute_capacity(device)
 
-    def _remove(self, owner: Owner, c: Contribution) -> None:
+    def _remove(self, owner: Owner, c: Holdings) -> None:
         self._touch(c)
         for device in c.devices:
             self._device_refs[device] -= 1

@@ -6,58 +6,44 @@ only reads the parsed form. ``node_signature`` changes whenever anything that ca
 allocation decision on that node changes (slices, classes, nodes: the inventory epoch;
 devices in use in the node's pools: per-pool versions); results computed for a node are
 reused only while its signature is unchanged.
+
+Every kind of the table in ``extender.model.kinds`` has one shelf here: how objects of that
+kind are parsed (the table's parser), kept, dropped, counted and shown raw. ``apply``,
+``delete``, ``replace``, ``items``, ``raw`` and ``counts`` dispatch through the shelves.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from extender.model import (
     DeviceClass,
     DeviceTaintRule,
+    Features,
     Node,
     ResourceClaim,
     ResourceSlice,
     apply_taint_rules,
-    parse_device_class,
-    parse_device_taint_rule,
-    parse_node,
-    parse_resource_claim,
-    parse_resource_slice,
+    kinds,
 )
-from extender.model.pods import PodInfo, parse_pod
+from extender.model.kinds import KIND_NAMES, ObjKey
+from extender.model.pods import PodInfo
 from extender.state.inuse import InFlight, InUse
 from extender.state.slices import SliceIndex
 
 log = logging.getLogger(__name__)
 
-KINDS = (
-    "Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule",
-    "ResourceClaim", "ResourceClaimTemplate", "Pod",
-)
-NAMESPACED = frozenset({"ResourceClaim", "ResourceClaimTemplate", "Pod"})
-ObjKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kinds
-
-
-def object_key(kind: str, obj: Any) -> ObjKey:
-    """(namespace, name) of an API object; ValueError when it cannot be identified."""
-    if kind not in KINDS:
-        raise ValueError(f"unsupported kind {kind!r}; expected one of {', '.join(KINDS)}")
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise ValueError(f"{kind}: metadata.name: required")
-    namespace = meta.get("namespace") or ("default" if kind in NAMESPACED else "")
-    if not isinstance(namespace, str):
-        raise ValueError(f"{kind} {meta['name']}: metadata.namespace: must be a string")
-    return (namespace if kind in NAMESPACED else "", meta["name"])
-
 
 def _rv(obj: Mapping[str, Any]) -> int | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    if not isinstance(version, str | int):
+        return None
     try:
-        return int((obj.get("metadata") or {}).get("resourceVersion"))
-    except (TypeError, ValueError):
+        return int(version)
+    except ValueError:
         return None
 
 
@@ -65,109 +51,202 @@ def _class_content(dc: DeviceClass) -> tuple[Any, ...]:
     return (dc.selectors, dc.config, dc.extended_resource_name)
 
 
-def _parse_template(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    key = object_key("ResourceClaimTemplate", obj)
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("spec"), Mapping):
-        raise ValueError(f"ResourceClaimTemplate {key[0]}/{key[1]}: spec.spec: required (the claim spec)")
-    return obj
+class _Parsed(Protocol):
+    @property
+    def raw(self) -> Mapping[str, Any]: ...
+
+
+def _raw_of(parsed: _Parsed | None) -> Mapping[str, Any] | None:
+    return parsed.raw if parsed is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Shelf:
+    """How the cache keeps one kind: each per-kind decision of the store, in one place."""
+
+    apply: Callable[[ObjKey, dict[str, Any]], None]
+    delete: Callable[[ObjKey], None]
+    raw: Callable[[ObjKey], Mapping[str, Any] | None]  # one object as cached
+    held: Callable[[], Iterable[tuple[ObjKey, Mapping[str, Any]]]]  # every object, by key
+    count: Callable[[], int]
 
 
 class ClusterState:
     """The cache. Not thread-safe by design: every call happens on the event loop."""
 
-    def __init__(self, feature_gates: Mapping[str, bool] | None = None) -> None:
-        gates = feature_gates or {}
+    def __init__(self, features: Features | None = None) -> None:
+        features = Features.defaults() if features is None else features
+        self.features = features
         self.nodes: dict[str, Node] = {}
         self.classes: dict[str, DeviceClass] = {}
-        # The allocator sees slices with DeviceTaintRule taints applied (dra-allocation.md §9.3),
-        # as kube-scheduler's slice tracker does when both taint gates are on; ``_published``
-        # keeps the slices as their drivers wrote them, so a changed rule can be re-applied.
+        # The allocator sees slices with DeviceTaintRule taints applied, as kube-scheduler's
+        # ResourceSlice tracker (k8s.io/dynamic-resource-allocation/resourceslice/tracker) does
+        # when both taint gates are on; ``_published`` keeps the slices as their drivers wrote
+        # them, so a changed rule can be re-applied.
         self.slices = SliceIndex()
         self._published: dict[str, ResourceSlice] = {}
         self.taint_rules: dict[str, DeviceTaintRule] = {}
-        self._apply_taint_rules = all(gates.get(g, True) for g in ("DRADeviceTaints", "DRADeviceTaintRules"))
+        self._apply_taint_rules = features.device_taints and features.device_taint_rules
         self.claims: dict[ObjKey, ResourceClaim] = {}
         self.claims_by_uid: dict[str, ResourceClaim] = {}
         self.templates: dict[ObjKey, Mapping[str, Any]] = {}
         self.pods: dict[ObjKey, PodInfo] = {}
-        self.inuse = InUse(consumable_capacity=gates.get("DRAConsumableCapacity", True))
+        self.inuse = InUse(features)
         self.inventory_epoch = 0
         self._synced: set[str] = set()
-        # Claims whose cached version was written by us (assume cache, dra-scheduling.md §4.3).
+        # Claims whose cached version was written by us: kube-scheduler's assume cache
+        # (pkg/scheduler/util/assumecache), where our write wins over older watch events.
         self._assumed: set[ObjKey] = set()
         # The model's Node keeps only what allocation reads; /debug and Nodes-mode replies need the rest.
         self._node_raw: dict[str, Mapping[str, Any]] = {}
+        self._shelves = self._shelves_by_kind()
+
+    def _shelves_by_kind(self) -> dict[str, _Shelf]:
+        shelves = {
+            kinds.NODE.name: _Shelf(
+                self._apply_node,
+                self._delete_node,
+                raw=lambda key: self._node_raw.get(key[1]),
+                held=lambda: ((("", n), raw) for n, raw in self._node_raw.items()),
+                count=lambda: len(self.nodes),
+            ),
+            kinds.DEVICE_CLASS.name: _Shelf(
+                self._apply_class,
+                self._delete_class,
+                raw=lambda key: _raw_of(self.classes.get(key[1])),
+                held=lambda: ((("", n), c.raw) for n, c in self.classes.items()),
+                count=lambda: len(self.classes),
+            ),
+            kinds.RESOURCE_SLICE.name: _Shelf(
+                self._apply_slice,
+                self._delete_slice,
+                raw=lambda key: _raw_of(self.slices.by_name.get(key[1])),
+                held=lambda: ((("", n), rs.raw) for n, rs in self.slices.by_name.items()),
+                count=lambda: len(self.slices),
+            ),
+            kinds.DEVICE_TAINT_RULE.name: _Shelf(
+                self._apply_taint_rule,
+                self._delete_taint_rule,
+                raw=lambda key: _raw_of(self.taint_rules.get(key[1])),
+                held=lambda: ((("", n), r.raw) for n, r in self.taint_rules.items()),
+                count=lambda: len(self.taint_rules),
+            ),
+            kinds.RESOURCE_CLAIM_TEMPLATE.name: _Shelf(
+                self._apply_template,
+                self._delete_template,
+                raw=self.templates.get,
+                held=self.templates.items,
+                count=lambda: len(self.templates),
+            ),
+            kinds.RESOURCE_CLAIM.name: _Shelf(
+                lambda key, obj: self._apply_claim(key, obj, assumed=False),
+                self._delete_claim,
+                raw=lambda key: _raw_of(self.claims.get(key)),
+                held=lambda: ((k, c.raw) for k, c in self.claims.items()),
+                count=lambda: len(self.claims),
+            ),
+            kinds.POD.name: _Shelf(
+                self._apply_pod,
+                self._delete_pod,
+                raw=lambda key: _raw_of(self.pods.get(key)),
+                held=lambda: ((k, p.raw) for k, p in self.pods.items()),
+                count=lambda: len(self.pods),
+            ),
+        }
+        if set(shelves) != set(KIND_NAMES):
+            raise AssertionError(f"the cache has no shelf for {sorted(set(KIND_NAMES) - set(shelves))}")
+        return shelves
+
+    def _shelf(self, kind: str) -> _Shelf:
+        """The shelf of a kind; ValueError for a kind not in the table."""
+        return self._shelves[kinds.kind(kind).name]
 
     # --- feeding interface (contract shared with the Kubernetes source) -------------------
 
-    def apply(self, kind: str, obj: dict) -> None:
-        """Add or update one object. Raises ValueError for a malformed object."""
-        key = object_key(kind, obj)
-        if kind == "ResourceClaim":
-            self._apply_claim(key, obj, assumed=False)
-        elif kind == "Pod":
-            self.pods[key] = parse_pod(obj)
-        elif kind == "ResourceSlice":
-            published = parse_resource_slice(obj)
-            self._published[published.name] = published
-            self.slices.put(self._tainted(published))
-            self.inventory_epoch += 1
-        elif kind == "DeviceTaintRule":
-            self.taint_rules[key[1]] = parse_device_taint_rule(obj)
-            self._retaint()
-        elif kind == "DeviceClass":
-            parsed_class = parse_device_class(obj)
-            held_class = self.classes.get(key[1])
-            self.classes[key[1]] = parsed_class
-            if held_class is None or _class_content(held_class) != _class_content(parsed_class):
-                self.inventory_epoch += 1
-        elif kind == "Node":
-            parsed_node = parse_node(obj)
-            self._node_raw[key[1]] = obj
-            # Status heartbeats update nodes constantly; only labels and DRA-backable allocatable matter.
-            if self.nodes.get(key[1]) != parsed_node:
-                self.nodes[key[1]] = parsed_node
-                self.inventory_epoch += 1
-        else:
-            self.templates[key] = _parse_template(obj)
+    def apply(self, kind: str, obj: dict[str, Any]) -> None:
+        """Add or update one object. Raises ValueError for a malformed object or kind."""
+        entry = kinds.kind(kind)
+        self._shelves[entry.name].apply(entry.key(obj), obj)
 
-    def delete(self, kind: str, obj: dict) -> None:
-        key = object_key(kind, obj)
-        if kind == "ResourceClaim":
-            claim = self.claims.pop(key, None)
-            self._assumed.discard(key)
-            if claim is not None:
-                self.claims_by_uid.pop(claim.uid, None)
-                self.inuse.set_owner(("claim", claim.uid), None)
-        elif kind == "Pod":
-            self.pods.pop(key, None)
-        elif kind == "ResourceSlice":
-            self._published.pop(key[1], None)
-            if self.slices.remove(key[1]):
-                self.inventory_epoch += 1
-        elif kind == "DeviceTaintRule":
-            if self.taint_rules.pop(key[1], None) is not None:
-                self._retaint()
-        elif kind == "DeviceClass":
-            if self.classes.pop(key[1], None) is not None:
-                self.inventory_epoch += 1
-        elif kind == "Node":
-            self._node_raw.pop(key[1], None)
-            if self.nodes.pop(key[1], None) is not None:
-                self.inventory_epoch += 1
-        else:
-            self.templates.pop(key, None)
+    def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
+        entry = kinds.kind(kind)
+        self._shelves[entry.name].delete(entry.key(obj))
 
-    def replace(self, kind: str, objs: list[dict]) -> None:
+    def replace(self, kind: str, objs: list[dict[str, Any]]) -> None:
         """A relist: apply every object, then delete what the list no longer has."""
+        entry = kinds.kind(kind)
+        shelf = self._shelves[entry.name]
         keep = set()
         for obj in objs:
-            self.apply(kind, obj)
-            keep.add(object_key(kind, obj))
-        for key, raw in list(self._raw_by_key(kind).items()):
-            if key not in keep:
-                self.delete(kind, raw)
+            key = entry.key(obj)
+            shelf.apply(key, obj)
+            keep.add(key)
+        for key in [key for key, _ in shelf.held() if key not in keep]:
+            shelf.delete(key)
+
+    # --- per-kind handling ----------------------------------------------------------------
+
+    def _apply_node(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        parsed = kinds.NODE.parse(obj)
+        self._node_raw[key[1]] = obj
+        # Status heartbeats update nodes constantly; only labels and DRA-backable allocatable matter.
+        if self.nodes.get(key[1]) != parsed:
+            self.nodes[key[1]] = parsed
+            self.inventory_epoch += 1
+
+    def _delete_node(self, key: ObjKey) -> None:
+        self._node_raw.pop(key[1], None)
+        if self.nodes.pop(key[1], None) is not None:
+            self.inventory_epoch += 1
+
+    def _apply_class(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        parsed = kinds.DEVICE_CLASS.parse(obj)
+        held = self.classes.get(key[1])
+        self.classes[key[1]] = parsed
+        if held is None or _class_content(held) != _class_content(parsed):
+            self.inventory_epoch += 1
+
+    def _delete_class(self, key: ObjKey) -> None:
+        if self.classes.pop(key[1], None) is not None:
+            self.inventory_epoch += 1
+
+    def _apply_slice(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        published = kinds.RESOURCE_SLICE.parse(obj)
+        self._published[published.name] = published
+        self.slices.put(self._tainted(published))
+        self.inventory_epoch += 1
+
+    def _delete_slice(self, key: ObjKey) -> None:
+        self._published.pop(key[1], None)
+        if self.slices.remove(key[1]):
+            self.inventory_epoch += 1
+
+    def _apply_taint_rule(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        self.taint_rules[key[1]] = kinds.DEVICE_TAINT_RULE.parse(obj)
+        self._retaint()
+
+    def _delete_taint_rule(self, key: ObjKey) -> None:
+        if self.taint_rules.pop(key[1], None) is not None:
+            self._retaint()
+
+    def _apply_template(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        self.templates[key] = kinds.RESOURCE_CLAIM_TEMPLATE.parse(obj)
+
+    def _delete_template(self, key: ObjKey) -> None:
+        self.templates.pop(key, None)
+
+    def _delete_claim(self, key: ObjKey) -> None:
+        claim = self.claims.pop(key, None)
+        self._assumed.discard(key)
+        if claim is not None:
+            self.claims_by_uid.pop(claim.uid, None)
+            self.inuse.set_owner(("claim", claim.uid), None)
+
+    def _apply_pod(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        self.pods[key] = kinds.POD.parse(obj)
+
+    def _delete_pod(self, key: ObjKey) -> None:
+        self.pods.pop(key, None)
 
     def _tainted(self, published: ResourceSlice) -> ResourceSlice:
         if not self._apply_taint_rules or not self.taint_rules:
@@ -185,29 +264,27 @@ class ClusterState:
         self.inventory_epoch += 1
 
     def mark_synced(self, kind: str) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"unsupported kind {kind!r}")
-        self._synced.add(kind)
+        self._synced.add(kinds.kind(kind).name)
 
     @property
     def synced(self) -> bool:
-        return self._synced.issuperset(KINDS)
+        return self._synced.issuperset(KIND_NAMES)
 
     # --- claims and the assume cache ------------------------------------------------------
 
-    def assume_claim(self, obj: dict) -> ResourceClaim:
+    def assume_claim(self, obj: dict[str, Any]) -> ResourceClaim:
         """Cache a claim we have just written, ahead of the watch echo."""
-        key = object_key("ResourceClaim", obj)
+        key = kinds.RESOURCE_CLAIM.key(obj)
         self._apply_claim(key, obj, assumed=True)
         return self.claims[key]
 
-    def _apply_claim(self, key: ObjKey, obj: dict, assumed: bool) -> None:
+    def _apply_claim(self, key: ObjKey, obj: dict[str, Any], assumed: bool) -> None:
         held = self.claims.get(key)
         if held is not None and key in self._assumed:
             new_rv, held_rv = _rv(obj), _rv(held.raw)
             if new_rv is not None and held_rv is not None and new_rv < held_rv:
                 return  # a stale echo must not undo our newer write
-        claim = parse_resource_claim(obj)
+        claim = kinds.RESOURCE_CLAIM.parse(obj)
         if held is not None and held.uid != claim.uid:
             self.claims_by_uid.pop(held.uid, None)
             self.inuse.set_owner(("claim", held.uid), None)
@@ -254,51 +331,12 @@ class ClusterState:
         return self.pods.get((namespace, name))
 
     def counts(self) -> dict[str, int]:
-        return {
-            "Node": len(self.nodes),
-            "DeviceClass": len(self.classes),
-            "ResourceSlice": len(self.slices),
-            "DeviceTaintRule": len(self.taint_rules),
-            "ResourceClaim": len(self.claims),
-            "ResourceClaimTemplate": len(self.templates),
-            "Pod": len(self.pods),
-        }
+        return {name: shelf.count() for name, shelf in self._shelves.items()}
 
     def items(self, kind: str) -> list[Mapping[str, Any]]:
         """The raw objects of one kind as the cache holds them (claims with their status)."""
-        return list(self._raw_by_key(kind).values())
+        return [raw for _, raw in self._shelf(kind).held()]
 
     def raw(self, kind: str, key: ObjKey) -> Mapping[str, Any] | None:
         """One object as cached, by (namespace, name); None when absent."""
-        name = key[1]
-        if kind == "Node":
-            return self._node_raw.get(name)
-        if kind == "DeviceClass":
-            found: Any = self.classes.get(name)
-        elif kind == "ResourceSlice":
-            found = self.slices.by_name.get(name)
-        elif kind == "DeviceTaintRule":
-            found = self.taint_rules.get(name)
-        elif kind == "ResourceClaim":
-            found = self.claims.get(key)
-        elif kind == "Pod":
-            found = self.pods.get(key)
-        elif kind == "ResourceClaimTemplate":
-            return self.templates.get(key)
-        else:
-            raise ValueError(f"unsupported kind {kind!r}")
-        return found.raw if found is not None else None
-
-    def _raw_by_key(self, kind: str) -> Mapping[ObjKey, Mapping[str, Any]]:
-        sources: dict[str, Callable[[], Iterable[tuple[ObjKey, Mapping[str, Any]]]]] = {
-            "Node": lambda: ((("", n), raw) for n, raw in self._node_raw.items()),
-            "DeviceClass": lambda: ((("", n), c.raw) for n, c in self.classes.items()),
-            "ResourceSlice": lambda: ((("", n), rs.raw) for n, rs in self.slices.by_name.items()),
-            "DeviceTaintRule": lambda: ((("", n), r.raw) for n, r in self.taint_rules.items()),
-            "ResourceClaim": lambda: ((k, c.raw) for k, c in self.claims.items()),
-            "ResourceClaimTemplate": lambda: self.templates.items(),
-            "Pod": lambda: ((k, p.raw) for k, p in self.pods.items()),
-        }
-        if kind not in sources:
-            raise ValueError(f"unsupported kind {kind!r}")
-        return dict(sources[kind]())
+        return self._shelf(kind).raw(key)

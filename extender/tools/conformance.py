@@ -18,9 +18,11 @@ from typing import Any
 
 import yaml
 
-from extender.allocator import AllocatedState, AllocationError, Allocator, Features, SliceList
+from extender.allocator import AllocatedState, AllocationError, Allocator, SliceList
 from extender.model import (
     DeviceID,
+    Features,
+    Holdings,
     parse_device_class,
     parse_node,
     parse_resource_claim,
@@ -47,17 +49,17 @@ def _device_id(text: str, extra: int = 0) -> tuple[DeviceID, list[str]]:
 
 
 def build_state(case: Mapping[str, Any]) -> AllocatedState:
-    state = AllocatedState()
-    for text in case.get("allocatedDevices") or []:
-        state.allocated_devices.add(_device_id(text)[0])
+    """What the case's cluster already holds: its allocated devices, shares and capacity."""
+    devices = [_device_id(text)[0] for text in case.get("allocatedDevices") or []]
+    shares: list[tuple[DeviceID, str]] = []
     for text in case.get("allocatedSharedDevices") or []:
         dev_id, (share,) = _device_id(text, extra=1)
-        state.allocated_shared.add((dev_id, share))
+        shares.append((dev_id, share))
+    capacity: list[tuple[DeviceID, Mapping[str, Quantity]]] = []
     for text, amounts in (case.get("allocatedCapacity") or {}).items():
-        state.aggregated_capacity[_device_id(text)[0]] = {
-            name: Quantity.parse(str(value)) for name, value in (amounts or {}).items()
-        }
-    return state
+        consumed = {name: Quantity.parse(str(value)) for name, value in (amounts or {}).items()}
+        capacity.append((_device_id(text)[0], consumed))
+    return AllocatedState.from_holdings([Holdings(tuple(devices), tuple(shares), tuple(capacity))])
 
 
 def run_case(case: Mapping[str, Any]) -> tuple[str, Any]:

@@ -6,10 +6,12 @@ from typing import Any
 
 from extender.allocator import AllocatedState, Allocator, Features, SliceList
 from extender.model import (
+    AllocationResult,
     DeviceClass,
     Node,
     ResourceClaim,
     ResourceSlice,
+    holdings,
     parse_device_class,
     parse_node,
     parse_resource_claim,
@@ -101,6 +103,12 @@ def allocator(
         SliceList(slices),
         deadline,
     )
+
+
+def allocated(*allocations: AllocationResult, gates: list[str] | None = None) -> AllocatedState:
+    """What existing allocations hold, accounted as the service accounts them (``holdings``)."""
+    features = Features.from_gate_names(ALL_GATES if gates is None else gates)
+    return AllocatedState.from_holdings(holdings(a, features) for a in allocations)
 
 
 def picked(results: Any) -> list[list[tuple[str, str]]]:

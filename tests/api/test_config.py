@@ -9,15 +9,30 @@ import httpx
 import pytest
 
 from extender import cli
-from extender.config import DEFAULT_GATES, Config, ConfigError, parse_feature_gates
+from extender.config import Config, ConfigError, parse_feature_gates
+from extender.model.features import Features
+
+# What /debug/config showed before the gate table existed: keep it exactly.
+DEFAULT_VIEW = {
+    "DRAAdminAccess": True,
+    "DRAConsumableCapacity": True,
+    "DRADeviceBindingConditions": True,
+    "DRADeviceTaintRules": True,
+    "DRADeviceTaints": True,
+    "DRAExtendedResource": True,
+    "DRAListTypeAttributes": False,
+    "DRAPartitionableDevices": True,
+    "DRAPrioritizedList": True,
+    "DRAResourceClaimDeviceStatus": True,
+}
 
 
 def test_feature_gates_default_to_the_newest_release_and_accept_overrides():
-    gates = parse_feature_gates("")
-    assert gates == dict(DEFAULT_GATES)
-    assert gates["DRAPartitionableDevices"] and not gates["DRAListTypeAttributes"]
-    gates = parse_feature_gates("DRAPartitionableDevices=false, DRAListTypeAttributes=TRUE")
-    assert not gates["DRAPartitionableDevices"] and gates["DRAListTypeAttributes"]
+    features = parse_feature_gates("")
+    assert features == Features.defaults() == Config().feature_gates
+    assert features.partitionable_devices and not features.list_type_attributes
+    features = parse_feature_gates("DRAPartitionableDevices=false, DRAListTypeAttributes=TRUE")
+    assert not features.partitionable_devices and features.list_type_attributes
 
 
 @pytest.mark.parametrize(
@@ -26,6 +41,7 @@ def test_feature_gates_default_to_the_newest_release_and_accept_overrides():
         ("DRAAdminAccess", "expected NAME=true"),
         ("DRAAdminAccess=maybe", "expected NAME=true"),
         ("DynamicResourceAllocation=true", "unknown feature gate"),
+        ("DRANope=true", "unknown feature gate 'DRANope'; known DRA gates: DRAAdminAccess, "),
     ],
 )
 def test_bad_feature_gates_are_errors(text, message):
@@ -39,7 +55,9 @@ def test_config_validation_and_debug_view():
     with pytest.raises(ConfigError, match="exclude each other"):
         Config(kube=True, state_dir=cli.Path("/tmp"))
     view = Config(feature_gates=parse_feature_gates("DRADeviceTaints=false")).describe()
-    assert view["mode"] == "local" and view["featureGates"]["DRADeviceTaints"] is False
+    assert view["mode"] == "local" and view["featureGates"] == {**DEFAULT_VIEW, "DRADeviceTaints": False}
+    assert list(view["featureGates"]) == sorted(DEFAULT_VIEW)
+    assert Config().describe()["featureGates"] == DEFAULT_VIEW
 
 
 def test_flags_reach_the_config():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from extender.model import parse_allocation
+from extender.model import Features, parse_allocation
 from extender.model.quantity import Quantity
 from extender.state import KINDS, ClusterState, InFlight
 from tests.scheduling.cluster import DRIVER, claim, device_class, gpus, node, node_slice, pod
 
-GATES = {"DRAConsumableCapacity": True}
+GATES = Features.parse("DRAConsumableCapacity=true")
 
 
 def allocated_claim(name: str, uid: str, results: list[dict], rv: str = "5") -> dict:
@@ -103,7 +103,7 @@ def test_shares_and_consumed_capacity_add_up_per_device():
 
 
 def test_share_ids_are_exclusive_devices_without_consumable_capacity():
-    state = ClusterState({"DRAConsumableCapacity": False})
+    state = ClusterState(Features.parse("DRAConsumableCapacity=false"))
     state.apply("ResourceClaim", allocated_claim("a", "ua", [result("gpu-0", shareID="s1")]))
     assert state.inuse.devices == {(DRIVER, "node-0", "gpu-0")}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.config import DEFAULT_GATES
+from extender.model import Features
 from extender.state import ClusterState
 from tests.scheduling.cluster import (
     DRIVER,
@@ -32,8 +32,8 @@ def taints(state: ClusterState, slice_name: str) -> dict[str, list[str]]:
     return {d.name: [t.value for t in d.taints] for d in state.slices.by_name[slice_name].devices}
 
 
-def loaded(*objs: dict[str, Any], gates: dict[str, bool] | None = None) -> ClusterState:
-    state = ClusterState(gates or DEFAULT_GATES)
+def loaded(*objs: dict[str, Any], features: Features | None = None) -> ClusterState:
+    state = ClusterState(features or Features.defaults())
     for obj in objs:
         state.apply(obj["kind"], obj)
     return state
@@ -67,7 +67,7 @@ def test_changing_or_deleting_a_rule_re_taints_and_changes_the_node_signature() 
 
 def test_rules_are_ignored_when_either_taint_gate_is_off() -> None:
     for gate in ("DRADeviceTaints", "DRADeviceTaintRules"):
-        state = loaded(*gpu_cluster(nodes=1, per_node=1), rule("r"), gates={**DEFAULT_GATES, gate: False})
+        state = loaded(*gpu_cluster(nodes=1, per_node=1), rule("r"), features=Features.parse(f"{gate}=false"))
         assert taints(state, f"node-0-{DRIVER}") == {"gpu-0": []}
         assert state.counts()["DeviceTaintRule"] == 1
 
