@@ -21,10 +21,9 @@ from typing import Any
 from extender.model import AllocationResult, ResourceClaim, parse_resource_claim
 from extender.model.refs import PodRef
 from extender.scheduling.binder import BindError
-from extender.scheduling.claims import PodWaits, reserved_for, unavailable_on
+from extender.scheduling.claims import PodWaits, reserved_for
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.extended_claim import ExtendedClaim, extended_status, mappings_of
-from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
 from extender.scheduling.readiness import first_problem
 from extender.state import InFlight
 
@@ -49,17 +48,9 @@ class _Write:
 
 
 @dataclass(frozen=True, slots=True)
-class _ExtendedStatus:
-    """``pod.status.extendedResourceClaimStatus`` to record; claim "" = the one this bind creates."""
-
-    claim_name: str
-    mappings: tuple[Mapping[str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
 class _Commit:
     writes: list[_Write]
-    status: _ExtendedStatus | None = None
+    status: ExtendedStatus | None = None
 
     @property
     def creates_claim(self) -> bool:
@@ -69,7 +60,8 @@ class _Commit:
 def _allocation_api(ctx: SchedulingContext, result: AllocationResult) -> dict[str, Any]:
     api = result.to_api()
     if ctx.features.binding and not api.get("allocationTimestamp"):
-        # PreBind stamps the allocation when both binding gates are on (dra-scheduling.md §6).
+        # PreBind stamps the allocation when both binding gates are on (upstream's
+        # DynamicResources PreBind, bindClaim).
         api["allocationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return api
 
@@ -79,50 +71,18 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
     node = ctx.state.nodes.get(node_name)
     if node is None:
         raise BindFailed(f"node {node_name} is not known to the extender")
-    unavailable = unavailable_on(plan.claims, node)
-    if unavailable is not None:
-        raise BindFailed(f"pod {plan.pod.ref} cannot run on node {node_name}: {unavailable}")
-    variant = plan.variant(node)
-    if isinstance(variant, str):
-        raise BindFailed(f"pod {plan.pod.ref} cannot run on node {node_name}: {variant}")
-    to_allocate = variant.claims
-    results: tuple[AllocationResult, ...] = ()
-    remembered = plan.remembered(node_name) if to_allocate else None
-    if remembered is not None and remembered.claim_uids == variant.uids:
-        results = remembered.results
-    elif to_allocate:
-        try:
-            verdict = plan.evaluate(node, phase="bind")
-        except FatalAllocation as exc:
-            raise BindFailed(str(exc)) from None
-        finally:
-            plan.flush_metrics()
-        if not verdict.fits:
-            raise BindFailed(f"pod {plan.pod.ref} no longer fits on node {node_name}: {verdict.reason}")
-        results = verdict.results
+    placement = plan.placement(node)
+    if isinstance(placement, str):
+        raise BindFailed(placement)
     writes = []
     expires = time.monotonic() + ctx.config.inflight_ttl_s
-    extended = variant.extended
-    for claim, result in zip(to_allocate, results, strict=True):
+    extended = placement.variant.extended
+    for claim, result in zip(placement.variant.claims, placement.results, strict=True):
         ctx.state.add_inflight(InFlight(claim.uid, plan.pod.uid, result, expires))
-        create = extended.create_body() if extended is not None and claim is extended.claim else None
+        create = placement.create if extended is not None and claim is extended.claim else None
         writes.append(_Write(claim, _allocation_api(ctx, result), True, create))
-    writes.extend(_Write(c, None, False) for c in plan.claims.allocated if not reserved_for(c, plan.pod.uid))
-    return _Commit(writes, _extended_status(plan, extended))
-
-
-def _extended_status(plan: PodPlan, extended: ExtendedClaim | None) -> _ExtendedStatus | None:
-    """What the pod's status must say about its extended-resource claim, if it does not yet."""
-    if extended is not None:
-        return _ExtendedStatus("", extended.mappings)
-    adopted = plan.claims.extended
-    if adopted is None or plan.pod.extended_claim_name == adopted.name:
-        return None
-    # Adopted from an earlier bind that did not get to record it: its requests name the containers.
-    try:
-        return _ExtendedStatus(adopted.name, tuple(mappings_of(plan.pod, adopted)))
-    except ValueError as exc:
-        raise BindFailed(str(exc)) from None
+    writes.extend(_Write(c, None, False) for c in placement.reserve)
+    return _Commit(writes, placement.status)
 
 
 async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
@@ -151,22 +111,22 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
     """
     if not ctx.leading:
         return "this dra-extender replica is not the leader; binds go to the leader"
+    memory = ctx.memory
+    memory.expire()
     pod = ctx.state.pod(namespace, name)
     if pod is None:
         raise UnknownPod(f"pod {namespace}/{name} is not known to the extender")
     if uid and pod.uid != uid:
         raise UnknownPod(f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
-    ctx.expected.pop(pod.uid, None)  # the bind itself now decides (and holds) the devices
-    if pod.uid in ctx.binding:
+    if not memory.begin_bind(pod.uid):
         return f"a bind of pod {pod.ref} is already in progress"
-    if pod.node_name and pod.node_name != node:
-        return f"pod {pod.ref} is already bound to node {pod.node_name}"
-    ctx.binding.add(pod.uid)
     ref = PodRef(namespace, name, pod.uid)
     try:
+        if pod.node_name and pod.node_name != node:
+            return f"pod {pod.ref} is already bound to node {pod.node_name}"
         error = await _bind(ctx, pod.ref, ref, node)
     finally:
-        ctx.binding.discard(pod.uid)
+        memory.end_bind(pod.uid)
     if error and ctx.events is not None:
         ctx.events.bind_failed(ref, error)
     return error
@@ -178,7 +138,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     metrics = ctx.metrics
     plan = None
     try:
-        if ctx.handles(pod) and (pod.claims or pod.extended_requests):
+        if handles(ctx.config, pod) and wants_devices(pod):
             plan = PodPlan.build(ctx, pod)
             commit = _commit(ctx, plan, node)
         else:
@@ -240,18 +200,18 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
         for write in writes:
             if write.newly_allocated and write.claim.uid not in unknown:
                 ctx.state.remove_inflight(write.claim.uid)
-    ctx.forget_pod(ref.uid)
+    ctx.memory.bound(ref.uid)
     metrics.bind_outcomes.labels("bound").inc()
     return ""
 
 
 async def _record_extended_status(
-    ctx: SchedulingContext, ref: PodRef, status: _ExtendedStatus, created: Mapping[str, ResourceClaim]
+    ctx: SchedulingContext, ref: PodRef, status: ExtendedStatus, created: Mapping[str, ResourceClaim]
 ) -> None:
     name = status.claim_name or next(iter(created.values())).name
     try:
         await asyncio.wait_for(
-            ctx.binder.patch_pod_status(ref, extended_status(name, status.mappings)),
+            ctx.binder.patch_pod_status(ref, status.fields(name)),
             ctx.config.bind_timeout_s,
         )
     except Exception as exc:
@@ -347,6 +307,6 @@ async def _delete_extended_claims(ctx: SchedulingContext, ref: PodRef) -> None:
         return
     for obj in deleted:
         meta = obj.get("metadata") or {}
-        ctx.deleted_claims[str(meta.get("uid"))] = True
+        ctx.memory.claim_deleted(str(meta.get("uid")))
         # Gone from the cache at once: a retry must neither adopt it nor count its devices.
         ctx.state.delete("ResourceClaim", dict(obj))

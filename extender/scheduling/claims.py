@@ -1,4 +1,9 @@
-"""Which claims a pod needs, and why it must wait (dra-scheduling.md §1-§3).
+"""Which claims a pod needs, and why it must wait.
+
+Upstream: the DynamicResources plugin's PreEnqueue/PreFilter (kubernetes/kubernetes
+``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``) and the claim
+helpers of k8s.io/dynamic-resource-allocation ``resourceclaim`` (``Name``, ``IsForPod``,
+``CanBeReserved``).
 
 All reasons raised here are ``UnschedulableAndUnresolvable`` upstream: removing other pods
 cannot create a missing claim or class, so they go to FailedAndUnresolvableNodes.
@@ -10,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.allocator import Features
-from extender.model import ExactRequest, Node, ResourceClaim, controlled_by
+from extender.model import ExactRequest, ResourceClaim, controlled_by
 from extender.model.pods import PodInfo, parse_pod
 from extender.model.refs import RESERVED_FOR_MAX
 from extender.state import ClusterState
@@ -115,18 +120,3 @@ def check_before_allocation(state: ClusterState, features: Features, pod: PodInf
 
 def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
     return any(ref.uid == pod_uid for ref in claim.reserved_for)
-
-
-def unavailable_on(claims: PodClaims, node: Node) -> str | None:
-    """Why an already allocated claim cannot be used on ``node``, or None."""
-    for claim in claims.allocated:
-        selector = claim.allocation.node_selector if claim.allocation else None
-        if selector is None:
-            continue
-        try:
-            ok = selector.matches(node)
-        except ValueError as exc:
-            return f"resource claim {claim.namespace}/{claim.name}: invalid node selector: {exc}"
-        if not ok:
-            return f"resource claim {claim.namespace}/{claim.name} is allocated for other nodes"
-    return None

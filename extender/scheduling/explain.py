@@ -13,18 +13,19 @@ from extender.model import ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.filter import FatalAllocation, PodPlan, Variant
+from extender.scheduling.plan import FatalAllocation, PodPlan, Variant, handles, wants_devices
 
 
 def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
+    ctx.memory.expire()
     out: dict[str, Any] = {"pod": pod.ref, "uid": pod.uid, "nodeName": pod.node_name or None}
-    if not ctx.handles(pod):
+    if not handles(ctx.config, pod):
         out["verdict"] = (
             f"schedulerName {pod.scheduler_name!r} is not handled by this extender: passes untouched"
         )
         return out
     untouched = "no resource claims or DRA-backed extended resources: passes every node untouched"
-    if not (pod.claims or pod.extended_requests):
+    if not wants_devices(pod):
         out["verdict"] = untouched
         return out
     try:

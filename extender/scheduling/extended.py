@@ -1,4 +1,5 @@
-"""Extended resources backed by DRA (``DRAExtendedResource``, dra-scheduling.md §7).
+"""Extended resources backed by DRA (``DRAExtendedResource``; upstream: kubernetes/kubernetes
+``pkg/scheduler/framework/plugins/dynamicresources/extended/``).
 
 A pod asking for ``example.com/gpu: 1`` (or ``deviceclass.resource.kubernetes.io/<class>: 1``)
 gets that resource either from a device plugin, when the node lists it in its allocatable, or
@@ -21,7 +22,8 @@ def class_mapping(classes: Mapping[str, DeviceClass]) -> dict[str, str]:
 
     Each class serves its implicit ``deviceclass.resource.kubernetes.io/<class>`` and its
     ``spec.extendedResourceName``; when classes share an explicit name the newest one wins,
-    equal creation times going to the smaller name (dra-api.md §2).
+    equal creation times going to the smaller name (as documented for
+    ``DeviceClassSpec.extendedResourceName`` in kubernetes/api ``resource/v1/types.go``).
     """
     mapping = {DEVICE_CLASS_PREFIX + name: name for name in classes}
     # RFC 3339 timestamps in UTC compare correctly as strings; "" (unset) counts as oldest.

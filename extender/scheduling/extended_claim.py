@@ -1,9 +1,11 @@
 """The scheduler-made claim that carries a pod's DRA-backed extended resources.
 
-Upstream keeps one such claim per pod (dra-scheduling.md §7): in memory while scheduling, with
-one node-specific variant per set of resources the node leaves to DRA, and created in the API
-only at bind, under ``generateName: <pod>-extended-resources-``. Its requests are
-``container-<i>-request-<j>`` (dra-allocation.md §13); the pod's
+Upstream (the DynamicResources plugin, kubernetes/kubernetes
+``pkg/scheduler/framework/plugins/dynamicresources/``) keeps one such claim per pod: in memory
+while scheduling, with one node-specific variant per set of resources the node leaves to DRA,
+and created in the API only at bind, under ``generateName: <pod>-extended-resources-``. Its
+requests are ``container-<i>-request-<j>`` (``i`` counts init containers, then regular ones;
+``j`` is the resource's index among the container's sorted request names); the pod's
 ``status.extendedResourceClaimStatus`` tells the kubelet which container gets which request.
 """
 

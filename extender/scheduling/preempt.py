@@ -15,7 +15,7 @@ from extender.allocator import AllocatedState
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits, resolve
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
 from extender.state.inuse import Owner
 
 
@@ -42,7 +42,8 @@ def nodes_worth_preempting(
     ctx: SchedulingContext, pod: PodInfo, candidates: Mapping[str, list[str]]
 ) -> set[str]:
     """The candidate nodes (name -> victim pod UIDs) to keep."""
-    if not ctx.handles(pod) or not (pod.claims or pod.extended_requests) or not ctx.state.synced:
+    ctx.memory.expire()
+    if not handles(ctx.config, pod) or not wants_devices(pod) or not ctx.state.synced:
         return set(candidates)
     try:
         plan = PodPlan.build(ctx, pod)

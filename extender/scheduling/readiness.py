@@ -1,12 +1,14 @@
 """Binding conditions (DRADeviceBindingConditions + DRAResourceClaimDeviceStatus).
 
-Upstream's PreBind polls until every binding condition of the allocated devices is ``True``
-in ``status.devices`` (dra-scheduling.md §6.6). An extender cannot hold a bind call that long
-(kube-scheduler's httpTimeout is seconds), so bind answers with an ``Error`` while conditions
-are pending and keeps the claims allocated and reserved; the scheduler retries the pod with
-backoff, filter then only admits the allocation's node, and the next bind checks again.
-A failure condition, or ``allocationTimestamp`` older than the binding timeout, makes bind
-release (and deallocate) the claims so that a later attempt allocates afresh.
+Upstream's PreBind (kubernetes/kubernetes
+``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``) polls until every
+binding condition of the allocated devices is ``True`` in ``status.devices``. An extender
+cannot hold a bind call that long (kube-scheduler's httpTimeout is seconds), so bind answers
+with an ``Error`` while conditions are pending and keeps the claims allocated and reserved;
+the scheduler retries the pod with backoff, filter then only admits the allocation's node,
+and the next bind checks again. A failure condition, or ``allocationTimestamp`` older than
+the binding timeout, makes bind release (and deallocate) the claims so that a later attempt
+allocates afresh.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def claim_readiness(raw: Mapping[str, Any], now: datetime | None = None) -> Read
     status = raw.get("status") or {}
     allocation = status.get("allocation") or {}
     name = f"{(raw.get('metadata') or {}).get('namespace')}/{(raw.get('metadata') or {}).get('name')}"
-    pending = []
+    pending: list[str] = []
     for result in (allocation.get("devices") or {}).get("results") or ():
         wanted, failing = result.get("bindingConditions") or (), result.get("bindingFailureConditions") or ()
         if not wanted and not failing:

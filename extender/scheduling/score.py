@@ -2,8 +2,9 @@
 
 Nodes are ordered by three keys, the first one deciding:
 
-1. prioritized lists (dra-scheduling.md §5.2): the sum over the pod's ``firstAvailable``
-   requests of ``8 - index of the chosen subrequest`` — earlier subrequests win;
+1. prioritized lists (upstream's DynamicResources ``Score``): the sum over the pod's
+   ``firstAvailable`` requests of ``8 - index of the chosen subrequest`` — earlier
+   subrequests win;
 2. contention: a node loses if this pod would take a device that a pod scored just before
    (whose bind has not arrived yet) is expected to take there;
 3. packing: the devices of the drivers this allocation uses that stay free on the node
@@ -17,14 +18,13 @@ and so does every node with ``none``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
-from extender.model import AllocationResult, DeviceID, ResourceClaim
+from extender.model import AllocationResult, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
-from extender.scheduling.context import EXPECTED_TTL_S, Expected, NodeVerdict, SchedulingContext
-from extender.scheduling.filter import FatalAllocation, PodPlan
+from extender.scheduling.context import SchedulingContext
+from extender.scheduling.plan import FatalAllocation, NodeVerdict, PodPlan, handles, wants_devices
 
 MAX_SCORE = 10
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
@@ -77,11 +77,12 @@ class _Packing:
 
 
 def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[str, int]:
+    ctx.memory.expire()
     scores = dict.fromkeys(names, 0)
     if (
         ctx.config.score_policy == "none"
-        or not ctx.handles(pod)
-        or not (pod.claims or pod.extended_requests)
+        or not handles(ctx.config, pod)
+        or not wants_devices(pod)
         or not ctx.state.synced
     ):
         return scores
@@ -97,7 +98,9 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     prioritized = any(order)
     packing = _Packing(ctx)
     claim_uids = frozenset(c.uid for c in plan.claims.to_allocate)
-    others = _expected_elsewhere(ctx, pod.uid)
+    # Devices other scored-but-unbound pods are expected to take, per node. (A pod sharing an
+    # unallocated claim with one of them never gets here: it waits, see ``PodPlan.build``.)
+    others = ctx.memory.devices_expected_elsewhere(pod.uid)
     sign = -1 if ctx.config.score_policy == "binpack" else 1
     remembered = plan.remembered
     for name in names:
@@ -122,22 +125,8 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     # picks exactly the node recorded as this pod's expected placement.
     best = max(keys, key=keys.__getitem__)
     scores[best] = MAX_SCORE
-    expires = time.monotonic() + EXPECTED_TTL_S
-    ctx.expected[pod.uid] = Expected(best, verdicts[best].devices, claim_uids, expires)
+    ctx.memory.expect(pod.uid, best, verdicts[best].devices, claim_uids)
     return scores
-
-
-def _expected_elsewhere(ctx: SchedulingContext, pod_uid: str) -> dict[str, set[DeviceID]]:
-    """Devices that other scored-but-unbound pods are expected to take, per node.
-
-    (A pod sharing an unallocated claim with one of them never gets here: it waits, see
-    ``filter._check_expected``.)
-    """
-    per_node: dict[str, set[DeviceID]] = {}
-    for uid, expected in ctx.live_expected():
-        if uid != pod_uid:
-            per_node.setdefault(expected.node, set()).update(expected.devices)
-    return per_node
 
 
 def _fresh_verdict(ctx: SchedulingContext, plan: PodPlan, name: str) -> NodeVerdict | None:

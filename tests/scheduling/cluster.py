@@ -124,17 +124,23 @@ def gpu_cluster(nodes: int = 2, per_node: int = 2, roots: int = 1) -> list[dict[
     return objs
 
 
+def local_context(objects: Iterable[dict[str, Any]], **config: Any) -> tuple[SchedulingContext, LocalCluster]:
+    """A synced local cluster holding ``objects`` and the scheduling context over it (no HTTP)."""
+    cfg = replace(Config(), **config)
+    state = ClusterState(cfg.feature_gates)
+    cluster = LocalCluster(state)
+    cluster.load((f"object {i}", obj) for i, obj in enumerate(objects))
+    for kind in KINDS:
+        state.mark_synced(kind)
+    return SchedulingContext(cfg, state, LocalBinder(cluster), Metrics()), cluster
+
+
 class Service:
     """The app over a local cluster, plus handles on its insides for assertions."""
 
     def __init__(self, objects: Iterable[dict[str, Any]], **config: Any) -> None:
-        self.config = replace(Config(), **config)
-        self.state = ClusterState(self.config.feature_gates)
-        self.cluster = LocalCluster(self.state)
-        self.cluster.load((f"object {i}", obj) for i, obj in enumerate(objects))
-        for kind in KINDS:
-            self.state.mark_synced(kind)
-        self.ctx = SchedulingContext(self.config, self.state, LocalBinder(self.cluster), Metrics())
+        self.ctx, self.cluster = local_context(objects, **config)
+        self.config, self.state = self.ctx.config, self.ctx.state
         self.app = create_app(self.ctx, cluster=self.cluster)
 
     def client(self) -> httpx.AsyncClient:

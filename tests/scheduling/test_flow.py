@@ -502,7 +502,7 @@ def test_scoring_steers_the_next_pod_away_from_a_node_the_previous_one_will_fill
     first, second, error = svc.run(flow)
     assert first == {"last-one": 10, "roomy": 4}  # binpack: fill the fuller node
     assert second == {"last-one": 4, "roomy": 10}  # ... but not twice with its last device
-    assert error == "" and not svc.ctx.expected
+    assert error == "" and not svc.ctx.memory.placements()
 
 
 def test_pod_sharing_a_claim_waits_while_another_pod_is_placed_with_it():
@@ -514,7 +514,7 @@ def test_pod_sharing_a_claim_waits_while_another_pod_is_placed_with_it():
     async def flow(client):
         await client.post("/prioritize", json={"Pod": svc.pod("a"), "NodeNames": names})
         waiting = await filter_call(client, svc.pod("b"), names)
-        chosen = svc.ctx.expected[svc.pod("a")["metadata"]["uid"]].node
+        chosen = svc.ctx.memory.placements()[svc.pod("a")["metadata"]["uid"]].node
         assert await bind_call(client, svc.pod("a"), chosen) == ""
         return waiting, chosen, await filter_call(client, svc.pod("b"), names)
 

@@ -1,0 +1,530 @@
+"""The decision every verb shares: one pod's plan and its per-node verdicts.
+
+``PodPlan.build`` resolves the pod's claims and runs the checks that hold on every node
+(upstream's PreFilter); ``PodPlan.evaluate`` decides one node (upstream's Filter) and
+``PodPlan.placement`` decides the node bind was given. filter, prioritize, bind, preempt and
+explain all go through here; what a plan keeps for later verbs goes into ``memory``.
+
+Per-node outcomes (upstream: ``Filter`` in kubernetes/kubernetes
+pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go):
+
+* fits → passes; the allocation is remembered per (pod uid, node) for bind;
+* no solution while the node has devices held by other claims → resolvable (``FailedNodes``):
+  evicting pods may free devices (``preempt`` then checks whether the victims actually help);
+* no solution otherwise, a node-local failure (invalid pools), an allocated claim pinned to
+  other nodes, a timeout → unresolvable (``FailedAndUnresolvableNodes``);
+* fatal allocator errors (bad CEL, unknown class, limits, ``All`` on an incomplete pool):
+  ``FatalAllocation``, which holds on every node (see ``filter`` for how it is reported).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import orjson
+
+from extender.allocator import (
+    AllocationError,
+    AllocationTimeout,
+    Allocator,
+    Features,
+    NodeAllocationFailure,
+)
+from extender.metrics import Metrics
+from extender.model import AllocationResult, DeviceID, Node, ResourceClaim
+from extender.model.pods import PodInfo
+from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, reserved_for, resolve
+from extender.scheduling.extended import ExtendedNeeds
+from extender.scheduling.extended_claim import (
+    ExtendedClaim,
+    extended_status,
+    find_extended_claim,
+    in_memory_claim,
+    mappings_of,
+)
+from extender.state import ClusterState
+
+if TYPE_CHECKING:
+    from extender.config import Config
+
+TIMEOUT = "timed out trying to allocate devices"
+
+
+class FatalAllocation(Exception):
+    """The allocator rejected the pod's claims as such; no node can change that."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    """One node's answer for one pod: fits (with the allocation), or why not."""
+
+    fits: bool
+    reason: str = ""
+    resolvable: bool = False  # preemption might help
+    results: tuple[AllocationResult, ...] = ()
+    # Derived from ``results`` once (see ``fitting``): verdicts are shared by every pod of a
+    # template, and prioritize reads these for each node of each pod.
+    devices: frozenset[DeviceID] = frozenset()
+    drivers: frozenset[str] = frozenset()
+    taken: int = 0  # devices the allocation takes away from others (admin access takes none)
+
+    @classmethod
+    def fitting(cls, results: tuple[AllocationResult, ...]) -> NodeVerdict:
+        picked = [d for r in results for d in r.devices]
+        return cls(
+            True,
+            results=results,
+            devices=frozenset(d.id for d in picked),
+            drivers=frozenset(d.driver for d in picked),
+            taken=sum(not d.admin_access for d in picked),
+        )
+
+
+FITS = NodeVerdict(True)
+
+
+class Remembered(NamedTuple):
+    """A filter decision kept for bind: valid only while the node's signature is unchanged.
+
+    A tuple rather than a frozen dataclass: one is made per passing node per filter call.
+    """
+
+    node_signature: tuple[int, ...]
+    claim_uids: tuple[str, ...]
+    verdict: NodeVerdict
+
+    @property
+    def results(self) -> tuple[AllocationResult, ...]:
+        return self.verdict.results
+
+
+@dataclass(frozen=True, slots=True)
+class SharedVerdict:
+    """A node's answer for one claim-spec signature, shared by pods asking alike (see ``PodPlan``)."""
+
+    node_signature: tuple[int, ...]
+    claim_keys: tuple[str, ...]  # "ns/name" of the claims it was computed for (named in reasons)
+    verdict: NodeVerdict
+    # A rejection's reason with those claim names as numbered slots (see ``PodPlan``): equal
+    # across nodes that fail alike, so each pod fills it in once rather than once per node.
+    reason_template: str = ""
+
+
+class NodeResults(Protocol):
+    """One pod's filter results by node name, as memory keeps them (``memory.PodResults``)."""
+
+    def get(self, node_name: str, /) -> Remembered | None: ...
+
+    def keep(self, node_name: str, entry: Remembered, /) -> None: ...
+
+
+class PlanMemory(Protocol):
+    """What a plan reads from, and leaves in, the scheduler's memory (``memory.SchedulerMemory``)."""
+
+    def results_for(self, pod_uid: str) -> NodeResults: ...
+
+    def shared_verdict(self, key: tuple[bytes, str], /) -> SharedVerdict | None: ...
+
+    def share_verdict(self, key: tuple[bytes, str], verdict: SharedVerdict) -> None: ...
+
+    def placed_with(
+        self, claims: Iterable[ResourceClaim], pod_uid: str
+    ) -> tuple[ResourceClaim, str] | None: ...
+
+    def was_deleted(self, claim_uid: str) -> bool: ...
+
+
+class Wiring(Protocol):
+    """What a plan uses of the ``context.SchedulingContext`` it is given.
+
+    Declared here so that the decision depends on no wiring: memory keeps the plan's records
+    and the context holds memory, so neither may be imported by the plan.
+    """
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def features(self) -> Features: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def memory(self) -> PlanMemory: ...
+
+    def allocator(self) -> Allocator: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """The claims to allocate on a node: the pod's unallocated claims plus, where the node
+    leaves extended resources to DRA, that node's variant of the extended-resource claim."""
+
+    claims: tuple[ResourceClaim, ...]
+    extended: ExtendedClaim | None
+    keys: tuple[str, ...]  # "ns/name", named in reasons
+    uids: tuple[str, ...]
+    spec: bytes  # what verdicts are shared by
+
+    @classmethod
+    def of(cls, claims: tuple[ResourceClaim, ...], extended: ExtendedClaim | None = None) -> Variant:
+        if extended is not None:
+            claims = (*claims, extended.claim)
+        return cls(
+            claims,
+            extended,
+            tuple(f"{c.namespace}/{c.name}" for c in claims),
+            tuple(c.uid for c in claims),
+            orjson.dumps([c.raw.get("spec") for c in claims], option=orjson.OPT_SORT_KEYS),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedStatus:
+    """``pod.status.extendedResourceClaimStatus`` to record; claim "" = the one bind creates."""
+
+    claim_name: str
+    mappings: tuple[Mapping[str, str], ...]
+
+    def fields(self, created_name: str) -> dict[str, Any]:
+        """The pod status fields to set, ``created_name`` naming the claim bind created."""
+        return extended_status(self.claim_name or created_name, self.mappings)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Everything bind commits on its node, decided before anything is held or written."""
+
+    variant: Variant  # ``variant.claims`` get ``results``, in order
+    results: tuple[AllocationResult, ...]
+    reserve: tuple[ResourceClaim, ...]  # allocated claims that do not list the pod in reservedFor yet
+    status: ExtendedStatus | None  # what the pod's status must say about its extended-resource claim
+    # The extended-resource claim of ``variant`` exists only in memory: bind creates it from this.
+    create: dict[str, Any] | None = None
+
+
+def handles(config: Config, pod: PodInfo) -> bool:
+    """Pods of another scheduler pass untouched; a pod without schedulerName counts as ours."""
+    names = config.handled_scheduler_names
+    return names is None or pod.scheduler_name is None or pod.scheduler_name in names
+
+
+def wants_devices(pod: PodInfo) -> bool:
+    """Whether the pod asks for anything DRA might provide (claims, or extended resources)."""
+    return bool(pod.claims or pod.extended_requests)
+
+
+def unavailable_on(claims: PodClaims, node: Node) -> str | None:
+    """Why an already allocated claim cannot be used on ``node``, or None."""
+    for claim in claims.allocated:
+        selector = claim.allocation.node_selector if claim.allocation else None
+        if selector is None:
+            continue
+        try:
+            ok = selector.matches(node)
+        except ValueError as exc:
+            return f"resource claim {claim.namespace}/{claim.name}: invalid node selector: {exc}"
+        if not ok:
+            return f"resource claim {claim.namespace}/{claim.name} is allocated for other nodes"
+    return None
+
+
+class PodPlan:
+    """The node-independent part of one pod's decision: claims, checks, one allocator.
+
+    Verdicts are shared between pods through ``memory``, keyed by the claims' spec
+    signature: the allocator is deterministic, so claims with equal specs get the same
+    answer on a node whose signature (inventory epoch + versions of the in-use sets of its
+    pools) has not changed. Results with share IDs (fresh UUIDs per allocation) and
+    timeouts are never shared.
+    """
+
+    def __init__(
+        self,
+        ctx: Wiring,
+        pod: PodInfo,
+        claims: PodClaims,
+        extended: ExtendedNeeds | None = None,
+        results: NodeResults | None = None,
+        remember: bool = True,
+    ) -> None:
+        self.ctx = ctx
+        self.pod = pod
+        self.claims = claims
+        # Extended resources still to be provided: none once an earlier bind allocated them.
+        self.extended = extended
+        # A what-if plan (preemption, explain) must neither leave results bind could reuse
+        # nor share verdicts computed against a hypothetical state.
+        self.remember = remember
+        # Where this pod's filter results go for bind: memory's (handed out by ``build``), or
+        # a throw-away map. Bound once: evaluate runs for every candidate node.
+        remembered_on: Callable[[str], Remembered | None]
+        keep: Callable[[str, Remembered], None]
+        if results is None or not remember:
+            detached: dict[str, Remembered] = {}
+            remembered_on, keep = detached.get, detached.__setitem__
+        else:
+            remembered_on, keep = results.get, results.keep
+        self._remembered_on, self._keep = remembered_on, keep
+        self._allocator: Allocator | None = None
+        self._shared_verdict = ctx.memory.shared_verdict
+        self._plain = Variant.of(claims.to_allocate)
+        self._variants: dict[tuple[str, ...], Variant] = {}
+        self.outcomes: Counter[tuple[str, str]] = Counter()
+        self.cache_hits: Counter[str] = Counter()  # by phase; apart from outcomes: no tuple per node
+        # Rekeyed rejections by (reason template, resolvable): in a filling cluster most
+        # candidates fail alike, and each would otherwise be rewritten anew.
+        self._rekeyed: dict[tuple[str, bool], NodeVerdict] = {}
+
+    @classmethod
+    def build(cls, ctx: Wiring, pod: PodInfo) -> PodPlan:
+        """Raises PodWaits when the pod cannot be scheduled on any node yet.
+
+        Reads memory (deleted claims, expected placements, the pod's filter results) but
+        expires nothing: each verb calls ``ctx.memory.expire()`` first.
+        """
+        extended = ExtendedNeeds.of(pod, ctx.state.classes)
+        claims = resolve(ctx.state, pod)
+        if extended is not None:
+            claims = _with_existing_extended_claim(ctx, pod, claims)
+        check_before_allocation(ctx.state, ctx.features, pod, claims)
+        # Only a pod that may allocate has results worth keeping for bind.
+        keeps_results = _may_allocate(claims, extended)
+        memory = ctx.memory
+        # A claim another pod was just placed with is as good as in flight (upstream's Reserve):
+        # kube-scheduler would have put it in its in-flight map at once; the extender only knows
+        # the placement it recommended, until that pod's bind arrives or the guess expires.
+        placed = memory.placed_with(claims.to_allocate, pod.uid) if claims.to_allocate else None
+        if placed is not None:
+            claim, node = placed
+            raise PodWaits(
+                f"resource claim {claim.namespace}/{claim.name} is in the process of being allocated "
+                f"(for another pod, on node {node})"
+            )
+        return cls(ctx, pod, claims, extended, memory.results_for(pod.uid) if keeps_results else None)
+
+    def what_if(self) -> PodPlan:
+        """The same decision against another state; nothing of it is remembered or shared."""
+        return PodPlan(self.ctx, self.pod, self.claims, self.extended, remember=False)
+
+    def use_allocator(self, allocator: Allocator) -> None:
+        self._allocator = allocator
+
+    @property
+    def may_allocate(self) -> bool:
+        """Whether some node may need an allocation (unallocated claims, or extended resources)."""
+        return _may_allocate(self.claims, self.extended)
+
+    @property
+    def concerns_dra(self) -> bool:
+        """Whether DRA has anything to decide for this pod (claims or DRA-backed resources)."""
+        return bool(self.claims.claims) or self.extended is not None
+
+    @property
+    def allocator(self) -> Allocator:
+        """One allocator for all nodes of this request (compiled selectors, counter caches)."""
+        if self._allocator is None:
+            self._allocator = self.ctx.allocator()
+        return self._allocator
+
+    def remembered(self, node_name: str) -> Remembered | None:
+        """This pod's filter result on the node, while the node is unchanged."""
+        entry = self._remembered_on(node_name)
+        if entry is None or entry.node_signature != self.ctx.state.node_signature(node_name):
+            return None
+        return entry
+
+    def variant(self, node: Node) -> Variant | str:
+        """What must be allocated on ``node``, or why the node cannot serve the pod's resources."""
+        if self.extended is None:
+            return self._plain
+        via_dra, reason = self.extended.on_node(node)
+        if reason:
+            return reason
+        if not via_dra or self.claims.extended is not None:
+            return self._plain  # device plugins serve it all, or an earlier bind allocated it
+        variant = self._variants.get(via_dra)
+        if variant is None:
+            extended = in_memory_claim(self.pod, via_dra, self.extended.classes)
+            variant = self._variants[via_dra] = Variant.of(self.claims.to_allocate, extended)
+        return variant
+
+    def evaluate(self, node: Node, phase: str = "filter") -> NodeVerdict:
+        """Decide one node; raises FatalAllocation for errors that hold on every node.
+
+        This runs for every candidate node of every filter call: keep it lean.
+        """
+        variant = self.variant(node)
+        if isinstance(variant, str):
+            self.outcomes[(phase, "unavailable")] += 1
+            return NodeVerdict(False, variant)
+        claims = self.claims
+        if claims.allocated:
+            reason = unavailable_on(claims, node)
+            if reason is not None:
+                self.outcomes[(phase, "unavailable")] += 1
+                return NodeVerdict(False, reason)
+        if not variant.claims:
+            return FITS
+        name = node.name
+        state = self.ctx.state
+        signature = state.node_signature(name)
+        held = state.nodes.get(name)
+        shareable = self.remember and (held is node or held == node)
+        verdict = None
+        key = (variant.spec, name)
+        if shareable:
+            hit = self._shared_verdict(key)
+            if hit is not None and hit.node_signature == signature:
+                verdict = hit.verdict
+                # A fit names no claim; only rejections speak of the other pod's claims.
+                if not verdict.fits and hit.claim_keys != variant.keys:
+                    verdict = self._rekey(hit, variant.keys)
+                self.cache_hits[phase] += 1
+        if verdict is None:
+            verdict = self._allocate(node, phase, variant.claims)
+            if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
+                template = "" if verdict.fits else _reason_template(verdict.reason, variant.keys)
+                self.ctx.memory.share_verdict(key, SharedVerdict(signature, variant.keys, verdict, template))
+        if verdict.fits and self.remember:
+            self._keep(name, Remembered(signature, variant.uids, verdict))
+        return verdict
+
+    def placement(self, node: Node) -> Placement | str:
+        """What bind commits on ``node``, or why the pod cannot go there (the reply's text).
+
+        The filter result is reused while the node's signature has not moved since filter;
+        otherwise the allocation is recomputed against the current state.
+        """
+        where = f"pod {self.pod.ref} cannot run on node {node.name}"
+        unavailable = unavailable_on(self.claims, node)
+        if unavailable is not None:
+            return f"{where}: {unavailable}"
+        variant = self.variant(node)
+        if isinstance(variant, str):
+            return f"{where}: {variant}"
+        results: tuple[AllocationResult, ...] = ()
+        remembered = self.remembered(node.name) if variant.claims else None
+        if remembered is not None and remembered.claim_uids == variant.uids:
+            results = remembered.results
+        elif variant.claims:
+            try:
+                verdict = self.evaluate(node, phase="bind")
+            except FatalAllocation as exc:
+                return str(exc)
+            finally:
+                self.flush_metrics()
+            if not verdict.fits:
+                return f"pod {self.pod.ref} no longer fits on node {node.name}: {verdict.reason}"
+            results = verdict.results
+        try:
+            status = self._extended_status(variant.extended)
+        except ValueError as exc:
+            return str(exc)
+        reserve = tuple(c for c in self.claims.allocated if not reserved_for(c, self.pod.uid))
+        create = variant.extended.create_body() if variant.extended is not None else None
+        return Placement(variant, results, reserve, status, create)
+
+    def _extended_status(self, extended: ExtendedClaim | None) -> ExtendedStatus | None:
+        """What the pod's status must say about its extended-resource claim, if it does not yet.
+
+        Raises ValueError when an adopted claim's requests name no request of the pod.
+        """
+        if extended is not None:
+            return ExtendedStatus("", extended.mappings)
+        adopted = self.claims.extended
+        if adopted is None or self.pod.extended_claim_name == adopted.name:
+            return None
+        # Adopted from an earlier bind that did not get to record it: its requests name the containers.
+        return ExtendedStatus(adopted.name, tuple(mappings_of(self.pod, adopted)))
+
+    def _rekey(self, hit: SharedVerdict, claim_keys: tuple[str, ...]) -> NodeVerdict:
+        """Another pod's rejection, with its claim names in the reason replaced by ours."""
+        key = (hit.reason_template, hit.verdict.resolvable)
+        rekeyed = self._rekeyed.get(key)
+        if rekeyed is None:
+            reason = hit.reason_template
+            for i, claim_key in enumerate(claim_keys):
+                reason = reason.replace(_slot(i), claim_key)
+            rekeyed = self._rekeyed[key] = NodeVerdict(False, reason, hit.verdict.resolvable)
+        return rekeyed
+
+    def flush_metrics(self) -> None:
+        """Per-node outcomes are counted locally and published once per request."""
+        for (phase, outcome), n in self.outcomes.items():
+            self.ctx.metrics.attempt(phase, outcome, n)
+        for phase, n in self.cache_hits.items():
+            self.ctx.metrics.attempt(phase, "cached", n)
+        self.outcomes.clear()
+        self.cache_hits.clear()
+
+    def _allocate(self, node: Node, phase: str, claims: tuple[ResourceClaim, ...]) -> NodeVerdict:
+        outcomes = self.outcomes
+        try:
+            results = self.allocator.allocate(node, claims)
+        except AllocationTimeout:
+            outcomes[(phase, "timeout")] += 1
+            return NodeVerdict(False, TIMEOUT)
+        except NodeAllocationFailure as exc:
+            outcomes[(phase, "unavailable")] += 1
+            return NodeVerdict(False, exc.message)
+        except AllocationError as exc:
+            outcomes[(phase, "error")] += 1
+            raise FatalAllocation(exc.message) from None
+        if results is None:
+            outcomes[(phase, "nofit")] += 1
+            reason = self.allocator.last_failure or "cannot allocate all claims"
+            return NodeVerdict(False, reason, resolvable=self._devices_in_use_near(node))
+        outcomes[(phase, "fit")] += 1
+        return NodeVerdict.fitting(tuple(results))
+
+    def _devices_in_use_near(self, node: Node) -> bool:
+        per_pool = self.ctx.state.inuse.per_pool
+        return bool(per_pool) and any(
+            pool in per_pool for pool in self.ctx.state.slices.pools_for_node(node.name)
+        )
+
+
+def _with_existing_extended_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) -> PodClaims:
+    """Adopt the claim an earlier bind created for the pod's extended resources.
+
+    Allocated, it is used like any allocated claim (a bind waiting for binding conditions, or
+    one whose Binding timed out, left it reserved for the retry). Unallocated with requests, it
+    is a leftover of a failed bind that could not be cleaned up: upstream's PostFilter deletes
+    it and the pod retries, the extender (without PostFilter) reports it.
+    """
+    existing = find_extended_claim(ctx.state.claims.values(), pod)
+    if existing is None or ctx.memory.was_deleted(existing.uid):
+        return claims
+    key = f"{existing.namespace}/{existing.name}"
+    if (existing.raw.get("metadata") or {}).get("deletionTimestamp"):
+        raise PodWaits(f'resourceclaim "{existing.name}" is being deleted')
+    if existing.allocation is None:
+        raise PodWaits(
+            f"cannot schedule extended resource claim {key}: it was created by an earlier attempt "
+            "and is not allocated; it must be deleted for the pod to be scheduled anew"
+        )
+    return claims.with_extended(existing)
+
+
+def _may_allocate(claims: PodClaims, extended: ExtendedNeeds | None) -> bool:
+    return bool(claims.to_allocate) or (extended is not None and claims.extended is None)
+
+
+def _slot(index: int) -> str:
+    return f"\x00{index}\x00"  # NUL never occurs in names or reasons
+
+
+def _reason_template(reason: str, claim_keys: tuple[str, ...]) -> str:
+    """``reason`` with each "claim <ns/name>" of ``claim_keys`` turned into a numbered slot."""
+    for i, claim_key in enumerate(claim_keys):
+        reason = reason.replace(f"claim {claim_key}", f"claim {_slot(i)}")
+    return reason
+
+
+def _has_shares(results: tuple[AllocationResult, ...]) -> bool:
+    return any(d.share_id for r in results for d in r.devices)
