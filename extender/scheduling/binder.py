@@ -9,7 +9,7 @@ scheduling, never back.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from extender.model import ResourceClaim
 from extender.model.refs import PodRef
@@ -20,7 +20,9 @@ class BindError(Exception):
 
 
 class Binder(Protocol):
-    async def write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
+    async def write_claim(
+        self, claim: ResourceClaim, allocation: dict[str, Any] | None, pod: PodRef
+    ) -> dict[str, Any]:
         """Set ``allocation`` (None: already allocated) and add ``pod`` to reservedFor.
 
         Returns the written claim object (API JSON).
@@ -29,7 +31,9 @@ class Binder(Protocol):
 
     async def bind_pod(self, pod: PodRef, node: str) -> None: ...
 
-    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+    async def release_claim(
+        self, claim: ResourceClaim, pod: PodRef, deallocate: bool
+    ) -> dict[str, Any] | None:
         """Rollback: remove the pod's reservedFor entry; clear the allocation if ``deallocate``.
 
         Returns the claim as it is now (API JSON), or None when it is gone. The caller caches it
@@ -37,7 +41,7 @@ class Binder(Protocol):
         """
         ...
 
-    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+    async def create_extended_claim(self, body: dict[str, Any], pod: PodRef) -> dict[str, Any]:
         """Create the pod's extended-resource claim from ``body`` (``generateName``, no name).
 
         Idempotent: a claim an earlier attempt created for the pod (annotation
@@ -46,14 +50,13 @@ class Binder(Protocol):
         """
         ...
 
-    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
         """Rollback: delete the pod's extended-resource claims, our finalizer removed first.
 
         Returns the deleted objects (none when there was nothing to delete).
         """
         ...
 
-    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+    async def patch_pod_status(self, pod: PodRef, status: dict[str, Any]) -> None:
         """Set the given top-level fields of the pod's status (the status subresource)."""
         ...
-
