@@ -25,7 +25,7 @@ from extender.kube.client import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
 from extender.model import ResourceClaim
 from extender.model.extended import is_extended_claim_of
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef
-from extender.scheduling.binder import BindError
+from extender.scheduling.binder import BindError, WriteUncertain
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,18 @@ class KubeBinder:
         self._is_leader = is_leader
         self._attempts = attempts
         self._retry_delay = retry_delay
+        self._request_timeout = request_timeout
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-binder")
 
-    async def write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
-        return await self._run(self._write_claim, claim, allocation, pod)
+    async def write_claim(
+        self, claim: ResourceClaim, allocation: dict | None, pod: PodRef, deadline: float | None = None
+    ) -> dict:
+        if deadline is None:
+            deadline = time.monotonic() + self._request_timeout * self._attempts
+        return await self._run(self._write_claim, claim, allocation, pod, deadline)
+
+    async def read_claim(self, namespace: str, name: str) -> dict | None:
+        return await self._run(self._read_claim, namespace, name)
 
     async def bind_pod(self, pod: PodRef, node: str) -> None:
         await self._run(self._bind_pod, pod, node)
@@ -106,28 +114,77 @@ class KubeBinder:
     def _pause(self, attempt: int) -> None:
         time.sleep(self._retry_delay * (1 + 0.1 * random.random()) * attempt)
 
-    def _write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
+    def _write_claim(
+        self, claim: ResourceClaim, allocation: dict | None, pod: PodRef, deadline: float
+    ) -> dict:
+        """Attempts until the deadline; each PUT is one request (no transport-level re-sends).
+
+        Every PUT carries the resourceVersion it was based on. When an attempt ends without a
+        definite answer (no reply, a 5xx), that write may still be applied later; the highest
+        such version goes out with :class:`WriteUncertain` so the caller can tell when the
+        write has become impossible.
+        """
         path = _claim_path(claim.namespace, claim.name)
         current = _plain(claim.raw)
         last: KubeApiError | None = None
+        uncertain = 0
         for attempt in range(self._attempts):
+            if attempt:
+                self._pause(attempt)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
             self._check_leader()
             try:
                 if attempt:
-                    self._pause(attempt)
-                    current = self._client.request("GET", path)
-                return self._try_write_claim(path, claim, current, allocation, pod)
-            except KubeApiError as exc:
-                if exc.not_found:
-                    raise BindError(f"claim {claim.key} got deleted in the meantime") from exc
-                if not _retryable(exc):
-                    raise BindError(f"writing claim {claim.key} failed: {exc}") from exc
-                log.info("writing claim %s: %s (attempt %d)", claim.key, exc, attempt + 1)
-                last = exc
-        raise BindError(f"writing claim {claim.key} failed after {self._attempts} attempts: {last}")
+                    current = self._client.request(
+                        "GET", path, timeout=min(self._client.request_timeout, remaining)
+                    )
+                return self._try_write_claim(path, claim, current, allocation, pod, deadline)
+            except _Sent as sent:
+                exc = sent.error
+                if _maybe_applied(exc):
+                    uncertain = max(uncertain, sent.resource_version)
+            except KubeApiError as err:
+                exc = err
+            if exc.not_found:
+                raise BindError(f"claim {claim.key} got deleted in the meantime") from exc
+            if not _retryable(exc):
+                raise BindError(f"writing claim {claim.key} failed: {exc}") from exc
+            log.info("writing claim %s: %s (attempt %d)", claim.key, exc, attempt + 1)
+            last = exc
+        if last is not None and attempt == self._attempts - 1:
+            what = f"writing claim {claim.key} failed after {self._attempts} attempts: {last}"
+        else:
+            what = f"writing claim {claim.key} failed: {last or 'no time'}; the bind deadline passed"
+        if uncertain:
+            raise WriteUncertain(what + " (a write may still land; its devices stay held)", uncertain)
+        raise BindError(what)
+
+    def _read_claim(self, namespace: str, name: str) -> dict | None:
+        try:
+            return self._client.request("GET", _claim_path(namespace, name))
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise BindError(f"reading claim {namespace}/{name} failed: {exc}") from exc
+
+    def _put(self, path: str, body: dict, deadline: float) -> dict:
+        """One conditional PUT that ends by ``deadline``; a failure says which version it was based on."""
+        version = _resource_version(body)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise KubeApiError(0, f"PUT {path}: no time left before the bind deadline")
+        try:
+            return self._client.request(
+                "PUT", path, body=body, timeout=min(self._client.request_timeout, remaining)
+            )
+        except KubeApiError as exc:
+            raise _Sent(exc, version) from exc
 
     def _try_write_claim(
-        self, path: str, claim: ResourceClaim, current: dict, allocation: dict | None, pod: PodRef
+        self, path: str, claim: ResourceClaim, current: dict, allocation: dict | None, pod: PodRef,
+        deadline: float,
     ) -> dict:
         meta = current.get("metadata") or {}
         if meta.get("uid") != claim.uid or meta.get("deletionTimestamp"):
@@ -147,13 +204,13 @@ class KubeBinder:
                 # The finalizer must be there before the allocation, or the claim controller may race
                 # us to deallocation (kubernetes#124931).
                 meta["finalizers"] = [*finalizers, DELETE_PROTECTION_FINALIZER]
-                current = self._client.request("PUT", path, body=current)
+                current = self._put(path, current, deadline)
                 status = current.setdefault("status", {})
             status["allocation"] = allocation
         if len(reserved) >= RESERVED_FOR_MAX:
             raise BindError(f"claim {claim.key} already has the maximum of {RESERVED_FOR_MAX} consumers")
         status["reservedFor"] = [*reserved, {"resource": "pods", "name": pod.name, "uid": pod.uid}]
-        return self._client.request("PUT", path + "/status", body=current)
+        return self._put(path + "/status", current, deadline)
 
     def _bind_pod(self, pod: PodRef, node: str) -> None:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
@@ -317,6 +374,28 @@ class KubeBinder:
                 raise
 
         self._retrying(f"patching the status of pod {pod.namespace}/{pod.name}", attempt)
+
+
+class _Sent(Exception):
+    """A PUT that was sent and failed, with the resourceVersion it was conditioned on."""
+
+    def __init__(self, error: KubeApiError, resource_version: int) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.resource_version = resource_version
+
+
+def _maybe_applied(exc: KubeApiError) -> bool:
+    """No reply, or the API server's own timeout (504): the request may have been, or may yet be,
+    applied. Any other answer, errors included, is the server's final word on that request."""
+    return exc.status in (0, 504)
+
+
+def _resource_version(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _claims_path(namespace: str) -> str:

@@ -67,6 +67,13 @@ class RawClient:
     def __init__(self, api_client: kubernetes.client.ApiClient, request_timeout: float = 30.0) -> None:
         self.api_client = api_client
         self.request_timeout = request_timeout
+        # One request per call: urllib3's default re-sends a PUT whose reply timed out up to three
+        # times, unseen by our retry loops, so an abandoned write could outlive its bind by minutes.
+        # Every caller has its own retry policy (bounded by its deadline) instead.
+        pool = getattr(getattr(api_client, "rest_client", None), "pool_manager", None)
+        if pool is not None:
+            pool.connection_pool_kw["retries"] = False
+            pool.clear()
 
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None,
                 body: dict[str, Any] | None = None, content_type: str = JSON,

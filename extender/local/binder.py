@@ -34,7 +34,10 @@ class LocalBinder:
             raise BindError(f"claim {claim.namespace}/{claim.name} got deleted in the meantime")
         return clone(dict(held.raw))
 
-    async def write_claim(self, claim: ResourceClaim, allocation: dict | None, pod: PodRef) -> dict:
+    async def write_claim(
+        self, claim: ResourceClaim, allocation: dict | None, pod: PodRef, deadline: float | None = None
+    ) -> dict:
+        # The embedded store answers at once and for certain: the deadline never matters here.
         obj = self._current(claim)
         meta, status = obj["metadata"], obj.setdefault("status", {})
         if meta.get("deletionTimestamp"):
@@ -74,6 +77,10 @@ class LocalBinder:
         conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
         self.cluster.write("Pod", obj)
+
+    async def read_claim(self, namespace: str, name: str) -> dict | None:
+        held = self.cluster.state.claim(namespace, name)
+        return None if held is None else clone(dict(held.raw))
 
     async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
         try:

@@ -20,7 +20,7 @@ from typing import Any
 
 from extender.model import AllocationResult, ResourceClaim, parse_resource_claim
 from extender.model.refs import PodRef
-from extender.scheduling.binder import BindError
+from extender.scheduling.binder import BindError, WriteUncertain
 from extender.scheduling.claims import PodWaits, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
@@ -85,18 +85,31 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
     return _Commit(writes, placement.status)
 
 
+class Unfinished:
+    """A write still running when its bind's deadline passed; it goes on in ``task``."""
+
+    def __init__(self, task: asyncio.Future[Any], timeout: float) -> None:
+        self.task = task
+        self.message = f"no answer within {timeout:g}s (the write may still land; its devices stay held)"
+
+    def __str__(self) -> str:
+        return self.message
+
+
 async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
-    """Run concurrently; each entry is the result or the exception (timeouts included)."""
+    """Run concurrently; each entry is the result, the exception, or :class:`Unfinished`.
+
+    Nothing is cancelled at the deadline: a cancelled coroutine would not stop a request already
+    sent, only our knowledge of its fate. The caller decides what follows an unfinished one.
+    """
     tasks = [asyncio.ensure_future(c) for c in coros]
     if not tasks:
         return []
     _, pending = await asyncio.wait(tasks, timeout=timeout)
-    for task in pending:
-        task.cancel()
     out: list[Any] = []
     for task in tasks:
         if task in pending:
-            out.append(TimeoutError(f"no answer within {timeout:g}s"))
+            out.append(Unfinished(task, timeout))
         elif task.exception() is not None:
             out.append(task.exception())
         else:
@@ -151,16 +164,22 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     written: list[_Write] = []
     # The extended-resource claim this bind created (by temporary UID): rollback deletes it.
     created: dict[str, ResourceClaim] = {}
-    # Claims whose write timed out: the request may still land after our rollback, so their
-    # devices stay in flight until the entry's TTL instead of being offered to the next pod.
+    # Claims whose write may still land: a rollback now could run before it, so the settler
+    # follows each to its end and their devices stay in flight until then.
     unknown: set[str] = set()
     try:
-        outcomes = await _run_all([_write(ctx, w, ref, created) for w in writes], ctx.config.bind_timeout_s)
+        deadline = time.monotonic() + ctx.config.bind_timeout_s
+        outcomes = await _run_all(
+            [_write(ctx, w, ref, created, deadline) for w in writes], ctx.config.bind_timeout_s
+        )
         errors = []
         for write, outcome in zip(writes, outcomes, strict=True):
-            if isinstance(outcome, TimeoutError):
-                written.append(write)  # it may still land: release it too, best effort
+            if isinstance(outcome, Unfinished | WriteUncertain):
+                _follow(ctx, write, ref, outcome, created)
                 unknown.add(write.claim.uid)
+                metrics.claim_writes.labels("unknown").inc()
+                errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
+                continue
             if isinstance(outcome, BaseException):
                 metrics.claim_writes.labels("error").inc()
                 errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
@@ -243,8 +262,21 @@ def _ours_to_release(ctx: SchedulingContext, plan: PodPlan, ref: PodRef) -> list
     return out
 
 
+def _follow(
+    ctx: SchedulingContext, write: _Write, ref: PodRef, outcome: Unfinished | WriteUncertain,
+    created: Mapping[str, ResourceClaim],
+) -> None:
+    """Hand a write of unknown fate to the settler (only a new allocation holds devices)."""
+    claim = created.get(write.claim.uid, write.claim)
+    if not write.newly_allocated or write.allocation is None:
+        return
+    task = outcome.task if isinstance(outcome, Unfinished) else None
+    version = outcome.resource_version if isinstance(outcome, WriteUncertain) else 0
+    ctx.settler.follow(claim, ref, write.allocation, task, version, inflight_uid=write.claim.uid)
+
+
 async def _write(
-    ctx: SchedulingContext, write: _Write, ref: PodRef, created: dict[str, ResourceClaim]
+    ctx: SchedulingContext, write: _Write, ref: PodRef, created: dict[str, ResourceClaim], deadline: float
 ) -> Mapping[str, Any]:
     """Write one claim; the result counts as committed at once, before any watch echo."""
     claim = write.claim
@@ -256,7 +288,7 @@ async def _write(
             raise BindError(f"the created extended-resource claim is malformed: {exc}") from None
         created[write.claim.uid] = claim
         _assume(ctx, obj)
-    obj = await ctx.binder.write_claim(claim, write.allocation, ref)
+    obj = await ctx.binder.write_claim(claim, write.allocation, ref, deadline)
     _assume(ctx, obj)
     return obj
 

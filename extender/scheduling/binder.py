@@ -19,14 +19,36 @@ class BindError(Exception):
     """A write the binder could not perform; the message is shown to the user as is."""
 
 
+class WriteUncertain(BindError):
+    """A claim write whose fate is unknown: a request was sent and no definite answer came back.
+
+    The API server may still apply it later (a request held in the server, a reply lost on the
+    way back). Its resourceVersion precondition is what makes it harmless eventually: once the
+    claim is seen at a newer version than ``resource_version`` (the highest one any attempt was
+    conditioned on) without the write in it, that write can never land.
+    """
+
+    def __init__(self, message: str, resource_version: int) -> None:
+        super().__init__(message)
+        self.resource_version = resource_version
+
+
 class Binder(Protocol):
     async def write_claim(
-        self, claim: ResourceClaim, allocation: dict[str, Any] | None, pod: PodRef
+        self, claim: ResourceClaim, allocation: dict[str, Any] | None, pod: PodRef,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Set ``allocation`` (None: already allocated) and add ``pod`` to reservedFor.
 
-        Returns the written claim object (API JSON).
+        Returns the written claim object (API JSON). No attempt starts after ``deadline`` (a
+        ``time.monotonic()`` value; None: the binder's own bound) and no request outlives it.
+        Raises :class:`WriteUncertain` when the last word on some attempt is missing,
+        :class:`BindError` otherwise.
         """
+        ...
+
+    async def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The claim as the API server holds it now (None: it does not exist)."""
         ...
 
     async def bind_pod(self, pod: PodRef, node: str) -> None: ...

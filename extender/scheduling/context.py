@@ -18,6 +18,7 @@ from extender.metrics import Metrics
 from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder
 from extender.scheduling.memory import SchedulerMemory
+from extender.scheduling.settle import Settler
 from extender.state import ClusterState
 
 
@@ -45,10 +46,13 @@ class SchedulingContext:
     clock: Callable[[], float] = time.monotonic
     features: Features = field(init=False)
     memory: SchedulerMemory = field(init=False)
+    # Claim writes that outlived their bind, followed until their fate is known.
+    settler: Settler = field(init=False)
 
     def __post_init__(self) -> None:
         self.features = self.config.feature_gates
         self.memory = SchedulerMemory(self.state, self.config.result_ttl_s, self.clock)
+        self.settler = Settler(self.state, self.binder, write_timeout_s=self.config.bind_timeout_s)
 
     @property
     def leading(self) -> bool:

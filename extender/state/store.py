@@ -15,6 +15,7 @@ kind are parsed (the table's parser), kept, dropped, counted and shown raw. ``ap
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -300,6 +301,12 @@ class ClusterState:
 
     def add_inflight(self, entry: InFlight) -> None:
         self.inuse.add_inflight(entry)
+
+    def pin_inflight(self, claim_uid: str) -> None:
+        """Keep an in-flight entry past its TTL: a write of unknown fate still names its devices."""
+        entry = self.inuse.inflight.get(claim_uid)
+        if entry is not None:
+            entry.expires_at = math.inf
 
     def remove_inflight(self, claim_uid: str) -> None:
         self.inuse.remove_inflight(claim_uid)
