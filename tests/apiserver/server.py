@@ -124,6 +124,9 @@ class ApiServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes; with Nagle's algorithm on, the second one waits
+    # for the client's delayed ACK (~40 ms on Linux) and every call took that long.
+    disable_nagle_algorithm = True
     server: ThreadingHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:

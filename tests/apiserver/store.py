@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import copy
 import datetime
+import functools
+import re
 import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
+import referencing
+from kubernetes_validate.utils import schema_contents
 
 from tests.apiserver.patch import PatchError, merge_patch, strategic_merge_patch
 from tests.apiserver.resources import ResourceType
@@ -282,11 +287,31 @@ def _omit_empty(obj: dict[str, Any]) -> None:
         del obj["status"]
 
 
+@functools.cache
+def _validator(kind: str, api_version: str) -> jsonschema.protocols.Validator:
+    """The strict schema of one kind, as ``kubernetes_validate.validate`` builds it on every call.
+
+    Built once per kind: reading the schema files each time cost ~8 ms per write, which made every
+    API call of the tests slow. The schemas are package data, so nothing invalidates the cache.
+    """
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    folder = f"kubernetes-json-schema/v{SCHEMA_VERSION}-local-strict"
+    try:
+        schema = schema_contents(f"{folder}/{kind.lower()}-{group_version}.json", SCHEMA_VERSION)
+    except FileNotFoundError:
+        raise kubernetes_validate.SchemaNotFoundError(kind, SCHEMA_VERSION, api_version) from None
+    definitions = schema_contents(f"{folder}/_definitions.json", SCHEMA_VERSION)
+    registry = referencing.Resource.from_contents(definitions) @ (
+        referencing.Resource.from_contents(schema) @ referencing.Registry()
+    )
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
 def validate(obj: dict[str, Any]) -> None:
     """Check an object against the official OpenAPI schema (strict: unknown fields are errors)."""
     try:
-        kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True)
-    except kubernetes_validate.ValidationError as exc:
+        _validator(obj["kind"], obj["apiVersion"]).validate(obj)
+    except jsonschema.ValidationError as exc:
         path = ".".join(str(p) for p in exc.path)
         name = obj["metadata"].get("name")
         raise ApiError(422, f"{obj['kind']} {name!r} is invalid: {path}: {exc.message}") from exc
