@@ -12,9 +12,10 @@ import datetime
 import functools
 import re
 import threading
+import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -34,8 +35,8 @@ Key = tuple[str, str]  # (namespace or "", name)
 class ApiError(Exception):
     """An error the server turns into a metav1.Status response."""
 
-    REASONS = {400: "BadRequest", 404: "NotFound", 409: "Conflict", 410: "Expired", 422: "Invalid",
-               429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+    REASONS = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 410: "Expired",
+               422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
 
     def __init__(self, code: int, message: str, reason: str | None = None) -> None:
         super().__init__(message)
@@ -54,6 +55,7 @@ class WatchEvent:
     rtype: ResourceType
     type: str
     obj: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)  # when it happened, for watches that lag
 
 
 def now_rfc3339() -> str:
@@ -92,6 +94,11 @@ class Store:
             raise ApiError(410, f"too old resource version: {rv} ({self._compacted_rv})", "Expired")
         return [e for e in self._history if e.rv > rv and e.rtype == rtype
                 and (namespace is None or e.obj["metadata"].get("namespace") == namespace)]
+
+    def events_of(self, plurals: frozenset[str], rv: int) -> list[WatchEvent]:
+        """Events of these resources newer than ``rv``, oldest first, as far as history reaches."""
+        with self.cond:
+            return [e for e in self._history if e.rv > rv and e.rtype.plural in plurals]
 
     def compact(self) -> None:
         """Forget the whole event history, as etcd compaction does."""
@@ -279,10 +286,10 @@ class Store:
 
 def _omit_empty(obj: dict[str, Any]) -> None:
     """Go's ``omitempty``: the lists a patch can empty are not serialized when empty."""
-    for parent, field in (("metadata", "finalizers"), ("status", "reservedFor"), ("status", "devices")):
+    for parent, name in (("metadata", "finalizers"), ("status", "reservedFor"), ("status", "devices")):
         section = obj.get(parent)
-        if isinstance(section, dict) and section.get(field) == []:
-            del section[field]
+        if isinstance(section, dict) and section.get(name) == []:
+            del section[name]
     if obj.get("status") == {} and "status" in obj and obj.get("kind") == "ResourceClaim":
         del obj["status"]
 
