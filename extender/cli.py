@@ -25,7 +25,8 @@ from extender.kube.events import EventRecorder
 from extender.kube.leader import LeaderElector, default_identity
 from extender.kube.source import run_kube_source
 from extender.local.binder import LocalBinder
-from extender.local.cluster import ManifestError, load_local
+from extender.local.cluster import load_local
+from extender.local.store import ManifestError
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState

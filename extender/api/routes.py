@@ -12,16 +12,15 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
 
 from extender.api import wire
+from extender.api.replies import json_reply, problem, read_body
 from extender.api.wire import BadRequest
-from extender.local.cluster import LocalCluster, ManifestError
 from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
-from extender.model.kinds import KIND_NAMES
 from extender.model.pods import PodInfo
 from extender.scheduling.bind import UnknownPod, bind_pod
 from extender.scheduling.claims import pod_for_request
@@ -31,33 +30,10 @@ from extender.scheduling.filter import filter_nodes, report_no_fit
 from extender.scheduling.preempt import nodes_worth_preempting
 from extender.scheduling.score import score_nodes
 
+if TYPE_CHECKING:
+    from extender.local.cluster import LocalCluster
+
 log = logging.getLogger(__name__)
-JSON = "application/json"
-
-
-class TooLarge(BadRequest):
-    """An oversized body is one more malformed request: 400 like the others, as the issue asks."""
-
-
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(wire.encode(obj), status_code=status, media_type=JSON)
-
-
-def _problem(status: int, message: str) -> Response:
-    return _json({"error": message}, status)
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise TooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge(f"request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 Handler = Callable[[bytes], Awaitable[Any]]
@@ -88,7 +64,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(job()) for job in background]
+        tasks = [asyncio.ensure_future(job()) for job in background]
         try:
             yield
         finally:
@@ -103,15 +79,15 @@ def create_app(
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
             try:
-                return _json(await handler(await _body(request, limit)))
+                return json_reply(await handler(await read_body(request, limit)))
             except BadRequest as exc:
-                return _problem(400, f"{name}: {exc}")
+                return problem(400, f"{name}: {exc}")
             except UnknownPod as exc:
-                return _problem(404, f"{name}: {exc.args[0]}")
+                return problem(404, f"{name}: {exc.args[0]}")
             except Exception as exc:
                 # A bug, not the request's fault: say so instead of blaming the input.
                 log.exception("%s failed", name)
-                return _problem(500, f"{name}: internal error: {exc}")
+                return problem(500, f"{name}: internal error: {exc}")
             finally:
                 metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
 
@@ -188,7 +164,10 @@ def create_app(
     if debug:
         _debug_routes(app, ctx)
     if cluster is not None:
-        _local_routes(app, cluster, limit)
+        # Imported here, not above: the local routes build on this package's replies.
+        from extender.local.routes import add_local_routes
+
+        add_local_routes(app, cluster, limit)
     return app
 
 
@@ -198,11 +177,11 @@ def _debug_routes(app: FastAPI, ctx: SchedulingContext) -> None:
 
     @app.get("/debug/config")
     async def debug_config() -> Response:
-        return _json(ctx.config.describe())
+        return json_reply(ctx.config.describe())
 
     def debug_list(path: str, kind: str) -> None:
         async def listing() -> Response:
-            return _json({"items": state.items(kind)})
+            return json_reply({"items": state.items(kind)})
 
         app.add_api_route(path, listing, methods=["GET"], name=f"debug-{kind}")
 
@@ -214,53 +193,9 @@ def _debug_routes(app: FastAPI, ctx: SchedulingContext) -> None:
     async def debug_explain(pod: str = "") -> Response:
         namespace, sep, name = pod.partition("/")
         if not sep or not namespace or not name:
-            return _problem(400, "query parameter pod=NAMESPACE/NAME is required")
+            return problem(400, "query parameter pod=NAMESPACE/NAME is required")
         info = state.pod(namespace, name)
         if info is None:
-            return _problem(404, f"pod {pod} is not known to the extender")
-        return _json(explain(ctx, info))
+            return problem(404, f"pod {pod} is not known to the extender")
+        return json_reply(explain(ctx, info))
 
-
-def _local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
-    """Local mode only: the load generator changes the embedded cluster through these."""
-
-    @app.post("/local/apply")
-    async def local_apply(request: Request) -> Response:
-        try:
-            body = wire.decode(await _body(request, limit))
-            objs = body if isinstance(body, list) else [body]
-            applied = []
-            for i, obj in enumerate(objs):
-                try:
-                    written = cluster.apply(obj)
-                except (ManifestError, ValueError) as exc:
-                    if not isinstance(body, list):
-                        raise BadRequest(str(exc)) from None
-                    raise BadRequest(f"item {i}: {exc} (the items before it were applied)") from None
-                meta = written["metadata"]
-                applied.append(
-                    {"kind": written["kind"], "namespace": meta.get("namespace"), "name": meta["name"]}
-                )
-        except BadRequest as exc:
-            return _problem(400, f"local/apply: {exc}")
-        except Exception as exc:
-            log.exception("local/apply failed")
-            return _problem(500, f"local/apply: internal error: {exc}")
-        return _json({"applied": applied})
-
-    @app.post("/local/delete")
-    async def local_delete(request: Request) -> Response:
-        try:
-            fields = wire.fold(wire.decode(await _body(request, limit)), "delete request")
-            kind = fields.get("kind")
-            if kind not in KIND_NAMES:
-                raise BadRequest(f"kind: expected one of {', '.join(KIND_NAMES)}")
-            found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
-        except (BadRequest, ManifestError) as exc:
-            return _problem(400, f"local/delete: {exc}")
-        except Exception as exc:
-            log.exception("local/delete failed")
-            return _problem(500, f"local/delete: internal error: {exc}")
-        if not found:
-            return _problem(404, f"{kind} {fields.get('namespace') or ''}/{fields.get('name')} not found")
-        return _json({"deleted": True})

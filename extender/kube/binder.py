@@ -1,6 +1,6 @@
 """The Binder that writes to a real API server, mirroring the in-tree DynamicResources PreBind.
 
-Per claim (dra-scheduling.md §6): add the delete-protection finalizer with a normal update, then
+Per claim, as the plugin's PreBind does: add the delete-protection finalizer with a normal update, then
 one status update setting ``allocation`` and appending the pod to ``reservedFor``, guarded by the
 resourceVersion; on a conflict re-read, re-validate and retry (5 attempts, like client-go's
 DefaultRetry). Then the pod's Binding. Every step is idempotent so that a retry after a lost
@@ -294,7 +294,7 @@ class KubeBinder:
                     raise BindError(f"deallocating claim {claim.key} failed: {exc2}") from exc2
         return current
 
-    # ----- the extended-resource claim (dra-scheduling.md §7) ------------------------------
+    # ----- the pod's extended-resource claim (DRAExtendedResource), created at bind ----------
 
     def _retrying(self, what: str, fn: Callable[[], T]) -> T:
         """``fn`` under the binder's retry policy; non-retryable API errors end it at once."""

@@ -110,11 +110,11 @@ class RawClient:
         headers = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type
-        _, url, headers, body, _ = self.api_client.param_serialize(
+        _, url, headers, serialized, _ = self.api_client.param_serialize(
             method, path, query_params=[(k, v) for k, v in (query or {}).items()],
             header_params=headers, body=body, auth_settings=["BearerToken"])
         try:
-            rest_response = self.api_client.call_api(method, url, header_params=headers, body=body,
+            rest_response = self.api_client.call_api(method, url, header_params=headers, body=serialized,
                                                      _request_timeout=timeout)
         except (urllib3.exceptions.HTTPError, kubernetes.client.ApiException, OSError) as exc:
             raise KubeApiError(0, f"{method} {path}: {exc}") from exc

@@ -8,20 +8,14 @@ pod already bound elsewhere is not re-bound.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 from typing import Any
 
-from extender.local.cluster import LocalCluster, ManifestError, clone, now_rfc3339
+from extender.local.cluster import LocalCluster
+from extender.local.store import ManifestError, clone, now_rfc3339
 from extender.model import ResourceClaim
 from extender.model.extended import is_extended_claim_of
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef
 from extender.scheduling.binder import BindError
-
-# The API server's generateName: the prefix cut to leave room for 5 random characters
-# (apimachinery's names.SimpleNameGenerator), drawn from this alphabet.
-_MAX_PREFIX = 58
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 class LocalBinder:
@@ -113,9 +107,8 @@ class LocalBinder:
             return existing[0]
         obj = clone(body)
         meta = obj.setdefault("metadata", {})
-        prefix = str(meta.get("generateName") or "")[:_MAX_PREFIX]
-        names = (_generated(prefix, pod.uid, n) for n in itertools.count())
-        meta["name"] = next(name for name in names if self.cluster.state.claim(pod.namespace, name) is None)
+        prefix = str(meta.get("generateName") or "")
+        meta["name"] = self.cluster.store.generate_name("ResourceClaim", pod.namespace, prefix, pod.uid)
         try:
             return self.cluster.apply(obj)
         except (ManifestError, ValueError) as exc:
@@ -140,8 +133,3 @@ class LocalBinder:
         obj.setdefault("status", {}).update(clone(status))
         self.cluster.write("Pod", obj)
 
-
-def _generated(prefix: str, seed: str, n: int) -> str:
-    """A generateName result; deterministic (seeded) so that local runs repeat exactly."""
-    digest = hashlib.sha256(f"{seed}/{n}".encode()).digest()
-    return prefix + "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])

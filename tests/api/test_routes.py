@@ -1,4 +1,4 @@
-"""The HTTP surface: wire format in both node modes, casing, errors, health, debug, local endpoints."""
+"""The HTTP surface: wire format in both node modes, casing, errors, health, debug."""
 
 from __future__ import annotations
 
@@ -249,37 +249,6 @@ def test_health_readiness_metrics_and_debug(svc):
     assert [d["published"] for d in bound["claims"][0]["devices"]] == [True]
 
 
-def test_local_apply_and_delete(svc):
-    async def call(client):
-        applied = await client.post(
-            "/local/apply", json=[template("two"), pod("new", templates={"gpu": "two"})]
-        )
-        bad = await client.post("/local/apply", json={"kind": "Secret", "metadata": {"name": "s"}})
-        bad_claim = await client.post(
-            "/local/apply", json={"kind": "ResourceClaim", "metadata": {"name": "x"}, "spec": {"devices": 3}}
-        )
-        bound = await bind_call(client, svc.pod("new"), "node-0")
-        deleted = await client.post(
-            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
-        )
-        missing = await client.post(
-            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
-        )
-        wrong = await client.post("/local/delete", json={"kind": "Gadget", "name": "x"})
-        return applied, bad, bad_claim, bound, deleted, missing, wrong
-
-    applied, bad, bad_claim, bound, deleted, missing, wrong = svc.run(call)
-    assert applied.status_code == 200
-    assert [a["kind"] for a in applied.json()["applied"]] == ["ResourceClaimTemplate", "Pod"]
-    assert bad.status_code == 400 and "Secret" in bad.json()["error"]
-    assert bad_claim.status_code == 400 and "ResourceClaim" in bad_claim.json()["error"]
-    assert bound == ""
-    assert deleted.status_code == 200 and missing.status_code == 404 and wrong.status_code == 400
-    assert svc.state.pod("default", "new") is None
-    assert not [c for c in svc.state.claims.values() if c.name.startswith("new-gpu-")]
-    assert not svc.state.inuse.devices  # the generated claim went away with its pod
-
-
 def test_preempt_in_full_object_mode_answers_meta_victims(svc):
     async def call(client):
         assert await bind_call(client, svc.pod("p"), "node-0") == ""
@@ -305,19 +274,3 @@ def test_standby_replica_is_not_ready_and_refuses_binds(svc):
     assert ready.status_code == 503 and "not the leader" in ready.text
     assert "not the leader" in error
     assert svc.state.pod("default", "p").node_name == ""
-
-
-kinds = st.sampled_from(
-    ["Pod", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice", "DeviceClass", "Node", "X"]
-)
-objects = st.fixed_dictionaries(
-    {"kind": kinds, "metadata": st.fixed_dictionaries({"name": st.sampled_from(["a", "b"])})},
-    optional={"spec": json_values, "status": json_values, "apiVersion": json_values},
-)
-
-
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=objects | st.lists(objects, max_size=3) | json_values)
-def test_local_apply_answers_bad_objects_with_400(svc, body):
-    response = svc.run(lambda c: c.post("/local/apply", json=body))
-    assert response.status_code in (200, 400, 404), response.text

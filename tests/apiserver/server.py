@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import socket
 import threading
 import time
@@ -59,7 +60,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.calls: list[Call] = []
         self._calls_lock = threading.Lock()
-        self._stopping = False
+        self._stopped = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.api = self  # type: ignore[attr-defined]
@@ -73,14 +74,23 @@ class ApiServer:
 
     @property
     def stopping(self) -> bool:
-        return self._stopping
+        return self._stopped.is_set()
+
+    def pause(self, seconds: float | threading.Event) -> None:
+        """Wait ``seconds`` (or for the event, at most HOLD_LIMIT_S); cut short when the server stops."""
+        if isinstance(seconds, threading.Event):
+            seconds.wait(HOLD_LIMIT_S)
+        elif seconds:
+            self._stopped.wait(seconds)
 
     def start(self) -> ApiServer:
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._stopping = True
+        """Stop serving. Requests still kept waiting by a fault are dropped, not carried out."""
+        self._stopped.set()
+        self.faults.release_holds()
         with self.store.cond:
             self.store.cond.notify_all()
         self._httpd.shutdown()
@@ -92,8 +102,11 @@ class ApiServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def api_client(self) -> kubernetes.client.ApiClient:
+    def api_client(self, retries: int | None = None) -> kubernetes.client.ApiClient:
+        """A client of this server. ``retries`` is urllib3's: by default it sends a GET, PUT or
+        DELETE again, unnoticed by the caller, when the connection breaks or the reply times out."""
         configuration = kubernetes.client.Configuration(host=self.url)
+        configuration.retries = retries
         return kubernetes.client.ApiClient(configuration)
 
     def write_kubeconfig(self, path: str) -> None:
@@ -112,6 +125,30 @@ class ApiServer:
             self.faults.cut_watches(resource)
             self.store.cond.notify_all()
 
+    def lag_watches(self, *resources: str, max_lag: float | None = None) -> None:
+        """From now on, hold back watch events of ``resources`` (plurals) until the test releases
+        them (``release_watch_events``) or, with ``max_lag``, until they are that many seconds old.
+
+        Events go out in order, so one held back also holds back every later one of its stream;
+        streams of other resources are not affected. A list is never held back.
+        """
+        with self.store.cond:
+            self.faults.lag_watches(resources, self.store.resource_version, max_lag)
+
+    def release_watch_events(self, count: int | None = None) -> None:
+        """Let the next ``count`` held-back watch events (all of them if None) go out."""
+        with self.store.cond:
+            lagging = self.faults.lagging()
+            if lagging is None:
+                return
+            if count is None:
+                rv = self.store.resource_version
+            else:
+                held = self.store.events_of(*lagging)[:count]
+                rv = held[-1].rv if held else lagging[1]
+            self.faults.release_watches(rv)
+            self.store.cond.notify_all()
+
     def record(self, call: Call) -> None:
         with self._calls_lock:
             self.calls.append(call)
@@ -124,6 +161,9 @@ class ApiServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in separate writes; with Nagle's algorithm on, the second one waits
+    # for the client's delayed ACK (~40 ms on Linux) and every call took that long.
+    disable_nagle_algorithm = True
     server: ThreadingHTTPServer
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -157,12 +197,12 @@ class _Handler(BaseHTTPRequestHandler):
             verb = _verb(method, route, query)
             self.api.record(Call(method, verb, route.rtype.plural, route.subresource, route.namespace,
                                  route.name, query, body))
-            delay = self.api.faults.take_delay(verb, route.rtype.plural, route.subresource)
-            if isinstance(delay, threading.Event):
-                delay.wait(HOLD_LIMIT_S)
-            elif delay:
-                time.sleep(delay)
-            code = self.api.faults.take_failure(verb, route.rtype.plural, route.subresource)
+            plan = self.api.faults.plan(verb, route.rtype.plural, route.subresource, body)
+            self.api.pause(plan.wait)
+            if self.api.stopping:
+                self._drop()
+                return
+            code = plan.code or self.api.faults.take_failure(verb, route.rtype.plural, route.subresource)
             if code:
                 raise ApiError(code, f"injected fault: {verb} {route.rtype.plural} -> {code}")
             if verb == "watch":
@@ -172,7 +212,17 @@ class _Handler(BaseHTTPRequestHandler):
         except ApiError as exc:
             self._send_json(exc.code, exc.status())
             return
+        self.api.pause(plan.reply_after)
+        if plan.drop or self.api.stopping:
+            self._drop()
+            return
         self._send_json(status, result)
+
+    def _drop(self) -> None:
+        """Close the connection without an answer."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _read_body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)
@@ -250,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
                     pending = [WatchEvent(last_rv, rtype, "ADDED", o) for o in items]
                 else:
                     last_rv = int(requested)
-                    pending = store.events_after(rtype, last_rv, route.namespace)
+                    pending, _ = self._released(store.events_after(rtype, last_rv, route.namespace))
             next_bookmark = time.monotonic() + api.bookmark_interval
             while True:
                 for event in pending:
@@ -265,12 +315,14 @@ class _Handler(BaseHTTPRequestHandler):
                 with store.cond:
                     cut = api.faults.cut_epoch(rtype.plural) != epoch
                     if not cut:
-                        pending = store.events_after(rtype, last_rv, route.namespace)
+                        pending, due = self._released(store.events_after(rtype, last_rv, route.namespace))
                         if not pending:
-                            store.cond.wait(0.1)
+                            store.cond.wait(0.1 if due is None else min(0.1, due))
                             cut = api.faults.cut_epoch(rtype.plural) != epoch
-                            pending = [] if cut else store.events_after(rtype, last_rv, route.namespace)
-                        if not pending and bookmarks and now >= next_bookmark:
+                            pending, due = ([], None) if cut else self._released(
+                                store.events_after(rtype, last_rv, route.namespace))
+                        # A bookmark would move the client past the events held back.
+                        if not pending and due is None and bookmarks and now >= next_bookmark:
                             bookmark_rv = store.resource_version
                 if cut:
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -288,6 +340,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self._end_chunks()
         except OSError:
             self.close_connection = True  # the client went away
+
+    def _released(self, events: list[WatchEvent]) -> tuple[list[WatchEvent], float | None]:
+        """The events a lagging watch lets out now (a prefix of ``events``), and the seconds until
+        the first one held back may go out by itself (inf: when released; None: none held back)."""
+        lag = self.api.faults.watch_lag(events[0].rtype.plural) if events else None
+        if lag is None:
+            return events, None
+        released_rv, max_lag = lag
+        now = time.monotonic()
+        for i, event in enumerate(events):
+            if event.rv > released_rv and (max_lag is None or now - event.at < max_lag):
+                return events[:i], math.inf if max_lag is None else max(0.001, event.at + max_lag - now)
+        return events, None
 
     def _end_chunks(self) -> None:
         self.wfile.write(b"0\r\n\r\n")

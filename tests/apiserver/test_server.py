@@ -6,6 +6,7 @@ client code the extender's raw requests are built with.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from extender.kube.client import KubeApiError, RawClient
+from tests.apiserver.faults import RandomFaults
 from tests.apiserver.patch import PatchError, strategic_merge_patch
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
@@ -183,3 +185,105 @@ def test_fault_knobs_fail_and_delay(server: ApiServer, core: kubernetes.client.C
 def test_strategic_merge_rejects_malformed_list_entries() -> None:
     with pytest.raises(PatchError, match="merge key 'uid'"):
         strategic_merge_patch({"status": {"reservedFor": []}}, {"status": {"reservedFor": [{"name": "x"}]}})
+
+
+def test_reply_faults_carry_the_request_out_then_answer_late_or_not_at_all(server: ApiServer) -> None:
+    raw = RawClient(server.api_client(), request_timeout=0.3)
+    server.faults.delay_reply(0.2, "create", "nodes")
+    started = time.monotonic()
+    raw.request("POST", "/api/v1/nodes", body=objects.node("slow"))
+    assert time.monotonic() - started >= 0.2
+    server.faults.lose_reply("create", "nodes")
+    with pytest.raises(KubeApiError) as err:
+        raw.request("POST", "/api/v1/nodes", body=objects.node("lost"))
+    assert err.value.status == 0  # the connection broke: the client cannot tell what happened
+    server.faults.lose_reply("create", "nodes", after=1.0)
+    with pytest.raises(KubeApiError, match="timed out"):
+        raw.request("POST", "/api/v1/nodes", body=objects.node("held"))
+    assert {n["metadata"]["name"] for n in server.store.list(BY_KIND["Node"], None)[0]} == {
+        "slow", "lost", "held"
+    }
+    assert server.faults.fired == 3
+
+
+def test_a_late_request_is_carried_out_only_if_its_precondition_still_holds(server: ApiServer) -> None:
+    raw = RawClient(server.api_client(retries=0), request_timeout=0.1)
+    node = server.store.create(BY_KIND["Node"], "", objects.node("a"))
+    release = server.faults.hold("update", "nodes")
+    stale = {**node, "metadata": {**node["metadata"], "labels": {"late": "yes"}}}
+    with pytest.raises(KubeApiError, match="timed out"):
+        raw.request("PUT", "/api/v1/nodes/a", body=stale)  # the client gave up; the request waits on
+    newer = {**node, "metadata": {**node["metadata"], "labels": {"newer": "yes"}}}
+    server.store.update(BY_KIND["Node"], "", "a", newer)
+    release.set()
+    time.sleep(0.1)
+    assert server.store.get(BY_KIND["Node"], "", "a")["metadata"]["labels"] == {"newer": "yes"}  # a 409
+
+
+def test_stopping_drops_held_requests_instead_of_carrying_them_out() -> None:
+    server = ApiServer().start()
+    server.faults.hold("create", "nodes")
+    raw = RawClient(server.api_client(), request_timeout=5.0)
+    failed: list[KubeApiError] = []
+
+    def create() -> None:
+        try:
+            raw.request("POST", "/api/v1/nodes", body=objects.node("never"))
+        except KubeApiError as exc:
+            failed.append(exc)
+
+    client = threading.Thread(target=create)
+    client.start()
+    time.sleep(0.1)
+    server.stop()
+    client.join(2.0)
+    assert not client.is_alive() and failed and server.store.list(BY_KIND["Node"], None)[0] == []
+
+
+def test_lagging_watch_events_go_out_when_released_and_in_order(server: ApiServer) -> None:
+    raw = RawClient(server.api_client())
+    start = server.store.create(BY_KIND["Node"], "", objects.node("a"))["metadata"]["resourceVersion"]
+    server.lag_watches("nodes")
+    for name in ("b", "c", "d"):
+        server.store.create(BY_KIND["Node"], "", objects.node(name))
+    seen: list[str] = []
+
+    def watch() -> None:
+        query = {"resourceVersion": start, "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
+        for event in raw.watch("/api/v1/nodes", query, 5):
+            seen.append(event["object"]["metadata"].get("name", "bookmark"))
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    time.sleep(0.4)
+    assert seen == []  # held back, and no bookmark that would skip them
+    server.release_watch_events(2)
+    time.sleep(0.2)
+    assert seen == ["b", "c"]
+    server.release_watch_events()
+    thread.join()
+    assert [n for n in seen if n != "bookmark"] == ["b", "c", "d"]
+
+
+def test_a_lag_bound_lets_held_events_out_by_themselves(server: ApiServer) -> None:
+    raw = RawClient(server.api_client())
+    start = server.store.create(BY_KIND["Node"], "", objects.node("first"))["metadata"]["resourceVersion"]
+    server.lag_watches("nodes", max_lag=0.3)
+    server.store.create(BY_KIND["Node"], "", objects.node("a"))
+    stream = raw.watch("/api/v1/nodes", {"resourceVersion": start, "timeoutSeconds": "2"}, 5)
+    started = time.monotonic()
+    first = next(iter(stream))
+    stream.close()
+    assert first["object"]["metadata"]["name"] == "a" and time.monotonic() - started >= 0.2
+
+
+def test_random_faults_strike_only_matching_requests_and_are_counted(server: ApiServer) -> None:
+    raw = RawClient(server.api_client())
+    faults = RandomFaults(random.Random(1), fail=1.0, code=503)
+    server.faults.at_random(faults, "create", "nodes", when=lambda body: body["metadata"]["name"] != "spared")
+    with pytest.raises(KubeApiError) as err:
+        raw.request("POST", "/api/v1/nodes", body=objects.node("struck"))
+    assert err.value.status == 503
+    raw.request("POST", "/api/v1/nodes", body=objects.node("spared"))
+    raw.request("GET", "/api/v1/nodes")
+    assert server.faults.fired == 1

@@ -2,10 +2,13 @@
 
 Extends tests/scheduling/test_invariants.py (local store, writes visible at once) with what only
 a real API server does: the watch echo arrives later than the bind's reply (sometimes after
-newer writes), writes fail, replies get lost or arrive after the bind deadline, claims and pods
-are deleted mid-bind, drivers withdraw devices and bump the pool generation. The binder is the
-in-memory FakeApi; filter and bind are the production code, called directly (no HTTP) so that
-many interleavings fit in the budget.
+newer writes), writes are refused, replies get lost or arrive after the bind deadline, requests
+sit in the server past it and land afterwards, claims and pods are deleted mid-bind, drivers
+withdraw devices and bump the pool generation. The extender is the production one against the
+test API server (tests/apiserver): KubeBinder writes over HTTP, KubeSource lists and watches.
+Filter and bind are called directly (no extender HTTP) so that many interleavings fit in the
+budget. The server draws the faults; its resourceclaim-controller part (tests/apiserver/
+controller.py) reacts to deletions.
 
 Checked after every batch of concurrent operations (and the no-double-allocation invariant
 after every single operation): no device, and no shared counter beyond its capacity, is held by
@@ -17,24 +20,47 @@ in-flight entry outlives its bind; the cache's in-use set equals what the server
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import threading
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.config import Config
+from extender.kube.binder import KubeBinder
+from extender.kube.client import RawClient
+from extender.kube.source import Backoff, KubeSource
+from extender.metrics import Metrics
 from extender.scheduling.bind import bind_pod
+from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import filter_nodes
-from tests.reliability.fake_api import FakeApi, Faults
+from extender.state import ClusterState
+from tests.apiserver.controller import sync_claims
+from tests.apiserver.faults import RandomFaults
+from tests.apiserver.resources import BY_KIND
+from tests.apiserver.server import ApiServer
+from tests.apiserver.store import ApiError
 from tests.reliability.figures import record
-from tests.scheduling.cluster import DRIVER, Service, claim, claim_spec, device_class, node, pod, request
+from tests.scheduling.cluster import DRIVER, claim, claim_spec, device_class, node, pod, request
 
-BIND_TIMEOUT = 0.02
+T = TypeVar("T")
+
+BIND_TIMEOUT = 0.025
+# Faulted requests are held this long: past the bind deadline, so the bind has given up first.
+HOLD = BIND_TIMEOUT * 1.5
+# Far beyond the batch: each batch waits for the late writes and their echoes before any entry
+# may expire, as a cluster's TTL outlasts its slowest write and watch lag.
+INFLIGHT_TTL = 0.25
 UNITS = 2  # shared counter capacity per node: "big" takes both, each "half" one
 SHARED_MEM = 4  # consumable capacity of each node's multi-allocatable device "shared"
 EXCLUSIVE = "exclusive"
+CLAIM, POD, SLICE = BY_KIND["ResourceClaim"], BY_KIND["Pod"], BY_KIND["ResourceSlice"]
 
 
 def devices_slice(node_name: str, plain: int, generation: int = 1) -> dict[str, Any]:
@@ -106,6 +132,41 @@ faults_shape = st.fixed_dictionaries(
 )
 
 
+class CountingBinder(KubeBinder):
+    """The production binder, counting the calls still at work in its threads: a call whose bind
+    gave up keeps going until its requests return, and may still write."""
+
+    def __init__(self, client: RawClient) -> None:
+        super().__init__(client, retry_delay=0.001)
+        self.running = 0
+        self._count_lock = threading.Lock()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        def counted(*a: Any) -> T:
+            try:
+                return fn(*a)
+            finally:
+                with self._count_lock:
+                    self.running -= 1
+
+        with self._count_lock:
+            self.running += 1
+        return await super()._run(counted, *args)
+
+
+def sets_an_allocation(body: Any) -> bool:
+    """A claim status write that allocates or reserves (not a rollback's): faults strike only these,
+    as rollbacks are retried until they land."""
+    return isinstance(body, dict) and bool((body.get("status") or {}).get("allocation"))
+
+
+async def until(condition: Callable[[], object], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        await asyncio.sleep(0.001)
+
+
 class Harness:
     def __init__(self, shape: dict[str, Any], fault_knobs: dict[str, Any]) -> None:
         self.nodes = [f"node-{i}" for i in range(len(shape["plain"]))]
@@ -130,31 +191,54 @@ class Harness:
             f"s{k}" for k in range(len(shape["shares"]))
         ]
         objs += [pod(f"p{i}", claims={"gpu": names[c % len(names)]}) for i, c in enumerate(shape["pods"])]
-        self.svc = Service(objs, bind_timeout_s=BIND_TIMEOUT, inflight_ttl_s=BIND_TIMEOUT * 3)
-        rng = random.Random(fault_knobs["seed"])
-        self.faults = Faults(
-            rng,
+        self.server = ApiServer(history_size=100_000).start()
+        self.store = self.server.store
+        for obj in objs:
+            self.store.seed(BY_KIND[obj["kind"]], obj)
+        self.config = replace(Config(kube=True), bind_timeout_s=BIND_TIMEOUT, inflight_ttl_s=INFLIGHT_TTL)
+        self.state = ClusterState(self.config.feature_gates)
+        client = RawClient(self.server.api_client(), request_timeout=5.0)
+        self.binder = CountingBinder(client)
+        self.ctx = SchedulingContext(self.config, self.state, self.binder, Metrics())
+        self.source = KubeSource(client, self.state, backoff=Backoff(initial=0.01, cap=0.05))
+        self.rng = random.Random(fault_knobs["seed"])
+        faults = RandomFaults(
+            random.Random(self.rng.random()),
             fail=fault_knobs["fail"],
             lost_reply=fault_knobs["lost_reply"],
             slow=fault_knobs["slow"],
             late=fault_knobs["late"],
-            slow_seconds=BIND_TIMEOUT * 1.5,
+            hold=HOLD,
+            code=403,  # refused: no retry makes it through
         )
-        self.api = FakeApi(self.svc.state, self.faults)
-        self.api.seed()
-        self.svc.ctx.binder = self.api
-        self.rng = rng
+        self.server.faults.at_random(faults, "update", "resourceclaims", "status", when=sets_an_allocation)
+        self.server.faults.at_random(faults, "create", "pods", "binding")
+        # The echo of every claim and pod write waits for an "echo" operation or the end of the batch.
+        self.server.lag_watches("resourceclaims", "pods")
         self.generation = dict.fromkeys(self.nodes, 1)
         self.withdrawn: dict[tuple[str, str, str], int] = {}  # device -> step it was withdrawn at
+        self.allocations: list[tuple[int, tuple[tuple[str, str, str], ...]]] = []  # (step, devices) written
+        self._allocated: dict[str, Any] = {}  # claim uid -> its allocation as last written
+        self._scanned_rv = self.store.resource_version
+        self.step = 0
         self.operations = 0
         self.longest_bind = 0.0
+        self._source_task: asyncio.Task[None] | None = None
 
-    @property
-    def ctx(self) -> Any:
-        return self.svc.ctx
+    async def start(self) -> None:
+        self._source_task = asyncio.create_task(self.source.run())
+        await until(lambda: self.state.synced, "the extender's first list")
+
+    async def stop(self) -> None:
+        if self._source_task is not None:
+            self._source_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._source_task
+        self.binder.close()
+        self.server.stop()
 
     async def bind(self, name: str, node_name: str) -> None:
-        info = self.svc.state.pod("default", name)
+        info = self.state.pod("default", name)
         if info is None:
             return
         started = time.monotonic()
@@ -168,7 +252,7 @@ class Harness:
         # and their late-landing writes instead of their in-flight commits.
         await asyncio.sleep(self.rng.choice((0, 0, 0, BIND_TIMEOUT * 1.25)))
         if kind == "schedule":
-            info = self.svc.state.pod("default", f"p{args[0]}")
+            info = self.state.pod("default", f"p{args[0]}")
             if info is not None:
                 passed = filter_nodes(self.ctx, info, self.nodes).passed
                 if passed:
@@ -176,46 +260,57 @@ class Harness:
         elif kind == "bind":
             await self.bind(f"p{args[0]}", self.nodes[args[1] % len(self.nodes)])
         elif kind == "delete-pod":
-            self.api.delete_pod("default", f"p{args[0]}")
+            self.delete(POD, f"p{args[0]}")
         elif kind == "delete-claim":
-            self.api.delete_claim("default", f"c{args[0]}")
+            self.delete(CLAIM, f"c{args[0]}")
         elif kind == "withdraw-device":
             self.withdraw(self.nodes[args[0] % len(self.nodes)], args[1])
         else:
             await asyncio.sleep(self.rng.choice((0, 0.001)))
-            self.api.deliver(args[0])
+            self.server.release_watch_events(args[0])
         self.check_no_double_allocation()
+
+    def delete(self, rtype: Any, name: str) -> None:
+        """A user deletes the object; the resourceclaim controller reacts at once."""
+        with contextlib.suppress(ApiError):  # already gone
+            self.store.delete(rtype, "default", name)
+        sync_claims(self.store)
 
     def withdraw(self, node_name: str, index: int) -> None:
         """The driver republishes the node's pool without one device, at the next generation."""
-        raw = next(
-            dict(r)
-            for r in self.svc.state.items("ResourceSlice")
-            if r["metadata"]["name"] == f"{node_name}-devs"
-        )
-        devices = list(raw["spec"]["devices"])
-        if not devices:
-            return
-        gone = devices.pop(index % len(devices))
-        self.generation[node_name] += 1
-        gen = self.generation[node_name]
-        updated = {
-            **raw,
-            "spec": {**raw["spec"], "devices": devices, "pool": {**raw["spec"]["pool"], "generation": gen}},
-        }
-        self.svc.state.apply("ResourceSlice", updated)
-        self.svc.state.apply("ResourceSlice", counters_slice(node_name, gen))
-        self.withdrawn[(DRIVER, node_name, gone["name"])] = self.api.step
+        with self.store.cond:
+            raw = self.store.get(SLICE, "", f"{node_name}-devs")
+            devices = raw["spec"]["devices"]
+            if not devices:
+                return
+            gone = devices.pop(index % len(devices))
+            self.generation[node_name] += 1
+            counters = self.store.get(SLICE, "", f"{node_name}-counters")
+            for obj in (raw, counters):
+                obj["spec"]["pool"]["generation"] = self.generation[node_name]
+                self.store.update(SLICE, "", obj["metadata"]["name"], obj)
+        self.withdrawn[(DRIVER, node_name, gone["name"])] = self.step
 
     # ----- invariants ---------------------------------------------------------------------
 
+    def server_claims(self) -> list[dict[str, Any]]:
+        return self.store.list(CLAIM, None)[0]
+
     def server_results(self) -> list[dict[str, Any]]:
         out = []
-        for obj in self.api.claims.values():
+        for obj in self.server_claims():
             allocation = (obj.get("status") or {}).get("allocation")
             if allocation:
                 out += allocation["devices"]["results"]
         return out
+
+    def published(self) -> set[tuple[str, str, str]]:
+        """The devices the driver publishes now (the server's slices)."""
+        return {
+            (DRIVER, s["spec"]["pool"]["name"], d["name"])
+            for s in self.store.list(SLICE, None)[0]
+            for d in s["spec"].get("devices") or ()
+        }
 
     @staticmethod
     def device_id(result: dict[str, Any]) -> tuple[str, str, str]:
@@ -226,62 +321,90 @@ class Harness:
         exclusive = [self.device_id(r) for r in results if not r.get("shareID")]
         doubles = [d for d, n in Counter(exclusive).items() if n > 1]
         # As upstream: a device the driver no longer publishes consumes no counters any more.
-        published = [d for d in exclusive if self.svc.state.slices.device(d) is not None]
+        published = self.published()
         units: Counter[str] = Counter()
-        for device_id in published:
-            units[device_id[1]] += CONSUMES.get(device_id[2], 0)
+        for device_id in exclusive:
+            if device_id in published:
+                units[device_id[1]] += CONSUMES.get(device_id[2], 0)
         over = {pool: n for pool, n in units.items() if n > UNITS}
         mem: Counter[tuple[str, str, str]] = Counter()
         for r in results:
             if r.get("shareID"):
                 assert r["device"] == "shared", r
                 mem[self.device_id(r)] += int(r["consumedCapacity"]["mem"])
-        beyond = {d: n for d, n in mem.items() if n > SHARED_MEM and self.svc.state.slices.device(d)}
+        beyond = {d: n for d, n in mem.items() if n > SHARED_MEM and d in published}
         record("double allocations", len(doubles) + len(over) + len(beyond))
         record("invariant checks")
         assert not doubles, f"devices held by two claims: {doubles}"
         assert not over, f"shared counters over capacity: {over}"
         assert not beyond, f"consumable capacity over its limit: {beyond}"
 
+    def cache_agrees(self) -> bool:
+        """The extender's cache holds every claim, pod and slice at the server's resourceVersion."""
+        for rtype in (CLAIM, POD, SLICE):
+            def versions(objs: Any) -> dict[tuple[str, str], str]:
+                return {(o["metadata"].get("namespace", ""), o["metadata"]["name"]):
+                        o["metadata"]["resourceVersion"] for o in objs}
+
+            if versions(self.store.list(rtype, None)[0]) != versions(self.state.items(rtype.kind)):
+                return False
+        return True
+
+    def log_allocations(self) -> None:
+        """Note each allocation the server took since the last look, with the step it landed in."""
+        for event in self.store.events_of(frozenset({"resourceclaims"}), self._scanned_rv):
+            self._scanned_rv = event.rv
+            uid = event.obj["metadata"]["uid"]
+            allocation = (event.obj.get("status") or {}).get("allocation")
+            if allocation is not None and allocation != self._allocated.get(uid):
+                devices = tuple(self.device_id(r) for r in allocation["devices"]["results"])
+                self.allocations.append((self.step, devices))
+            self._allocated[uid] = allocation
+
     async def check_settled(self) -> None:
-        """After a batch: every bind has returned; deliver the watch backlog and compare."""
-        inflight = self.svc.state.inuse.inflight
+        """After a batch: every write has landed or failed; deliver the watch backlog and compare."""
+        await until(lambda: self.binder.running == 0, "the binder's timed-out calls to finish")
+        sync_claims(self.store)  # the controller notices reservations of pods deleted meanwhile
+        self.log_allocations()
+        self.server.release_watch_events()
+        await until(self.cache_agrees, "the watch to deliver everything")
+        inflight = self.state.inuse.inflight
         if inflight:
             # Only writes that timed out leave entries behind (they may still land), bounded by the TTL.
-            now, ttl = time.monotonic(), self.svc.config.inflight_ttl_s
+            now, ttl = time.monotonic(), self.config.inflight_ttl_s
             assert all(e.expires_at <= now + ttl for e in inflight.values())
             await asyncio.sleep(max(0.0, max(e.expires_at for e in inflight.values()) - now))
-            self.svc.state.expire_inflight()
+            self.state.expire_inflight()
             record("in-flight entries expired by their TTL")
         assert not inflight, "in-flight entries outlived their TTL"
         assert self.longest_bind < BIND_TIMEOUT * 3 + 0.5, f"a bind took {self.longest_bind:.3f}s"
-        self.api.deliver()
         results = self.server_results()
-        for write in self.api.allocations:
-            for device in write.devices:
+        for step, devices in self.allocations:
+            for device in devices:
                 withdrawn_at = self.withdrawn.get(device)
-                assert withdrawn_at is None or write.step <= withdrawn_at, (
-                    f"{device} allocated at step {write.step}, after it was withdrawn at {withdrawn_at}"
+                assert withdrawn_at is None or step <= withdrawn_at, (
+                    f"{device} allocated at step {step}, after it was withdrawn at {withdrawn_at}"
                 )
-        for obj in self.api.claims.values():
+        claims = {c["metadata"]["name"]: c for c in self.server_claims()}
+        for obj in claims.values():
             status = obj.get("status") or {}
             if status.get("allocation"):
                 assert status.get("reservedFor"), f"claim {obj['metadata']['name']} allocated for nobody"
-        for obj in self.api.pods.values():
+        for obj in self.store.list(POD, None)[0]:
             node_name = obj["spec"].get("nodeName")
             if not node_name:
                 continue
             for ref in obj["spec"]["resourceClaims"]:
-                claim_obj = self.api.claims.get(("default", ref["resourceClaimName"]))
+                claim_obj = claims.get(ref["resourceClaimName"])
                 if claim_obj is None:
-                    continue  # deleted by the user after the bind: nothing left to check
+                    continue  # gone, which the finalizer allows only once no pod reserves it
                 status = claim_obj.get("status") or {}
                 assert obj["metadata"]["uid"] in {r["uid"] for r in status.get("reservedFor") or ()}
                 assert {r["pool"] for r in status["allocation"]["devices"]["results"]} == {node_name}
         exclusive = {self.device_id(r) for r in results if not r.get("shareID")}
         shares = {(self.device_id(r), r["shareID"]) for r in results if r.get("shareID")}
-        assert self.svc.state.inuse.devices == exclusive, "the cache disagrees with the server"
-        assert self.svc.state.inuse.shared == shares, "the cache disagrees with the server on shares"
+        assert self.state.inuse.devices == exclusive, "the cache disagrees with the server"
+        assert self.state.inuse.shared == shares, "the cache disagrees with the server on shares"
         record("capacity shares checked", len(shares))
         record("counter-consuming devices checked", sum(d[2] in CONSUMES for d in exclusive))
 
@@ -298,15 +421,17 @@ def test_no_device_is_handed_out_twice_under_any_interleaving(
     harness = Harness(shape, fault_knobs)
 
     async def scenario() -> None:
-        for step, batch in enumerate(batches):
-            harness.api.step = step
-            await asyncio.gather(*(harness.run(op) for op in batch))
-            await harness.check_settled()
-        await asyncio.sleep(BIND_TIMEOUT * 2)  # requests still sitting in the server land now
-        await harness.check_settled()
+        await harness.start()
+        try:
+            for step, batch in enumerate(batches):
+                harness.step = step
+                await asyncio.gather(*(harness.run(op) for op in batch))
+                await harness.check_settled()
+        finally:
+            await harness.stop()
 
     asyncio.run(scenario())
     record("property examples")
     record("operations", harness.operations)
     record("interleavings (concurrent batches)", sum(len(b) > 1 for b in batches))
-    record("faults injected", harness.faults.injected)
+    record("faults injected", harness.server.faults.fired)

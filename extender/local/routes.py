@@ -1,0 +1,65 @@
+"""Local mode's HTTP routes: ``/local/apply`` and ``/local/delete`` change the embedded cluster.
+
+Their one job is translating those two requests into :class:`LocalCluster` calls; the load
+generator changes the cluster through them while it schedules. Only a local service has them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request, Response
+
+from extender.api import wire
+from extender.api.replies import json_reply, problem, read_body
+from extender.api.wire import BadRequest
+from extender.local.cluster import LocalCluster
+from extender.local.store import ManifestError
+from extender.model.kinds import KIND_NAMES
+
+log = logging.getLogger(__name__)
+
+
+def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
+    """Serve the two routes over ``cluster`` from ``app``; request bodies are capped at ``limit`` bytes."""
+
+    @app.post("/local/apply")
+    async def local_apply(request: Request) -> Response:
+        try:
+            body = wire.decode(await read_body(request, limit))
+            objs = body if isinstance(body, list) else [body]
+            applied = []
+            for i, obj in enumerate(objs):
+                try:
+                    written = cluster.apply(obj)
+                except (ManifestError, ValueError) as exc:
+                    if not isinstance(body, list):
+                        raise BadRequest(str(exc)) from None
+                    raise BadRequest(f"item {i}: {exc} (the items before it were applied)") from None
+                meta = written["metadata"]
+                applied.append(
+                    {"kind": written["kind"], "namespace": meta.get("namespace"), "name": meta["name"]}
+                )
+        except BadRequest as exc:
+            return problem(400, f"local/apply: {exc}")
+        except Exception as exc:
+            log.exception("local/apply failed")
+            return problem(500, f"local/apply: internal error: {exc}")
+        return json_reply({"applied": applied})
+
+    @app.post("/local/delete")
+    async def local_delete(request: Request) -> Response:
+        try:
+            fields = wire.fold(wire.decode(await read_body(request, limit)), "delete request")
+            kind = fields.get("kind")
+            if kind not in KIND_NAMES:
+                raise BadRequest(f"kind: expected one of {', '.join(KIND_NAMES)}")
+            found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
+        except (BadRequest, ManifestError) as exc:
+            return problem(400, f"local/delete: {exc}")
+        except Exception as exc:
+            log.exception("local/delete failed")
+            return problem(500, f"local/delete: internal error: {exc}")
+        if not found:
+            return problem(404, f"{kind} {fields.get('namespace') or ''}/{fields.get('name')} not found")
+        return json_reply({"deleted": True})

@@ -1,0 +1,171 @@
+"""The embedded API server's storage side: what it does to every object before keeping it.
+
+Its one job is admission and storage, as kube-apiserver does it for the kinds the extender
+uses: the apiVersion check, API defaults, uid, creationTimestamp, generateName, and a fresh
+resourceVersion on every write. It keeps nothing of its own: objects live in the
+:class:`ClusterState` it writes to, which is what the extender reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import orjson
+
+from extender.model.kinds import KINDS
+from extender.state import ClusterState, object_key
+
+API_VERSIONS: Mapping[str, str] = {kind.name: kind.api_version for kind in KINDS}
+# k8s.io/apimachinery/pkg/util/rand: the alphabet generateName suffixes are drawn from.
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# apimachinery's names.SimpleNameGenerator: the prefix is cut to leave room for 5 characters.
+_MAX_GENERATE_PREFIX = 58
+
+
+class ManifestError(ValueError):
+    """An object or file the local store refuses, with the place it came from."""
+
+
+def clone(obj: Any) -> Any:
+    """A deep copy in plain JSON types (YAML timestamps become RFC 3339 strings, as in the API).
+
+    orjson is several times faster than copy.deepcopy on API objects.
+    """
+    try:
+        return orjson.loads(orjson.dumps(obj))
+    except TypeError as exc:
+        raise ManifestError(f"not representable as JSON: {exc}") from None
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def name_suffix(seed: str) -> str:
+    """The 5 characters generateName appends, drawn from a hash of ``seed`` rather than at random,
+    so that local runs repeat exactly."""
+    digest = hashlib.sha256(seed.encode()).digest()
+    return "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
+
+
+def unsupported_kind(kind: Any) -> ManifestError:
+    return ManifestError(f"kind {kind!r} is not supported; expected one of {', '.join(API_VERSIONS)}")
+
+
+def _default_request(request: dict[str, Any]) -> None:
+    if request.get("allocationMode") in (None, ""):
+        request["allocationMode"] = "ExactCount"
+    if request["allocationMode"] == "ExactCount" and request.get("count") is None:
+        request["count"] = 1
+    for toleration in request.get("tolerations") or ():
+        if isinstance(toleration, dict) and toleration.get("operator") in (None, ""):
+            toleration["operator"] = "Equal"
+
+
+def default_claim_spec(spec: Any) -> None:
+    """API-server defaults of a ResourceClaimSpec, in place (malformed parts are left to parsing)."""
+    devices = spec.get("devices") if isinstance(spec, dict) else None
+    if not isinstance(devices, dict):
+        return
+    for request in devices.get("requests") or ():
+        if not isinstance(request, dict):
+            continue
+        if isinstance(request.get("exactly"), dict):
+            _default_request(request["exactly"])
+        for sub in request.get("firstAvailable") or ():
+            if isinstance(sub, dict):
+                _default_request(sub)
+
+
+class LocalStore:
+    """Admits objects the way the API server does and writes them into a :class:`ClusterState`."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._rv = 0
+        self._incarnations: dict[tuple[str, str, str], int] = {}
+
+    def write(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` with a fresh resourceVersion (the only way objects enter the cache)."""
+        self._rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        self.state.apply(kind, obj)
+        return obj
+
+    def remove(self, kind: str, obj: dict[str, Any]) -> None:
+        self.state.delete(kind, obj)
+
+    def create(self, obj: Any) -> dict[str, Any]:
+        """Admit and write one object that needs nobody else's reaction (a claim, a node ...)."""
+        kind, obj = self.admit(obj)
+        try:
+            return self.write(kind, obj)
+        except ValueError as exc:
+            raise ManifestError(str(exc)) from None
+
+    def admit(self, obj: Any) -> tuple[str, dict[str, Any]]:
+        """``obj``'s kind and a defaulted copy of it, or ManifestError when the API would refuse it."""
+        if not isinstance(obj, Mapping):
+            raise ManifestError(f"expected a Kubernetes object, got {type(obj).__name__}")
+        if obj.get("kind") not in API_VERSIONS:
+            raise unsupported_kind(obj.get("kind"))
+        kind = cast(str, obj["kind"])  # one of the table's keys, checked just above
+        api_version = obj.get("apiVersion")
+        if api_version is not None and api_version != API_VERSIONS[kind]:
+            want = API_VERSIONS[kind]
+            raise ManifestError(f"{kind}: apiVersion {api_version!r} is not supported, use {want}")
+        # null means absent in the API (and would trip every later setdefault).
+        obj = {k: v for k, v in clone(obj).items() if v is not None}
+        try:
+            namespace, name = object_key(kind, obj)
+        except ValueError as exc:
+            raise ManifestError(str(exc)) from None
+        meta = obj["metadata"]
+        if namespace:
+            meta["namespace"] = namespace
+        if not meta.get("uid"):
+            held = self._held_uid(kind, namespace, name)
+            meta["uid"] = held or self._new_uid(kind, namespace, name)
+        meta.setdefault("creationTimestamp", now_rfc3339())
+        obj["apiVersion"] = API_VERSIONS[kind]
+        if kind in ("ResourceClaim", "ResourceClaimTemplate"):
+            spec = obj.get("spec")
+            if kind == "ResourceClaimTemplate" and isinstance(spec, dict):
+                spec = spec.get("spec")
+            default_claim_spec(spec)
+        return kind, obj
+
+    def get(self, kind: Any, namespace: Any, name: Any) -> Mapping[str, Any] | None:
+        """The stored object, None when there is none; ManifestError for a malformed reference."""
+        if kind not in API_VERSIONS:
+            raise unsupported_kind(kind)
+        if not isinstance(name, str) or not name:
+            raise ManifestError("name: required")
+        if namespace is not None and not isinstance(namespace, str):
+            raise ManifestError("namespace: must be a string")
+        probe = {"metadata": {"name": name, "namespace": namespace or None}}
+        return self.state.raw(kind, object_key(kind, probe))
+
+    def generate_name(self, kind: str, namespace: str, prefix: str, seed: str) -> str:
+        """The API server's generateName: ``prefix`` (cut to 58 characters) plus the first
+        5-character suffix not taken yet, drawn from ``seed``."""
+        prefix = prefix[:_MAX_GENERATE_PREFIX]
+        names = (prefix + name_suffix(f"{seed}/{n}") for n in itertools.count())
+        return next(name for name in names if self.state.raw(kind, (namespace, name)) is None)
+
+    def _held_uid(self, kind: str, namespace: str, name: str) -> str | None:
+        # An update without uid keeps the object's identity, as `kubectl apply` would.
+        held = self.state.raw(kind, (namespace, name))
+        return (held.get("metadata") or {}).get("uid") if held else None
+
+    def _new_uid(self, kind: str, namespace: str, name: str) -> str:
+        # Deterministic across runs, distinct for each re-creation of the same name.
+        key = (kind, namespace, name)
+        n = self._incarnations.get(key, 0)
+        self._incarnations[key] = n + 1
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"dra-extender/{kind}/{namespace}/{name}/{n}"))

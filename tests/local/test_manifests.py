@@ -1,0 +1,126 @@
+"""Loading a state directory or the demo: errors name their file, documents wait in a compact form
+and are let go once applied, every kind arrives."""
+
+from __future__ import annotations
+
+import weakref
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extender.cli import main
+from extender.local.cluster import LocalCluster, load_local
+from extender.local.manifests import read_manifests
+from extender.local.store import ManifestError
+from extender.state import ClusterState
+from tests.scheduling.cluster import gpu, gpu_cluster, node, node_slice, pod, template
+
+
+class Doc(dict):
+    """A plain dict that can be weakly referenced, to see when the loader lets it go."""
+
+
+class Probe(ClusterState):
+    """Records, at each apply, which of the loaded documents are still alive."""
+
+    def __init__(self, refs: list[weakref.ref[Doc]]) -> None:
+        super().__init__()
+        self.refs = refs
+        self.alive: list[list[bool]] = []
+
+    def apply(self, kind: str, obj: dict[str, Any]) -> None:
+        self.alive.append([ref() is not None for ref in self.refs])
+        super().apply(kind, obj)
+
+
+def test_documents_are_released_as_they_are_applied():
+    refs: list[weakref.ref[Doc]] = []
+
+    def docs():
+        # Pods-last order is the loader's: the slice comes after the node although given first.
+        for obj in (node_slice("node-0", [gpu("gpu-0")]), node("node-0"), node("node-1")):
+            doc = Doc(obj)
+            refs.append(weakref.ref(doc))
+            yield ("object", doc)
+
+    state = Probe(refs)
+    assert LocalCluster(state).load(docs()) == 3
+    # Applied in load order: node-0, node-1, then the slice; each earlier document is gone.
+    assert state.alive == [[True, True, True], [True, False, True], [True, False, False]]
+    assert state.counts()["Node"] == 2 and state.counts()["ResourceSlice"] == 1
+
+
+def test_documents_wait_in_plain_json_with_repeated_subtrees_shared(tmp_path: Path):
+    obj = node_slice("node-0", [gpu(f"gpu-{i}") for i in range(3)])
+    obj["metadata"]["creationTimestamp"] = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)  # a YAML timestamp
+    (tmp_path / "slices.yaml").write_text(yaml.safe_dump(obj))
+    [(origin, doc)] = read_manifests([tmp_path / "slices.yaml"])
+    assert origin.endswith("slices.yaml (document 1)")
+    assert doc["metadata"]["creationTimestamp"] == "2026-01-02T03:04:05+00:00"  # a string, as in JSON
+    first, second, third = doc["spec"]["devices"]
+    assert first["attributes"] is second["attributes"] is third["attributes"]
+    assert [d["name"] for d in (first, second, third)] == ["gpu-0", "gpu-1", "gpu-2"]
+
+
+def test_a_document_that_is_not_json_is_still_refused_with_its_origin(tmp_path: Path):
+    (tmp_path / "nodes.yaml").write_text("kind: Node\nmetadata: {name: n, labels: {1: a}}\n")
+    docs = read_manifests([tmp_path / "nodes.yaml"])
+    with pytest.raises(ManifestError, match=r"nodes\.yaml \(document 1\): not representable as JSON"):
+        LocalCluster(ClusterState()).load(docs)
+
+
+def test_invalid_file_is_rejected_with_its_name(tmp_path: Path):
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump_all(gpu_cluster(nodes=1)))
+    bad = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "c"}, "spec": []}
+    (tmp_path / "zz-bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(ManifestError, match=r"zz-bad\.yaml \(document 1\): .*ResourceClaim"):
+        load_local(ClusterState(), tmp_path)
+    (tmp_path / "zz-bad.yaml").write_text("kind: [unclosed")
+    with pytest.raises(ManifestError, match=r"zz-bad\.yaml"):
+        load_local(ClusterState(), tmp_path)
+    (tmp_path / "zz-bad.yaml").write_text(
+        yaml.safe_dump({"apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass"})
+    )
+    with pytest.raises(ManifestError, match="v1beta1"):
+        load_local(ClusterState(), tmp_path)
+
+
+def test_cli_exits_non_zero_on_bad_state_and_bad_gates(tmp_path: Path, capsys):
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"kind": "Gadget", "metadata": {"name": "x"}}))
+    assert main(["serve", "--state", str(tmp_path)]) != 0
+    assert "bad.yaml" in capsys.readouterr().err
+    assert main(["serve", "--feature-gates", "DRANope=true"]) != 0
+    assert "unknown feature gate" in capsys.readouterr().err
+
+
+def test_multi_document_directory_loads_every_kind(tmp_path: Path):
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "drain"},
+            "spec": {"taint": {"key": "maintenance", "effect": "NoSchedule"}}}
+    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"}), rule]
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump_all(objs[:3]))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump_all(objs[3:]))
+    (tmp_path / "ignored.txt").write_text("not yaml")
+    state = ClusterState()
+    load_local(state, tmp_path)
+    assert state.synced
+    assert state.counts() == {
+        "Node": 2,
+        "DeviceClass": 1,
+        "ResourceSlice": 2,
+        "DeviceTaintRule": 1,
+        "ResourceClaim": 1,
+        "ResourceClaimTemplate": 1,
+        "Pod": 1,
+    }
+
+
+def test_demo_cluster_loads_with_generated_claims():
+    state = ClusterState()
+    load_local(state, None)
+    assert state.synced and len(state.nodes) == 3 and len(state.slices) == 2
+    pods = {p.name: p for p in state.pods.values()}
+    assert all(state.claim("default", n) for p in pods.values() for n in p.claim_statuses.values())
+    assert any(not p.claims for p in pods.values())  # one pod needs no device at all
