@@ -52,7 +52,10 @@ class SchedulingContext:
     def __post_init__(self) -> None:
         self.features = self.config.feature_gates
         self.memory = SchedulerMemory(self.state, self.config.result_ttl_s, self.clock)
-        self.settler = Settler(self.state, self.binder, write_timeout_s=self.config.bind_timeout_s)
+        bind_timeout = self.config.bind_timeout_s
+        self.settler = Settler(
+            self.state, self.binder, write_timeout_s=bind_timeout, readback_s=min(2.0, max(0.1, bind_timeout / 2))
+        )
 
     @property
     def leading(self) -> bool:
