@@ -8,11 +8,10 @@ from typing import TYPE_CHECKING
 from extender.allocator.errors import AllocationError
 from extender.allocator.pools import Candidate, device_matches_node
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel.environment import compile_selector
 from extender.model import Device, Node
 
 if TYPE_CHECKING:
-    from extender.cel.environment import Selector
+    from extender.cel.environment import Environment, Selector
 
 
 class SelectorCache:
@@ -22,14 +21,15 @@ class SelectorCache:
     actually evaluated, as upstream does.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cel: Environment) -> None:
+        self._cel = cel
         self._compiled: dict[str, Selector | CelCompileError] = {}
 
     def get(self, expression: str) -> Selector | CelCompileError:
         compiled = self._compiled.get(expression)
         if compiled is None:
             try:
-                compiled = compile_selector(expression)
+                compiled = self._cel.compile_selector(expression)
             except CelCompileError as exc:
                 compiled = exc
             self._compiled[expression] = compiled

@@ -2,7 +2,8 @@
 
 The contract the allocator relies on (engines live behind it):
 
-- ``compile_selector(expression)`` returns a compiled selector or raises
+- ``Environment.compile_selector(expression)`` (``extender.cel.environment``; one environment
+  is built at start-up and passed in) returns a compiled selector or raises
   :class:`CelCompileError` with a cel-go style message.
 - ``selector.matches(device)`` returns True/False or raises :class:`CelRuntimeError`.
   Results are memoized per (expression, device version) in ``device.cel_memo``;

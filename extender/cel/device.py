@@ -40,6 +40,18 @@ class DeviceView:
     engine_cache: dict[Any, Any] = field(default_factory=dict)
 
 
+@dataclass
+class PlainDevice:
+    """A :class:`~extender.cel.DeviceInput` given as plain API-shaped maps, for callers that have
+    no parsed model device: the environment's warm-up, the parity runner, benchmarks, tests."""
+
+    driver: str
+    attributes: Mapping[str, Mapping[str, Any]]
+    capacity: Mapping[str, Mapping[str, Any]]
+    allow_multiple_allocations: bool
+    cel_memo: dict[Any, Any] = field(default_factory=dict)
+
+
 class _BadAttribute(Exception):
     """The reason one attribute cannot be converted (without the attribute's name)."""
 
