@@ -17,8 +17,9 @@ from fastapi import FastAPI
 from extender.api import create_app
 from extender.api.server import serve, servers
 from extender.api.tls import ReloadingTLS, TLSError, TLSFiles
+from extender.cel.engine import ENGINE_CHOICES
 from extender.cel.environment import Environment
-from extender.config import CEL_ENGINES, SCORE_POLICIES, Config, ConfigError, parse_feature_gates
+from extender.config import SCORE_POLICIES, Config, ConfigError, parse_feature_gates
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient, load_api_client
 from extender.kube.events import EventRecorder
@@ -43,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8888)
     serve.add_argument("--feature-gates", default="", help="kube-scheduler syntax: A=true,B=false")
-    serve.add_argument("--cel-engine", choices=CEL_ENGINES, default="auto")
+    serve.add_argument("--cel-engine", choices=ENGINE_CHOICES, default="auto")
     serve.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack")
     serve.add_argument(
         "--scheduler-name",
