@@ -76,7 +76,8 @@ class Overload:
     impl: Callable[..., Any]
 
 
-# (name, is_member) -> overloads
+# (name, is_member) -> overloads. Filled once, by the declarations of this module as it is
+# imported, and read-only after: a constant table, shared by every python engine.
 FUNCTIONS: dict[tuple[str, bool], list[Overload]] = {}
 
 # Type conversions: cel-go folds them over constant arguments when the program is built, so

@@ -121,6 +121,7 @@ class DomainMap(dict):  # type: ignore[type-arg]
     __slots__ = ()
 
 
+# What an unknown domain indexes to (see DomainMap): one shared value, so never mutated.
 EMPTY_DOMAIN: dict[str, Any] = {}
 
 
