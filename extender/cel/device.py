@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from extender.cel import DeviceInput
 from extender.cel.runtime.semver import Semver
 from extender.model.quantity import Quantity
 
 AttrValue = int | bool | str | Semver | list[int] | list[bool] | list[str] | list[Semver]
+_T = TypeVar("_T")
 
 VIEW_MEMO_KEY: Final = "view"
 
@@ -79,7 +80,7 @@ def _int(value: Any) -> int:
     return value
 
 
-def _typed(value: Any, kind: str, py_type: type) -> Any:
+def _typed(value: Any, kind: str, py_type: type[_T]) -> _T:
     if not isinstance(value, py_type):
         raise _BadAttribute(f"{kind} value expected, got {type(value).__name__}")
     return value

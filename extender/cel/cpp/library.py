@@ -507,7 +507,7 @@ def _kind(t: Any) -> str:
     another; overloads whose kinds coincide must share one implementation."""
     if t in (QT, ST, IPT, CIDRT, URLT):
         return "message"
-    name = t.name()
+    name: str = t.name()  # cel_expr_python is untyped: a cel.Type's name() is its str
     return name.split("(", 1)[0].split("<", 1)[0].lower()
 
 

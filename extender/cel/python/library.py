@@ -111,6 +111,10 @@ def _both(name: str, params: tuple[Type, ...], result: Type, impl: Callable[...,
 
 _NUMERIC = (INT, UINT, DOUBLE)
 
+# Loop variables of the declarations in this module, each reused for several kinds of values.
+_t: Type
+_getter: Callable[..., Any]
+
 for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", greater_eq)):
     for _l in _NUMERIC:
         for _r in _NUMERIC:
