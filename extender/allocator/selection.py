@@ -1,4 +1,8 @@
-"""Whether a device may serve a request: CEL selectors of class and request, node (§4, §5.3)."""
+"""Whether a device may serve a request: CEL selectors of class and request, node.
+
+Upstream: isSelectable and selectorsMatch in structured/internal/*/allocator_*.go of
+k8s.io/dynamic-resource-allocation (their error texts, and CEL errors fatal for the claim).
+"""
 
 from __future__ import annotations
 
