@@ -17,8 +17,9 @@ from fastapi import FastAPI
 from extender.api import create_app
 from extender.api.server import serve, servers
 from extender.api.tls import ReloadingTLS, TLSError, TLSFiles
-from extender.cel import environment
-from extender.config import CEL_ENGINES, SCORE_POLICIES, Config, ConfigError, parse_feature_gates
+from extender.cel.engine import ENGINE_CHOICES
+from extender.cel.environment import Environment
+from extender.config import SCORE_POLICIES, Config, ConfigError, parse_feature_gates
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient, load_api_client
 from extender.kube.events import EventRecorder
@@ -44,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8888)
     serve.add_argument("--feature-gates", default="", help="kube-scheduler syntax: A=true,B=false")
-    serve.add_argument("--cel-engine", choices=CEL_ENGINES, default="auto")
+    serve.add_argument("--cel-engine", choices=ENGINE_CHOICES, default="auto")
     serve.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack")
     serve.add_argument(
         "--scheduler-name",
@@ -108,17 +109,17 @@ def config_from_args(args: argparse.Namespace) -> Config:
     )
 
 
-def _configure_cel(engine: str) -> str:
-    """Select the process-wide CEL engine; returns the one in use."""
+def _cel_environment(engine: str) -> Environment:
+    """The CEL environment on ``--cel-engine``, warmed up."""
     try:
-        chosen = environment.configure(engine)
+        cel = Environment.create(engine)
         # Pay the engine's one-time set-up (grammar build, runtime init) now, not on the first
         # filter; an engine that answers the warm-up selector wrongly refuses to serve.
-        warm_up_s = environment.warm_up()
+        warm_up_s = cel.warm_up()
     except (ValueError, RuntimeError) as exc:
         raise ConfigError(f"--cel-engine {engine}: {exc}") from None
-    log.info("CEL engine: %s (warm-up %.0f ms)", chosen, warm_up_s * 1000)
-    return chosen
+    log.info("CEL engine: %s (warm-up %.0f ms)", cel.engine_name, warm_up_s * 1000)
+    return cel
 
 
 @dataclass
@@ -173,17 +174,18 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
 
     ``debug_endpoints`` None means the mode's default: on locally, off against a cluster.
     """
-    config = replace(config, cel_engine_in_use=_configure_cel(config.cel_engine))
+    cel = _cel_environment(config.cel_engine)
+    config = replace(config, cel_engine_in_use=cel.engine_name)
     debug = config.local if debug_endpoints is None else debug_endpoints
     state = ClusterState(config.feature_gates)
     if config.kube:
         parts = _kube_parts(config, state)
         ctx = SchedulingContext(
-            config, state, parts.binder, Metrics(), is_leader=parts.is_leader, events=parts.events
+            config, state, parts.binder, Metrics(), cel, is_leader=parts.is_leader, events=parts.events
         )
         return create_app(ctx, background=parts.background, debug=debug)
     cluster = load_local(state, config.state_dir)
-    ctx = SchedulingContext(config, state, LocalBinder(cluster), Metrics())
+    ctx = SchedulingContext(config, state, LocalBinder(cluster), Metrics(), cel)
     return create_app(ctx, cluster=cluster, debug=debug)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from extender.cel.engine import ENGINE_CHOICES
 from extender.model.features import Features
 
 SCORE_POLICIES = ("binpack", "spread", "none")
-CEL_ENGINES = ("auto", "cpp", "python")
 # The name the manifests deploy, and the one extender-protocol.md's examples use.
 DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler", "dra-scheduler")
 
@@ -69,8 +69,8 @@ class Config:
         if self.score_policy not in SCORE_POLICIES:
             choices = ", ".join(SCORE_POLICIES)
             raise ConfigError(f"score policy {self.score_policy!r}: choose one of {choices}")
-        if self.cel_engine not in CEL_ENGINES:
-            raise ConfigError(f"CEL engine {self.cel_engine!r}: choose one of {', '.join(CEL_ENGINES)}")
+        if self.cel_engine not in ENGINE_CHOICES:
+            raise ConfigError(f"CEL engine {self.cel_engine!r}: choose one of {', '.join(ENGINE_CHOICES)}")
         if not 0 < self.port < 65536:
             raise ConfigError(f"port {self.port} out of range")
         if self.max_body_bytes <= 0:

@@ -1,8 +1,8 @@
 """Prometheus collectors (``dra_extender_`` prefix), one registry per service instance.
 
-A registry per instance (not the global one) lets tests build several apps in one process.
-Cache object counts and CEL counters are read at scrape time, so nothing has to keep them
-in sync.
+A registry per instance (not the global one) lets tests build several apps in one process,
+each showing its own cluster state and its own CEL environment's counters. Cache object counts
+and CEL counters are read at scrape time, so nothing has to keep them in sync.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from extender.cel import environment as cel_environment
+from extender.cel.environment import CelStats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -41,10 +41,13 @@ class _StateCollector(Collector):
 
 
 class _CelCollector(Collector):
-    """The process-wide CEL counters (compilations, evaluations vs memo hits, errors)."""
+    """One CEL environment's counters (compilations, evaluations vs memo hits, errors)."""
+
+    def __init__(self, stats: CelStats) -> None:
+        self._stats = stats
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        for name, value in sorted(dataclasses.asdict(cel_environment.stats).items()):
+        for name, value in sorted(dataclasses.asdict(self._stats).items()):
             help_text = f"CEL {name.replace('_', ' ')}"
             yield CounterMetricFamily(f"dra_extender_cel_{name}", help_text, value=value)
 
@@ -72,7 +75,6 @@ class Metrics:
             "dra_extender_claim_writes", "Claim status writes by outcome", ["outcome"], registry=self.registry
         )
         self._attempts: dict[tuple[str, str], Any] = {}
-        self.registry.register(_CelCollector())
 
     def attempt(self, phase: str, outcome: str, n: int = 1) -> None:
         """Count allocation decisions; children are cached, labels() is costly."""
@@ -83,6 +85,10 @@ class Metrics:
 
     def watch_state(self, counts: Callable[[], Mapping[str, int]], inflight: Callable[[], int]) -> None:
         self.registry.register(_StateCollector(counts, inflight))
+
+    def watch_cel(self, stats: CelStats) -> None:
+        """Export ``stats``, the counters of the CEL environment this instance's allocators use."""
+        self.registry.register(_CelCollector(stats))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

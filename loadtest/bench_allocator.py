@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.allocator import AllocatedState, Allocator, Features, SliceList
+from extender.cel.environment import Environment
 from extender.model import parse_device_class, parse_node, parse_resource_claim, parse_resource_slice
 
 DRIVER = "gpu.example.com"
@@ -88,10 +89,11 @@ def scenario(devices: int, count: int, constraint: bool) -> tuple[Callable[[], o
     slices = SliceList([parse_resource_slice(_slice(devices))])
     claims = [parse_resource_claim(_claim(count, constraint))]
     state = AllocatedState()
-    reused = Allocator(FEATURES, state, classes, slices)
+    cel = Environment.create()
+    reused = Allocator(FEATURES, state, classes, slices, cel)
 
     def fresh() -> object:
-        result = Allocator(FEATURES, state, classes, slices).allocate(node, claims)
+        result = Allocator(FEATURES, state, classes, slices, cel).allocate(node, claims)
         assert result is not None and len(result[0].devices) == count
         return result
 

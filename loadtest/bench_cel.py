@@ -18,10 +18,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from extender.cel.device import build_device_view
+from extender.cel.device import PlainDevice, build_device_view
 from extender.cel.engine import Engine, make_engine, unavailable_reason
-from extender.cel.environment import compile_selector, configure
-from extender.tools.cel_parity import CaseDevice
+from extender.cel.environment import Environment
 
 DRIVER = "gpu.example.com"
 TYPICAL = (
@@ -31,10 +30,10 @@ TYPICAL = (
 ENGINES = ("cpp", "python")
 
 
-def _devices(n: int) -> list[CaseDevice]:
+def _devices(n: int) -> list[PlainDevice]:
     models = ("a100", "h100", "l4")
     return [
-        CaseDevice(
+        PlainDevice(
             driver=DRIVER,
             attributes={
                 "model": {"string": models[i % len(models)]},
@@ -61,7 +60,6 @@ def _per_op(rounds: int, ops: int, body: Callable[[int], None]) -> float:
 
 def bench_engine(name: str, devices: int, rounds: int) -> dict[str, float]:
     engine: Engine = make_engine(name)
-    configure(name)
     compile_count = 50
 
     def compile_round(r: int) -> None:
@@ -73,7 +71,7 @@ def bench_engine(name: str, devices: int, rounds: int) -> dict[str, float]:
     # A fresh fleet per round: "cold" must meet every device version for the first time.
     fleets = [_devices(devices) for _ in range(rounds)]
     spare = _devices(devices)
-    selector = compile_selector(TYPICAL)
+    selector = Environment(engine).compile_selector(TYPICAL)
     other = engine.compile(TYPICAL.replace("40Gi", "41Gi"))
 
     def views(r: int) -> None:

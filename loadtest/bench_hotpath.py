@@ -19,6 +19,7 @@ import pstats
 import time
 from dataclasses import dataclass
 
+from extender.cel.environment import Environment
 from extender.config import Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
@@ -56,7 +57,9 @@ def service(workload: Workload) -> SchedulingContext:
     cluster.load((f"object {i}", obj) for i, obj in enumerate(workload.objects))
     for kind in KINDS:
         state.mark_synced(kind)
-    return SchedulingContext(config, state, LocalBinder(cluster), Metrics())
+    cel = Environment.create(config.cel_engine)
+    cel.warm_up()
+    return SchedulingContext(config, state, LocalBinder(cluster), Metrics(), cel)
 
 
 async def schedule(ctx: SchedulingContext, workload: Workload, candidates: int) -> HotPathFigures:

@@ -159,9 +159,10 @@ def test_every_room_has_a_layer() -> None:
         _layer(_room(module)) if _room(module) != "__init__" else None
 
 
-@pytest.mark.parametrize(
-    "folder", sorted({p.parent for p in PACKAGE.rglob("*.py")}), ids=lambda p: str(p.relative_to(PACKAGE.parent))
-)
+FOLDERS = sorted({p.parent for p in PACKAGE.rglob("*.py")})
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
 def test_no_folder_holds_more_than_fifteen_modules(folder: Path) -> None:
     modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
     assert len(modules) <= MAX_MODULES_PER_FOLDER, f"{folder}: {len(modules)} modules, split it into rooms"

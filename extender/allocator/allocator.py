@@ -14,6 +14,7 @@ from extender.allocator.search import Search
 from extender.allocator.selection import SelectorCache
 from extender.allocator.sources import SliceSource
 from extender.allocator.state import AllocatedState
+from extender.cel.environment import Environment
 from extender.model import AllocationResult, DeviceClass, Node, ResourceClaim
 from extender.model.features import Features
 
@@ -24,6 +25,7 @@ class Allocator:
     Caches live as long as the object and assume its inputs (features, allocated state,
     classes, slices) do not change: the node's gathered pools, compiled selectors, and the
     per-pool available counters (upstream keeps that one for the allocator's lifetime too).
+    Selectors are compiled by ``cel``, the CEL environment (engine, cache, counters) it is given.
     """
 
     def __init__(
@@ -32,6 +34,7 @@ class Allocator:
         allocated: AllocatedState,
         classes: Mapping[str, DeviceClass],
         slices: SliceSource,
+        cel: Environment,
         deadline: float | None = None,
     ) -> None:
         self.features = features
@@ -41,7 +44,7 @@ class Allocator:
         self.deadline = deadline
         self.last_failure = ""
         self._pools: dict[str | None, list[Pool]] = {}
-        self._selectors = SelectorCache()
+        self._selectors = SelectorCache(cel)
         self._counters: dict[str, CounterValues] = {}
 
     def pools_for(self, node: Node | None) -> list[Pool]:

@@ -1,4 +1,8 @@
-"""Whether a device may serve a request: CEL selectors of class and request, node (§4, §5.3)."""
+"""Whether a device may serve a request: CEL selectors of class and request, node.
+
+Upstream: isSelectable and selectorsMatch in structured/internal/*/allocator_*.go of
+k8s.io/dynamic-resource-allocation (their error texts, and CEL errors fatal for the claim).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,10 @@ from typing import TYPE_CHECKING
 from extender.allocator.errors import AllocationError
 from extender.allocator.pools import Candidate, device_matches_node
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel.environment import compile_selector
 from extender.model import Device, Node
 
 if TYPE_CHECKING:
-    from extender.cel.environment import Selector
+    from extender.cel.environment import Environment, Selector
 
 
 class SelectorCache:
@@ -22,14 +25,15 @@ class SelectorCache:
     actually evaluated, as upstream does.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cel: Environment) -> None:
+        self._cel = cel
         self._compiled: dict[str, Selector | CelCompileError] = {}
 
     def get(self, expression: str) -> Selector | CelCompileError:
         compiled = self._compiled.get(expression)
         if compiled is None:
             try:
-                compiled = compile_selector(expression)
+                compiled = self._cel.compile_selector(expression)
             except CelCompileError as exc:
                 compiled = exc
             self._compiled[expression] = compiled

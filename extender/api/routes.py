@@ -74,6 +74,7 @@ def create_app(
     app = FastAPI(title="dra-extender", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     state, metrics, limit = ctx.state, ctx.metrics, ctx.config.max_body_bytes
     metrics.watch_state(state.counts, lambda: len(state.inuse.inflight))
+    metrics.watch_cel(ctx.cel.stats)
 
     def verb(name: str, handler: Handler) -> None:
         async def endpoint(request: Request) -> Response:

@@ -2,7 +2,8 @@
 
 The contract the allocator relies on (engines live behind it):
 
-- ``compile_selector(expression)`` returns a compiled selector or raises
+- ``Environment.compile_selector(expression)`` (``extender.cel.environment``; one environment
+  is built at start-up and passed in) returns a compiled selector or raises
   :class:`CelCompileError` with a cel-go style message.
 - ``selector.matches(device)`` returns True/False or raises :class:`CelRuntimeError`.
   Results are memoized per (expression, device version) in ``device.cel_memo``;
@@ -36,13 +37,26 @@ class CelRuntimeError(CelError):
 
 
 class DeviceInput(Protocol):
-    """What the CEL layer reads of a device (API-shaped values, parsed lazily)."""
+    """What the CEL layer reads of a device (API-shaped values, parsed lazily).
 
-    driver: str
+    Read-only members: the CEL layer never assigns them, so frozen devices qualify.
+    """
+
+    @property
+    def driver(self) -> str: ...
+
     # qualified or bare attribute name -> API value dict, e.g. {"int": 1}, {"strings": ["a"]}
-    attributes: Mapping[str, Mapping[str, Any]]
+    @property
+    def attributes(self) -> Mapping[str, Mapping[str, Any]]: ...
+
     # qualified or bare capacity name -> {"value": "80Gi", "requestPolicy": {...}}
-    capacity: Mapping[str, Mapping[str, Any]]
-    allow_multiple_allocations: bool
-    # Owned by the CEL layer: the activation and memoized results for this device version.
-    cel_memo: dict[Any, Any]
+    @property
+    def capacity(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    @property
+    def allow_multiple_allocations(self) -> bool: ...
+
+    # Owned by the CEL layer: the activation and memoized results for this device version
+    # (filled in place, never replaced).
+    @property
+    def cel_memo(self) -> dict[Any, Any]: ...

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from extender.cel import DeviceInput
 from extender.cel.runtime.semver import Semver
 from extender.model.quantity import Quantity
 
 AttrValue = int | bool | str | Semver | list[int] | list[bool] | list[str] | list[Semver]
+_T = TypeVar("_T")
 
 VIEW_MEMO_KEY: Final = "view"
 
@@ -38,6 +39,18 @@ class DeviceView:
     error: str | None = None
     # Engines keep their own per-device activation here (keyed by engine).
     engine_cache: dict[Any, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PlainDevice:
+    """A :class:`~extender.cel.DeviceInput` given as plain API-shaped maps, for callers that have
+    no parsed model device: the environment's warm-up, the parity runner, benchmarks, tests."""
+
+    driver: str
+    attributes: Mapping[str, Mapping[str, Any]]
+    capacity: Mapping[str, Mapping[str, Any]]
+    allow_multiple_allocations: bool
+    cel_memo: dict[Any, Any] = field(default_factory=dict)
 
 
 class _BadAttribute(Exception):
@@ -67,7 +80,7 @@ def _int(value: Any) -> int:
     return value
 
 
-def _typed(value: Any, kind: str, py_type: type) -> Any:
+def _typed(value: Any, kind: str, py_type: type[_T]) -> _T:
     if not isinstance(value, py_type):
         raise _BadAttribute(f"{kind} value expected, got {type(value).__name__}")
     return value

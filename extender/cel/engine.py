@@ -41,7 +41,8 @@ def _load(name: str) -> Engine:
     if name not in _ENGINE_MODULES:
         raise ValueError(f"unknown CEL engine {name!r}; choose one of {', '.join(ENGINE_CHOICES)}")
     module = importlib.import_module(_ENGINE_MODULES[name])
-    return module.make()
+    engine: Engine = module.make()  # each engine module's ``make`` returns its Engine
+    return engine
 
 
 def unavailable_reason(name: str) -> str | None:

@@ -1,7 +1,12 @@
-"""The CEL entry points the allocator uses: compiled-selector cache, per-device memo, counters.
+"""The CEL entry point the allocator uses: an :class:`Environment` owning one engine, its
+compiled-selector cache and its counters.
 
-A selector is compiled once per process (errors included, so a bad class selector costs one
-compilation however many pods name it) and its verdict on a device is memoized in the
+An environment is built explicitly (``Environment.create("auto")``) and handed to whoever
+compiles selectors; nothing here is process-wide, so two environments (say one per engine in
+a test, or one per app instance) never share compiled selectors or counters.
+
+A selector is compiled once per environment (errors included, so a bad class selector costs
+one compilation however many pods name it) and its verdict on a device is memoized in the
 device's ``cel_memo``: devices are immutable and replaced when their slice changes, so the
 memo never needs invalidating.
 """
@@ -15,16 +20,23 @@ from dataclasses import dataclass, fields
 from cachetools import LRUCache
 
 from extender.cel import CelCompileError, CelRuntimeError, DeviceInput
-from extender.cel.device import view_for
+from extender.cel.device import PlainDevice, view_for
 from extender.cel.engine import Engine, Program, make_engine
 
+# The longest selector accepted, in UTF-8 bytes; checked here, before any engine sees it.
 MAX_EXPRESSION_BYTES = 10 * 1024
 SELECTOR_CACHE_SIZE = 8192
+
+# A typical selector and a device it matches: compiled and run by Environment.warm_up().
+WARM_UP_SELECTOR = (
+    'device.driver == "warm-up.example.com" && device.attributes["warm-up.example.com"].model == "a100"'
+    ' && device.capacity["warm-up.example.com"].memory.compareTo(quantity("40Gi")) >= 0'
+)
 
 
 @dataclass
 class CelStats:
-    """Process-wide counters, read by the metrics endpoint."""
+    """One environment's counters, read by the metrics endpoint."""
 
     compilations: int = 0
     compile_errors: int = 0
@@ -39,24 +51,25 @@ class CelStats:
             setattr(self, f.name, f.default)
 
 
-stats = CelStats()
-
-
 class Selector:
-    """A compiled selector bound to the engine that compiled it."""
+    """A compiled selector bound to the engine that compiled it and its environment's counters."""
 
-    __slots__ = ("_memo_key", "_program", "expression")
+    __slots__ = ("_memo_key", "_program", "_stats", "expression")
 
-    def __init__(self, expression: str, program: Program, engine_name: str) -> None:
+    def __init__(self, expression: str, program: Program, engine_name: str, stats: CelStats) -> None:
         self.expression = expression
         self._program = program
-        # The engine is part of the key so switching engines never reuses another's verdicts.
+        self._stats = stats
+        # The engine is part of the key so another engine never reuses these verdicts; a verdict
+        # depends only on the engine, the expression and the device, so environments with the
+        # same engine may share it (the one finding it counts a memo hit, not an evaluation).
         self._memo_key = ("cel", engine_name, expression)
 
     def matches(self, device: DeviceInput) -> bool:
         """Whether ``device`` satisfies the selector; raises :class:`CelRuntimeError`."""
+        stats = self._stats
         memo = device.cel_memo
-        outcome = memo.get(self._memo_key)
+        outcome: bool | CelRuntimeError | None = memo.get(self._memo_key)
         if outcome is not None:
             stats.memo_hits += 1
         else:
@@ -75,105 +88,92 @@ class Selector:
         return f"Selector({self.expression!r})"
 
 
-_lock = threading.Lock()
-_engine: Engine | None = None
-_cache: LRUCache[str, Selector | CelCompileError] = LRUCache(maxsize=SELECTOR_CACHE_SIZE)
+class Environment:
+    """One CEL engine with its compiled-selector cache and counters (``--cel-engine``)."""
 
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.stats = CelStats()
+        self._lock = threading.Lock()
+        # Expression -> compiled selector or its compile error. Never invalidated: the engine
+        # is fixed for the environment's lifetime; bounded by least-recent eviction.
+        self._cache: LRUCache[str, Selector | CelCompileError] = LRUCache(maxsize=SELECTOR_CACHE_SIZE)
 
-def configure(engine: str = "auto") -> str:
-    """Select the process-wide engine (``--cel-engine``); returns the name actually used.
+    @classmethod
+    def create(cls, engine: str = "auto") -> Environment:
+        """An environment on engine ``engine`` (``auto`` prefers the C++ runtime).
 
-    Raises ValueError for an unknown name and ImportError when that engine is not installed.
-    """
-    global _engine
-    chosen = make_engine(engine)
-    with _lock:
-        _engine = chosen
-        _cache.clear()
-    return chosen.name
+        Raises ValueError for an unknown name and ImportError when that engine is not installed.
+        """
+        return cls(make_engine(engine))
 
+    @property
+    def engine_name(self) -> str:
+        """The engine actually in use (what ``auto`` resolved to)."""
+        return self._engine.name
 
-def current_engine_name() -> str:
-    return _current_engine().name
+    def compile_selector(self, expression: str) -> Selector:
+        """The compiled selector for ``expression``; raises :class:`CelCompileError`."""
+        if not isinstance(expression, str):
+            raise CelCompileError(
+                f"expression must be a string, not {type(expression).__name__}", str(expression)
+            )
+        with self._lock:
+            cached = self._cache.get(expression)
+        if cached is None:
+            cached = self._compile(expression)
+            with self._lock:
+                self._cache[expression] = cached
+        else:
+            self.stats.cache_hits += 1
+        if isinstance(cached, CelCompileError):
+            raise CelCompileError(cached.message, expression)
+        return cached
 
+    def _compile(self, expression: str) -> Selector | CelCompileError:
+        stats = self.stats
+        size = len(expression.encode("utf-8", "surrogatepass"))
+        if size > MAX_EXPRESSION_BYTES:
+            stats.compile_errors += 1
+            return CelCompileError(
+                f"expression is {size} bytes long, more than the maximum of {MAX_EXPRESSION_BYTES}",
+                expression,
+            )
+        started = time.perf_counter()
+        try:
+            program = self._engine.compile(expression)
+        except CelCompileError as exc:
+            stats.compile_errors += 1
+            return exc
+        finally:
+            stats.compilations += 1
+            stats.compile_seconds += time.perf_counter() - started
+        return Selector(expression, program, self._engine.name, stats)
 
-def _current_engine() -> Engine:
-    global _engine
-    with _lock:
-        if _engine is None:
-            _engine = make_engine("auto")
-        return _engine
+    def warm_up(self) -> float:
+        """Compile and run a typical selector once, outside the cache and the counters, so that
+        the one-off costs (the pure-Python engine's grammar build, the C++ environment's first
+        compilation, library caches) are paid at start-up instead of by the first request.
 
-
-def compile_selector(expression: str) -> Selector:
-    """The compiled selector for ``expression``; raises :class:`CelCompileError`."""
-    if not isinstance(expression, str):
-        raise CelCompileError(
-            f"expression must be a string, not {type(expression).__name__}", str(expression)
+        Doubles as a self-check: an engine that gets this selector wrong must not serve.
+        Returns the seconds spent; raises RuntimeError if the verdict is not the expected True.
+        """
+        started = time.perf_counter()
+        engine = self._engine
+        device = PlainDevice(
+            driver="warm-up.example.com",
+            attributes={"model": {"string": "a100"}},
+            capacity={"memory": {"value": "80Gi"}},
+            allow_multiple_allocations=False,
         )
-    with _lock:
-        cached = _cache.get(expression)
-    if cached is None:
-        cached = _compile(expression)
-        with _lock:
-            _cache[expression] = cached
-    else:
-        stats.cache_hits += 1
-    if isinstance(cached, CelCompileError):
-        raise CelCompileError(cached.message, expression)
-    return cached
-
-
-def _compile(expression: str) -> Selector | CelCompileError:
-    size = len(expression.encode("utf-8", "surrogatepass"))
-    if size > MAX_EXPRESSION_BYTES:
-        stats.compile_errors += 1
-        return CelCompileError(
-            f"expression is {size} bytes long, more than the maximum of {MAX_EXPRESSION_BYTES}", expression
-        )
-    engine = _current_engine()
-    started = time.perf_counter()
-    try:
-        program = engine.compile(expression)
-    except CelCompileError as exc:
-        stats.compile_errors += 1
-        return exc
-    finally:
-        stats.compilations += 1
-        stats.compile_seconds += time.perf_counter() - started
-    return Selector(expression, program, engine.name)
-
-
-# A typical selector and a device it matches: compiled and run by warm_up().
-WARM_UP_SELECTOR = (
-    'device.driver == "warm-up.example.com" && device.attributes["warm-up.example.com"].model == "a100"'
-    ' && device.capacity["warm-up.example.com"].memory.compareTo(quantity("40Gi")) >= 0'
-)
-
-
-def warm_up() -> float:
-    """Compile and run a typical selector once, outside the cache and the counters, so that the
-    one-off costs (the pure-Python engine's grammar build, the C++ environment's first
-    compilation, library caches) are paid at start-up instead of by the first request.
-
-    Doubles as a self-check: an engine that gets this selector wrong must not serve. Returns
-    the seconds spent; raises RuntimeError if the verdict is not the expected True.
-    """
-    # parity imports this module; its plain device class is needed only here.
-    from extender.tools.cel_parity import CaseDevice
-
-    started = time.perf_counter()
-    engine = _current_engine()
-    device = CaseDevice(
-        driver="warm-up.example.com",
-        attributes={"model": {"string": "a100"}},
-        capacity={"memory": {"value": "80Gi"}},
-        allow_multiple_allocations=False,
-    )
-    try:
-        verdict = engine.compile(WARM_UP_SELECTOR).evaluate(view_for(device))
-    except (CelCompileError, CelRuntimeError) as exc:
-        raise RuntimeError(f"CEL engine {engine.name} failed its warm-up selector: {exc.message}") from exc
-    if verdict is not True:
-        raise RuntimeError(f"CEL engine {engine.name} answered {verdict!r} to its warm-up selector, not True")
-    return time.perf_counter() - started
+        try:
+            verdict = engine.compile(WARM_UP_SELECTOR).evaluate(view_for(device))
+        except (CelCompileError, CelRuntimeError) as exc:
+            raise RuntimeError(
+                f"CEL engine {engine.name} failed its warm-up selector: {exc.message}"
+            ) from exc
+        if verdict is not True:
+            raise RuntimeError(
+                f"CEL engine {engine.name} answered {verdict!r} to its warm-up selector, not True"
+            )
+        return time.perf_counter() - started

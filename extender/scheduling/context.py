@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from extender.allocator import AllocatedState, Allocator, Features
+from extender.cel.environment import Environment
 from extender.config import Config
 from extender.metrics import Metrics
 from extender.model.refs import PodRef
@@ -36,6 +37,7 @@ class SchedulingContext:
     state: ClusterState
     binder: Binder
     metrics: Metrics
+    cel: Environment  # compiles the selectors of every allocator made here
     # With leader election: only the leader commits binds and reports ready.
     is_leader: Callable[[], bool] | None = None
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
@@ -77,5 +79,6 @@ class SchedulingContext:
             self.allocated_state() if allocated is None else allocated,
             self.state.classes,
             self.state.slices,
+            self.cel,
             deadline=deadline,
         )

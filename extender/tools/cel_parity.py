@@ -4,7 +4,7 @@
 
 Each case is ``{name, expression, device: {driver, attributes, capacity,
 allowMultipleAllocations}, expect: true|false|error|compile-error}``. Cases go through the
-same path as the allocator (``compile_selector`` then ``Selector.matches``).
+same path as the allocator (``Environment.compile_selector`` then ``Selector.matches``).
 """
 
 from __future__ import annotations
@@ -12,32 +12,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel.device import PlainDevice
 from extender.cel.engine import ENGINE_CHOICES
-from extender.cel.environment import compile_selector, configure
+from extender.cel.environment import Environment
 
 OUTCOMES = ("true", "false", "error", "compile-error")
 
 
 class CaseFileError(Exception):
     """The case file cannot be read or a case is malformed."""
-
-
-@dataclass
-class CaseDevice:
-    """A device as the allocator hands it to the CEL layer (see ``DeviceInput``)."""
-
-    driver: str
-    attributes: Mapping[str, Mapping[str, Any]]
-    capacity: Mapping[str, Mapping[str, Any]]
-    allow_multiple_allocations: bool
-    cel_memo: dict[Any, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -47,9 +37,9 @@ class Case:
     device: Mapping[str, Any]
     expect: str
 
-    def new_device(self) -> CaseDevice:
+    def new_device(self) -> PlainDevice:
         """A fresh device each time, so no memo leaks between runs or engines."""
-        return CaseDevice(
+        return PlainDevice(
             driver=self.device.get("driver", ""),
             attributes=self.device.get("attributes") or {},
             capacity=self.device.get("capacity") or {},
@@ -109,10 +99,10 @@ def load_cases(path: str | Path) -> list[Case]:
     return cases
 
 
-def run_case(case: Case) -> Outcome:
-    """Evaluate one case with the configured engine."""
+def run_case(case: Case, cel: Environment) -> Outcome:
+    """Evaluate one case in ``cel``."""
     try:
-        selector = compile_selector(case.expression)
+        selector = cel.compile_selector(case.expression)
     except CelCompileError as exc:
         return Outcome("compile-error", exc.message)
     try:
@@ -130,14 +120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         cases = load_cases(args.path)
-        engine = configure(args.engine)
+        cel = Environment.create(args.engine)
     except (CaseFileError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"engine: {engine}")
+    print(f"engine: {cel.engine_name}")
     failed = 0
     for case in cases:
-        got = run_case(case)
+        got = run_case(case, cel)
         if got.kind == case.expect:
             print(f"PASS {case.name}")
         else:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from extender.allocator import AllocatedState, AllocationError, Allocator, SliceList
+from extender.cel.environment import Environment
 from extender.model import (
     DeviceID,
     Features,
@@ -62,7 +63,7 @@ def build_state(case: Mapping[str, Any]) -> AllocatedState:
     return AllocatedState.from_holdings([Holdings(tuple(devices), tuple(shares), tuple(capacity))])
 
 
-def run_case(case: Mapping[str, Any]) -> tuple[str, Any]:
+def run_case(case: Mapping[str, Any], cel: Environment) -> tuple[str, Any]:
     """("allocated", [api results]) | ("unsatisfiable", reason) | ("error", message)."""
     try:
         features = Features.from_gate_names(case.get("features") or [])
@@ -73,7 +74,7 @@ def run_case(case: Mapping[str, Any]) -> tuple[str, Any]:
         state = build_state(case)
     except ValueError as exc:
         return "error", f"invalid input: {exc}"
-    allocator = Allocator(features, state, classes, slices)
+    allocator = Allocator(features, state, classes, slices, cel)
     try:
         results = allocator.allocate(node, claims)
     except AllocationError as exc:
@@ -140,11 +141,11 @@ def _normalise(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def judge(case: Mapping[str, Any]) -> Verdict:
+def judge(case: Mapping[str, Any], cel: Environment) -> Verdict:
     name = str(case.get("name", "<unnamed>"))
     expect = case.get("expect") or {}
     want = expect.get("outcome")
-    outcome, detail = run_case(case)
+    outcome, detail = run_case(case, cel)
     if outcome != want:
         hint = f" (expected error text: {expect.get('error')})" if want == "error" else ""
         return Verdict(name, False, f"expected outcome {want}{hint}, got {outcome}: {_short(detail)}")
@@ -204,9 +205,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         files = list(case_files(args.paths))
     except FileNotFoundError as exc:
         parser.error(str(exc))
+    cel = Environment.create()
     for path in files:
         try:
-            verdicts.append(judge(load_case(path)))
+            verdicts.append(judge(load_case(path), cel))
         except (ValueError, yaml.YAMLError) as exc:
             verdicts.append(Verdict(path.stem, False, f"cannot load case: {exc}"))
     failed = [v for v in verdicts if not v.passed]

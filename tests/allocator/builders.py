@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.allocator import AllocatedState, Allocator, Features, SliceList
+from extender.cel.environment import Environment
 from extender.model import (
     AllocationResult,
     DeviceClass,
@@ -94,13 +95,16 @@ def allocator(
     gates: list[str] | None = None,
     state: AllocatedState | None = None,
     deadline: float | None = None,
+    cel: Environment | None = None,
 ) -> Allocator:
+    """An allocator over ``slices``; without ``cel``, in a CEL environment of its own."""
     classes = classes if classes is not None else [device_class()]
     return Allocator(
         Features.from_gate_names(ALL_GATES if gates is None else gates),
         state or AllocatedState(),
         {c.name: c for c in classes},
         SliceList(slices),
+        cel or Environment.create(),
         deadline,
     )
 

@@ -10,13 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.api import create_app
+from extender.cel.environment import Environment
 from extender.config import Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
 from extender.state import KINDS, ClusterState
-from tests.scheduling.cluster import Service, bind_call, claim, gpu_cluster, pod, template
+from tests.scheduling.cluster import Service, bind_call, claim, filter_call, gpu_cluster, pod, template
 
 
 @pytest.fixture
@@ -187,7 +188,8 @@ def test_oversized_body_is_refused():
 
 def test_unsynced_state_refuses_filter_and_is_not_ready():
     state = ClusterState()
-    ctx = SchedulingContext(Config(), state, LocalBinder(LocalCluster(state)), Metrics())
+    binder = LocalBinder(LocalCluster(state))
+    ctx = SchedulingContext(Config(), state, binder, Metrics(), Environment.create())
     app = create_app(ctx)
 
     async def call():
@@ -247,6 +249,63 @@ def test_health_readiness_metrics_and_debug(svc):
     assert r["explain_bad"].status_code == 400 and r["explain_unknown"].status_code == 404
     bound = svc.run(lambda c: c.get("/debug/explain", params={"pod": "default/p"})).json()
     assert [d["published"] for d in bound["claims"][0]["devices"]] == [True]
+
+
+def test_metrics_show_the_apps_own_cel_counters():
+    def objs():
+        return [*gpu_cluster(nodes=2, per_node=1), claim("c"), pod("q", claims={"c": "c"})]
+
+    busy, idle = Service(objs()), Service(objs())
+    assert busy.ctx.cel is not idle.ctx.cel
+
+    async def filtered(client):
+        await filter_call(client, busy.pod("q"), ["node-0", "node-1"])
+        return (await client.get("/metrics")).text
+
+    def cel_counters(text: str) -> dict[str, float]:
+        lines = (line.split() for line in text.splitlines() if line.startswith("dra_extender_cel_"))
+        return {name: float(value) for name, value in lines}
+
+    busy_counters = cel_counters(busy.run(filtered))
+    idle_counters = cel_counters(idle.run(lambda c: c.get("/metrics")).text)
+    stats = busy.ctx.cel.stats
+    assert stats.compilations >= 1 and stats.evaluations >= 2
+    assert busy_counters["dra_extender_cel_compilations_total"] == stats.compilations
+    assert busy_counters["dra_extender_cel_evaluations_total"] == stats.evaluations
+    # The other app's environment compiled and evaluated nothing, whatever this one did.
+    assert idle_counters["dra_extender_cel_compilations_total"] == 0
+    assert idle_counters["dra_extender_cel_evaluations_total"] == 0
+
+
+def test_local_apply_and_delete(svc):
+    async def call(client):
+        applied = await client.post(
+            "/local/apply", json=[template("two"), pod("new", templates={"gpu": "two"})]
+        )
+        bad = await client.post("/local/apply", json={"kind": "Secret", "metadata": {"name": "s"}})
+        bad_claim = await client.post(
+            "/local/apply", json={"kind": "ResourceClaim", "metadata": {"name": "x"}, "spec": {"devices": 3}}
+        )
+        bound = await bind_call(client, svc.pod("new"), "node-0")
+        deleted = await client.post(
+            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
+        )
+        missing = await client.post(
+            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
+        )
+        wrong = await client.post("/local/delete", json={"kind": "Gadget", "name": "x"})
+        return applied, bad, bad_claim, bound, deleted, missing, wrong
+
+    applied, bad, bad_claim, bound, deleted, missing, wrong = svc.run(call)
+    assert applied.status_code == 200
+    assert [a["kind"] for a in applied.json()["applied"]] == ["ResourceClaimTemplate", "Pod"]
+    assert bad.status_code == 400 and "Secret" in bad.json()["error"]
+    assert bad_claim.status_code == 400 and "ResourceClaim" in bad_claim.json()["error"]
+    assert bound == ""
+    assert deleted.status_code == 200 and missing.status_code == 404 and wrong.status_code == 400
+    assert svc.state.pod("default", "new") is None
+    assert not [c for c in svc.state.claims.values() if c.name.startswith("new-gpu-")]
+    assert not svc.state.inuse.devices  # the generated claim went away with its pod
 
 
 def test_preempt_in_full_object_mode_answers_meta_victims(svc):

@@ -16,9 +16,8 @@ from extender.cel.cpp.engine import CppEngine, CppProgram
 from extender.cel.cpp.library import go_time_text
 from extender.cel.cpp.rewrite import MAX_BALANCED_OPERANDS, balanced_sums, field_presence, rewrite
 from extender.cel.cpp.tokens import tokens
-from extender.cel.device import view_for
+from extender.cel.device import PlainDevice, view_for
 from extender.model.quantity import Quantity
-from extender.tools.cel_parity import CaseDevice
 
 G = 'device.attributes["gpu.example.com"]'
 
@@ -28,8 +27,8 @@ def engine() -> CppEngine:
     return CppEngine()
 
 
-def gpu(**attributes: dict[str, object]) -> CaseDevice:
-    return CaseDevice(
+def gpu(**attributes: dict[str, object]) -> PlainDevice:
+    return PlainDevice(
         driver="gpu.example.com",
         attributes={
             "model": {"string": "a100"},
@@ -45,7 +44,7 @@ def gpu(**attributes: dict[str, object]) -> CaseDevice:
     )
 
 
-def run(engine: CppEngine, expression: str, device: CaseDevice | None = None) -> bool:
+def run(engine: CppEngine, expression: str, device: PlainDevice | None = None) -> bool:
     return engine.compile(expression).evaluate(view_for(device or gpu()))
 
 
@@ -56,7 +55,7 @@ def compile_error(engine: CppEngine, expression: str) -> str:
     return info.value.message
 
 
-def runtime_error(engine: CppEngine, expression: str, device: CaseDevice | None = None) -> str:
+def runtime_error(engine: CppEngine, expression: str, device: PlainDevice | None = None) -> str:
     program = engine.compile(expression)
     with pytest.raises(CelRuntimeError) as info:
         program.evaluate(view_for(device or gpu()))
@@ -257,7 +256,7 @@ def test_integer_trait_of_each_device_capacity(engine: CppEngine) -> None:
     program = engine.compile('device.capacity["gpu.example.com"].cores.isInteger()')
     for order in (("4", "4000m"), ("4000m", "4")):
         for cores in order:
-            device = CaseDevice("gpu.example.com", {}, {"cores": {"value": cores}}, False)
+            device = PlainDevice("gpu.example.com", {}, {"cores": {"value": cores}}, False)
             assert program.evaluate(view_for(device)) is Quantity.parse(cores).is_integer()
 
 
@@ -684,10 +683,9 @@ _OPTIONALS_TO_PYTHON = {
 _CHILD = """
 import json, sys
 from extender.cel import CelRuntimeError
-from extender.cel.device import view_for
+from extender.cel.device import PlainDevice, view_for
 from extender.cel.cpp.engine import CppEngine, CppProgram
-from extender.tools.cel_parity import CaseDevice
-device = CaseDevice("gpu.example.com", {"model": {"string": "a100"}}, {}, False)
+device = PlainDevice("gpu.example.com", {"model": {"string": "a100"}}, {}, False)
 engine, out = CppEngine(), {}
 for expression in json.loads(sys.argv[1]):
     try:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel.device import view_for
+from extender.cel.device import PlainDevice, view_for
 from extender.cel.engine import Engine, make_engine, unavailable_reason
-from extender.tools.cel_parity import CaseDevice
 
 G = 'device.attributes["gpu.example.com"]'
-DEVICE = CaseDevice(
+DEVICE = PlainDevice(
     driver="gpu.example.com",
     attributes={"model": {"string": "a100"}, "ids": {"ints": [1, 2, 3]}},
     capacity={"memory": {"value": "80Gi"}, "cores": {"value": "4"}},

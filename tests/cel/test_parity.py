@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from extender.cel import environment
 from extender.cel.engine import unavailable_reason
+from extender.cel.environment import Environment
 from extender.tools.cel_parity import Case, CaseFileError, load_cases, main, run_case
 
 # The shared conformance cases, and those carried over from Kubernetes' own CEL tests.
@@ -26,17 +26,15 @@ def _params() -> Iterator[object]:
                 yield pytest.param(engine, case, id=f"{engine}-{stem}-{case.name}", marks=marks)
 
 
-@pytest.fixture
-def engine(request: pytest.FixtureRequest) -> Iterator[str]:
-    name = request.param
-    environment.configure(name)
-    yield name
-    environment.configure("auto")
+@pytest.fixture(scope="module")
+def cel(request: pytest.FixtureRequest) -> Environment:
+    """One environment per engine for all the cases, as the command line has."""
+    return Environment.create(request.param)
 
 
-@pytest.mark.parametrize(("engine", "case"), list(_params()), indirect=["engine"])
-def test_case(engine: str, case: Case) -> None:
-    got = run_case(case)
+@pytest.mark.parametrize(("cel", "case"), list(_params()), indirect=["cel"])
+def test_case(cel: Environment, case: Case) -> None:
+    got = run_case(case, cel)
     assert got.kind == case.expect, f"{case.expression!r}: {got.detail}"
 
 

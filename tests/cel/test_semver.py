@@ -128,7 +128,8 @@ def test_parse_rejects_non_strings() -> None:
         S(123)  # type: ignore[arg-type]
 
 
-# The SemVer 2.0.0 §11 precedence example, in increasing order.
+# The precedence example of SemVer 2.0.0 (https://semver.org/spec/v2.0.0.html#spec-item-11),
+# in increasing order.
 _ORDERED = [
     "1.0.0-alpha",
     "1.0.0-alpha.1",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from extender.cel.environment import Environment
 from extender.tools.conformance import judge, load_case
 
 HERE = Path(__file__).parent
@@ -22,7 +23,13 @@ def test_cases_are_shipped() -> None:
     assert len(GIVEN) >= 352
 
 
+@pytest.fixture(scope="module")
+def cel() -> Environment:
+    """One CEL environment for every case, as the command line uses."""
+    return Environment.create()
+
+
 @pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
-def test_case(path: Path) -> None:
-    verdict = judge(load_case(path))
+def test_case(path: Path, cel: Environment) -> None:
+    verdict = judge(load_case(path), cel)
     assert verdict.passed, verdict.diff

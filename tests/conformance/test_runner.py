@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from extender.cel.environment import Environment
 from extender.tools.conformance import build_state, judge, main
 
 CASE: dict[str, Any] = {
@@ -53,44 +54,49 @@ CASE: dict[str, Any] = {
 }
 
 
+@pytest.fixture
+def cel() -> Environment:
+    return Environment.create()
+
+
 def variant(**changes: Any) -> dict[str, Any]:
     case = copy.deepcopy(CASE)
     case.update(changes)
     return case
 
 
-def test_matching_case_passes() -> None:
-    assert judge(CASE).passed
+def test_matching_case_passes(cel: Environment) -> None:
+    assert judge(CASE, cel).passed
 
 
-def test_wrong_device_fails_with_a_diff() -> None:
+def test_wrong_device_fails_with_a_diff(cel: Environment) -> None:
     case = variant()
     case["expect"]["results"][0]["devices"]["results"][0]["device"] = "device-2"
-    verdict = judge(case)
+    verdict = judge(case, cel)
     assert not verdict.passed
     assert "device-2" in verdict.diff and "device-1" in verdict.diff
 
 
-def test_allocated_devices_make_the_case_pick_another() -> None:
+def test_allocated_devices_make_the_case_pick_another(cel: Environment) -> None:
     case = variant(allocatedDevices=["driver-a/pool-1/device-1"])
     case["expect"]["results"][0]["devices"]["results"][0]["device"] = "device-2"
-    assert judge(case).passed
+    assert judge(case, cel).passed
 
 
-def test_unsatisfiable_and_error_outcomes() -> None:
+def test_unsatisfiable_and_error_outcomes(cel: Environment) -> None:
     taken = variant(allocatedDevices=["driver-a/pool-1/device-1", "driver-a/pool-1/device-2"])
     taken["expect"] = {"outcome": "unsatisfiable"}
-    assert judge(taken).passed
+    assert judge(taken, cel).passed
     unknown = variant()
     unknown["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nope"
     unknown["expect"] = {"outcome": "error", "error": "anything"}
-    assert judge(unknown).passed
+    assert judge(unknown, cel).passed
     unknown["expect"] = {"outcome": "unsatisfiable"}
-    verdict = judge(unknown)
+    verdict = judge(unknown, cel)
     assert not verdict.passed and "could not retrieve device class nope" in verdict.diff
 
 
-def test_node_selector_compared_as_a_set() -> None:
+def test_node_selector_compared_as_a_set(cel: Environment) -> None:
     case = variant()
     case["resourceSlices"][0]["spec"].pop("nodeName")
     case["resourceSlices"][0]["spec"]["nodeSelector"] = {
@@ -100,7 +106,7 @@ def test_node_selector_compared_as_a_set() -> None:
     case["expect"]["results"][0]["nodeSelector"] = {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b", "a"]}]}]
     }
-    assert judge(case).passed
+    assert judge(case, cel).passed
 
 
 def test_state_parses_pool_names_with_slashes() -> None:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from extender.api import create_app
+from extender.cel.environment import Environment
 from extender.config import Config
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
@@ -56,7 +57,8 @@ async def extender(server: ApiServer, **config: Any) -> AsyncIterator[tuple[http
     client = RawClient(server.api_client())
     state = ClusterState()
     binder = KubeBinder(client, retry_delay=0.001)
-    ctx = SchedulingContext(replace(Config(kube=True), **config), state, binder, Metrics())
+    cfg = replace(Config(kube=True), **config)
+    ctx = SchedulingContext(cfg, state, binder, Metrics(), Environment.create())
     app = create_app(ctx, background=[KubeSource(client, state).run])
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

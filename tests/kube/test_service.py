@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from extender.api import create_app
+from extender.cel.environment import Environment
 from extender.cli import _parser, build_app, config_from_args
 from extender.config import Config
 from extender.kube.binder import KubeBinder
@@ -48,7 +49,8 @@ def seed(server: ApiServer, pods: int) -> None:
 async def extender(server: ApiServer) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState]]:
     client = RawClient(server.api_client())
     state = ClusterState()
-    ctx = SchedulingContext(Config(kube=True), state, KubeBinder(client, retry_delay=0.001), Metrics())
+    binder = KubeBinder(client, retry_delay=0.001)
+    ctx = SchedulingContext(Config(kube=True), state, binder, Metrics(), Environment.create())
     app = create_app(ctx, background=[KubeSource(client, state).run])
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from extender.api import create_app
+from extender.cel.environment import Environment
 from extender.config import Config
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
@@ -43,7 +44,7 @@ async def extender(
     client = RawClient(server.api_client(), request_timeout=5.0)
     state = ClusterState()
     cfg = replace(Config(kube=True), **config)
-    ctx = SchedulingContext(cfg, state, KubeBinder(client, retry_delay=0.001), Metrics())
+    ctx = SchedulingContext(cfg, state, KubeBinder(client, retry_delay=0.001), Metrics(), Environment.create())
     app = create_app(ctx, background=[KubeSource(client, state, backoff=FAST).run])
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.cel.environment import Environment
 from extender.config import Config
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
@@ -199,7 +200,7 @@ class Harness:
         self.state = ClusterState(self.config.feature_gates)
         client = RawClient(self.server.api_client(), request_timeout=5.0)
         self.binder = CountingBinder(client)
-        self.ctx = SchedulingContext(self.config, self.state, self.binder, Metrics())
+        self.ctx = SchedulingContext(self.config, self.state, self.binder, Metrics(), Environment.create())
         self.source = KubeSource(client, self.state, backoff=Backoff(initial=0.01, cap=0.05))
         self.rng = random.Random(fault_knobs["seed"])
         faults = RandomFaults(

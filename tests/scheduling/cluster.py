@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from extender.api import create_app
+from extender.cel.environment import Environment
 from extender.config import Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
@@ -132,7 +133,7 @@ def local_context(objects: Iterable[dict[str, Any]], **config: Any) -> tuple[Sch
     cluster.load((f"object {i}", obj) for i, obj in enumerate(objects))
     for kind in KINDS:
         state.mark_synced(kind)
-    return SchedulingContext(cfg, state, LocalBinder(cluster), Metrics()), cluster
+    return SchedulingContext(cfg, state, LocalBinder(cluster), Metrics(), Environment.create()), cluster
 
 
 class Service:

@@ -67,8 +67,7 @@ def homogeneity_variant(source: str, toks: list[Token]) -> str | None:
         j = lo
         while j < hi:
             close = closes.get(j)
-            probe = _literal_probe(toks, j, close, render) if close is not None and close < hi else ""
-            if probe:
+            if close is not None and close < hi and (probe := _literal_probe(toks, j, close, render)):
                 out += [source[pos : toks[j].start], probe]
                 pos = toks[close].end
                 j = close + 1

@@ -272,28 +272,39 @@ def _declarations() -> Iterator[_Decl]:
     )
 
 
-@lru_cache(maxsize=1)
-def _strings_env() -> Any:
-    return cel.NewEnv(
-        config=cel.NewEnvConfigFromYaml(CONFIG_YAML),
-        variables={"s": T.STRING, "sub": T.STRING, "off": T.INT},
-    )
+class _StringSearch:
+    """The strings extension's own indexOf/lastIndexOf, for the aliases that replace them (see
+    CALL_ALIASES), run in a small C++ environment built on first use.
 
+    One per engine (``function_decls`` makes it), so like the engine's own environment it is
+    only used under that engine's lock; its programs are never invalidated (they are fixed).
+    """
 
-@lru_cache(maxsize=4)
-def _string_search_program(name: str, with_offset: bool) -> Any:
-    return _strings_env().compile(f"s.{name}(sub, off)" if with_offset else f"s.{name}(sub)")
+    def __init__(self) -> None:
+        self._env: Any = None
+        self._programs: dict[tuple[str, bool], Any] = {}
 
+    def function(self, name: str) -> Callable[..., int]:
+        def impl(s: str, sub: str, offset: int | None = None) -> int:
+            program = self._program(name, offset is not None)
+            result = program.eval(data={"s": s, "sub": sub, "off": offset or 0})
+            if result.type() == T.ERROR:
+                raise ValueError(status_text(str(result.value())))
+            return int(result.value())
 
-def _string_search(name: str) -> Callable[..., int]:
-    def impl(s: str, sub: str, offset: int | None = None) -> int:
-        program = _string_search_program(name, offset is not None)
-        result = program.eval(data={"s": s, "sub": sub, "off": offset or 0})
-        if result.type() == T.ERROR:
-            raise ValueError(status_text(str(result.value())))
-        return int(result.value())
+        return impl
 
-    return impl
+    def _program(self, name: str, with_offset: bool) -> Any:
+        program = self._programs.get((name, with_offset))
+        if program is None:
+            if self._env is None:
+                self._env = cel.NewEnv(
+                    config=cel.NewEnvConfigFromYaml(CONFIG_YAML),
+                    variables={"s": T.STRING, "sub": T.STRING, "off": T.INT},
+                )
+            source = f"s.{name}(sub, off)" if with_offset else f"s.{name}(sub)"
+            program = self._programs[(name, with_offset)] = self._env.compile(source)
+        return program
 
 
 _SEARCH_ONLY_ARGS = (
@@ -307,9 +318,10 @@ _SEARCH_ONLY_ARGS = (
 
 def _search_declarations() -> Iterator[_Decl]:
     list_impls = {"indexOf": lib.list_index_of, "lastIndexOf": lib.list_last_index_of}
+    strings = _StringSearch()
     for name in list_impls:
         alias = CALL_ALIASES[name]
-        impl = _string_search(name)
+        impl = strings.function(name)
         yield _Decl(alias, f"string_{name}", T.INT, (T.STRING, T.STRING), True, impl)
         yield _Decl(alias, f"string_{name}_int", T.INT, (T.STRING, T.STRING, T.INT), True, impl)
         # Upstream declares list(A).indexOf(A): any element type, compared by CEL equality.
@@ -495,7 +507,7 @@ def _kind(t: Any) -> str:
     another; overloads whose kinds coincide must share one implementation."""
     if t in (QT, ST, IPT, CIDRT, URLT):
         return "message"
-    name = t.name()
+    name: str = t.name()  # cel_expr_python is untyped: a cel.Type's name() is its str
     return name.split("(", 1)[0].split("<", 1)[0].lower()
 
 
@@ -536,6 +548,8 @@ def _list_probe_decls() -> list[Any]:
 
 
 def function_decls() -> list[Any]:
+    """Kubernetes' functions for one engine's environment (call once per engine: the string
+    search functions get an environment of their own, see _StringSearch)."""
     by_name: dict[str, list[Any]] = {}
     registered: set[tuple[str, bool, tuple[str, ...]]] = set()
     for decl in itertools.chain(

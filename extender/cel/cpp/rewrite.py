@@ -115,10 +115,11 @@ def _default_edits_after(toks: list[Token], i: int) -> Iterator[Edit]:
     ``m[?X]`` or ``m.?X`` is present: it becomes ``optional.of(m[?X].orValue({}))``.
     """
     head = texts(toks, i + 1, 2)
-    if head == ("[", "?") or (head[:1] == (".?",) and len(head) == 2 and toks[i + 2].kind == "id"):
+    optional_select = head[:1] == (".?",) and len(head) == 2 and toks[i + 2].kind == "id"
+    if head == ("[", "?") or optional_select:
         start = _map_start(toks, i)
         yield toks[start].start, toks[start].start, 2, "optional.of("
-        if head[0] == ".?":
+        if optional_select:
             yield toks[i + 1].start, toks[i + 2].end, 1, f'[?"{toks[i + 2].text}"].orValue({{}}))'
         else:
             close = closing(toks, i + 1)

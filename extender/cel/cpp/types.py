@@ -50,6 +50,9 @@ def _build_messages() -> tuple[descriptor_pool.DescriptorPool, dict[str, type]]:
     return pool, classes
 
 
+# Explicit process singleton, built once at import and read-only after: every C++ environment is
+# given this descriptor pool, and the library functions recognise library values by these message
+# classes (isinstance), so all engines of the process must share one set.
 POOL, _CLASSES = _build_messages()
 QuantityMsg = _CLASSES[QUANTITY_TYPE_NAME]
 SemverMsg = _CLASSES[SEMVER_TYPE_NAME]

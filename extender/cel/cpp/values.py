@@ -55,8 +55,13 @@ def _parse_key(key: str) -> Quantity:
     return q
 
 
-# These tables are plain dicts, emptied when full: library functions run on the evaluating
-# thread, and a dict's get and set are atomic where an LRU's bookkeeping is not.
+# Explicit process singletons, shared by every C++ engine: the runtime hands the library
+# functions (module functions, see cpp.library and cpp.equality) only a message, whose key must
+# lead back to a Quantity without an engine in reach. Entries are keyed by value and integer
+# trait, so an engine reading another engine's entry gets an equal quantity, as it would reading
+# its own older one. Invalidated by emptying a table when it is full: plain dicts, because
+# library functions run on the evaluating thread, and a dict's get and set are atomic where an
+# LRU's bookkeeping is not.
 _TABLE_LIMIT = 65536
 
 # Key -> the most recent Quantity with that key, so add/sub/asApproximateFloat see the

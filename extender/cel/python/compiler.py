@@ -68,7 +68,8 @@ from extender.cel.runtime.types import (
 from extender.cel.runtime.values import CelType, EvalError, UInt
 
 _NOCONST = object()
-# Scope key flagging a cel.bind variable, whose initializer cel-go evaluates lazily.
+# Scope key flagging a cel.bind variable, whose initializer cel-go evaluates lazily; only its
+# presence counts (it maps to the variable's type, as every scope entry maps to a type).
 _LAZY = "\0lazy "
 _QUANTIFIERS = frozenset({"all", "exists", "exists_one", "existsOne"})
 _MAP_KEY_TYPES = (INT, UINT, BOOL, STRING, DYN)
@@ -358,7 +359,7 @@ class Compiler:
                 return None
             var = _var_name(args[0])
             init = self.compile(args[1], scope)
-            body = self.compile(args[2], {**scope, var: init.type, _LAZY + var: True})
+            body = self.compile(args[2], {**scope, var: init.type, _LAZY + var: init.type})
             return Compiled(body.type, make_bind(var, init.fn, body.fn), cost=init.cost + body.cost)
         if name in ("optMap", "optFlatMap") and len(args) == 2:
             return self._opt_map(name == "optFlatMap", target, args, scope)

@@ -21,7 +21,6 @@ from extender.cel.runtime.values import DeviceValue, DomainMap, EvalError, type_
 if TYPE_CHECKING:
     from extender.cel.device import DeviceView
 
-MAX_EXPRESSION_BYTES = 10 * 1024
 _CACHE_KEY = "python"
 
 
@@ -74,14 +73,7 @@ class PythonEngine:
     name = "python"
 
     def compile(self, expression: str) -> PythonProgram:
-        if not isinstance(expression, str):
-            kind = type(expression).__name__
-            raise CelCompileError(f"expression must be a string, not {kind}", str(expression))
-        size = len(expression.encode("utf-8", "surrogatepass"))
-        if size > MAX_EXPRESSION_BYTES:
-            raise CelCompileError(
-                f"expression is too long: {size} bytes, the limit is {MAX_EXPRESSION_BYTES}", expression
-            )
+        # The expression's type and length are checked by the environment, before any engine.
         try:
             tree = parse(expression)
             result_type, fn = compile_expression(tree, {"device": DEVICE})

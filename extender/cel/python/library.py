@@ -76,7 +76,8 @@ class Overload:
     impl: Callable[..., Any]
 
 
-# (name, is_member) -> overloads
+# (name, is_member) -> overloads. Filled once, by the declarations of this module as it is
+# imported, and read-only after: a constant table, shared by every python engine.
 FUNCTIONS: dict[tuple[str, bool], list[Overload]] = {}
 
 # Type conversions: cel-go folds them over constant arguments when the program is built, so
@@ -109,6 +110,10 @@ def _both(name: str, params: tuple[Type, ...], result: Type, impl: Callable[...,
 # --- operators -------------------------------------------------------------------------------
 
 _NUMERIC = (INT, UINT, DOUBLE)
+
+# Loop variables of the declarations in this module, each reused for several kinds of values.
+_t: Type
+_getter: Callable[..., Any]
 
 for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", greater_eq)):
     for _l in _NUMERIC:

@@ -6,6 +6,7 @@ Positions and sizes count code points; regexes are RE2 (as in Go); results follo
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import re2
@@ -33,16 +34,10 @@ def compile_regex(pattern: str) -> Any:
         raise EvalError(f"invalid regex {pattern!r}: {msg}") from None
 
 
-_REGEX_CACHE: dict[str, Any] = {}
-
-
+@lru_cache(maxsize=1024)
 def cached_regex(pattern: str) -> Any:
-    compiled = _REGEX_CACHE.get(pattern)
-    if compiled is None:
-        if len(_REGEX_CACHE) > 1024:
-            _REGEX_CACHE.clear()
-        compiled = _REGEX_CACHE[pattern] = compile_regex(pattern)
-    return compiled
+    """``compile_regex`` memoized: a pattern always compiles alike (errors are not kept)."""
+    return compile_regex(pattern)
 
 
 def matches(s: str, pattern: str) -> bool:

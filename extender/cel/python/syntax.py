@@ -170,7 +170,8 @@ def parse(source: str) -> Any:
         found = "<EOF>" if e.token.type == "$END" else str(e.token)
         raise ParseFailure(f"Syntax error: mismatched input '{found}' at column {e.column}") from None
     except UnexpectedCharacters as e:
-        char = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
+        pos = e.pos_in_stream
+        char = text[pos] if pos is not None and 0 <= pos < len(text) else "?"
         message = f"token recognition error at: '{char}' (column {e.column})"
         raise ParseFailure(f"Syntax error: {message}") from None
     except LarkError as e:
@@ -438,10 +439,10 @@ def _literal(tok: Token) -> Any:
             raise ParseFailure(f"invalid uint literal: {text}")
         return UInt(value)
     if kind == "FLOAT_LIT":
-        value = float(text)
-        if math.isinf(value):  # Go's ParseFloat reports the overflow, cel-go rejects the literal
+        double = float(text)
+        if math.isinf(double):  # Go's ParseFloat reports the overflow, cel-go rejects the literal
             raise ParseFailure(f"invalid double literal: {text}")
-        return value
+        return double
     if kind in ("STRING_LIT", "MLSTRING_LIT"):
         return decode_string(text)
     if kind == "BYTES_LIT":

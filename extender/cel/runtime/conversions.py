@@ -67,9 +67,9 @@ def to_uint(v: Any) -> UInt:
 
 
 def to_double(v: Any) -> float:
-    t = type(v)
-    if t is float:
+    if type(v) is float:
         return v
+    t = type(v)
     if t is int or t is UInt:
         return float(v)
     if t is str:
@@ -103,16 +103,16 @@ def format_double(v: float) -> str:
 
 
 def to_string(v: Any) -> str:
-    t = type(v)
-    if t is str:
+    if type(v) is str:
         return v
+    t = type(v)
     if t is bool:
         return "true" if v else "false"
     if t is int or t is UInt:
         return str(int(v))
     if t is float:
         return format_double(v)
-    if t is bytes:
+    if type(v) is bytes:
         try:
             return v.decode("utf-8")
         except UnicodeDecodeError:

@@ -125,7 +125,7 @@ def _string_clause(v: Any, _precision: int | None) -> str:
         return _literal_map(v)
     if v is None:
         return "null"
-    if t is CelType:
+    if type(v) is CelType:
         return v.name
     if t is Duration:
         return format_duration(v)
@@ -184,7 +184,7 @@ def _integer_clause(verb: str, base: Callable[[int], str]) -> Callable[[Any, int
         if t is int or t is UInt:
             return ("-" if v < 0 else "") + base(abs(int(v)))
         if verb in "xX" and t in (str, bytes):
-            data = v.encode("utf-8") if t is str else v
+            data: bytes = v.encode("utf-8") if t is str else v
             return data.hex().upper() if verb == "X" else data.hex()
         raise _fail(verb, v)
 

@@ -89,7 +89,8 @@ def _parse_prerelease_id(s: str) -> PreReleaseId:
 
 
 def _compare_ids(a: PreReleaseId, b: PreReleaseId) -> int:
-    # Numeric identifiers sort before alphanumeric ones (SemVer 2.0.0 §11.4.3).
+    # Numeric identifiers sort before alphanumeric ones (SemVer 2.0.0, precedence rule 11.4.3:
+    # https://semver.org/spec/v2.0.0.html#spec-item-11).
     a_num = isinstance(a, int)
     b_num = isinstance(b, int)
     if a_num != b_num:

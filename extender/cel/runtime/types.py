@@ -15,7 +15,7 @@ from extender.cel.runtime.semver import Semver
 from extender.cel.runtime.values import CelOptional, CelType, DeviceValue, Duration, Timestamp, UInt
 from extender.model.quantity import Quantity
 
-Type = Union[str, tuple[Any, ...]]  # noqa: UP007 (a recursive alias reads better this way)
+Type = Union[str, tuple["Type", ...]]  # noqa: UP007 (a recursive alias reads better this way)
 
 INT, UINT, DOUBLE, BOOL, STRING, BYTES = "int", "uint", "double", "bool", "string", "bytes"
 NULL, DYN, TYPE = "null_type", "dyn", "type"

@@ -8,7 +8,8 @@ the evaluator turns the first one that is not absorbed into a ``CelRuntimeError`
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sized
+from typing import Any, TypeVar
 
 from extender.cel.runtime.semver import Semver
 from extender.model.quantity import Quantity
@@ -121,6 +122,7 @@ class DomainMap(dict):  # type: ignore[type-arg]
     __slots__ = ()
 
 
+# What an unknown domain indexes to (see DomainMap): one shared value, so never mutated.
 EMPTY_DOMAIN: dict[str, Any] = {}
 
 
@@ -166,9 +168,10 @@ def type_name(v: Any) -> str:
 # without cost tracking, capping one value's size keeps doubling tricks from eating memory.
 MAX_STRING_SIZE = 10_000_000
 MAX_LIST_SIZE = 1_000_000
+_Sized = TypeVar("_Sized", bound=Sized)
 
 
-def check_size(v: Any) -> Any:
+def check_size(v: _Sized) -> _Sized:
     limit = MAX_LIST_SIZE if type(v) is list else MAX_STRING_SIZE
     if len(v) > limit:
         raise EvalError("operation cancelled: actual cost limit exceeded")
