@@ -11,6 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -89,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if args.scheduler_name:
         kwargs["scheduler_names"] = tuple(args.scheduler_name)
     return Config(

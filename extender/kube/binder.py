@@ -75,28 +75,34 @@ class KubeBinder:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-binder")
 
     async def write_claim(
-        self, claim: ResourceClaim, allocation: dict | None, pod: PodRef, deadline: float | None = None
-    ) -> dict:
+        self,
+        claim: ResourceClaim,
+        allocation: dict[str, Any] | None,
+        pod: PodRef,
+        deadline: float | None = None,
+    ) -> dict[str, Any]:
         if deadline is None:
             deadline = time.monotonic() + self._request_timeout * self._attempts
         return await self._run(self._write_claim, claim, allocation, pod, deadline)
 
-    async def read_claim(self, namespace: str, name: str) -> dict | None:
+    async def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._run(self._read_claim, namespace, name)
 
     async def bind_pod(self, pod: PodRef, node: str) -> None:
         await self._run(self._bind_pod, pod, node)
 
-    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+    async def release_claim(
+        self, claim: ResourceClaim, pod: PodRef, deallocate: bool
+    ) -> dict[str, Any] | None:
         return await self._run(self._release_claim, claim, pod, deallocate)
 
-    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+    async def create_extended_claim(self, body: dict[str, Any], pod: PodRef) -> dict[str, Any]:
         return await self._run(self._create_extended_claim, body, pod)
 
-    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
         return await self._run(self._delete_extended_claims, pod)
 
-    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+    async def patch_pod_status(self, pod: PodRef, status: dict[str, Any]) -> None:
         await self._run(self._patch_pod_status, pod, status)
 
     def close(self) -> None:
@@ -115,8 +121,8 @@ class KubeBinder:
         time.sleep(self._retry_delay * (1 + 0.1 * random.random()) * attempt)
 
     def _write_claim(
-        self, claim: ResourceClaim, allocation: dict | None, pod: PodRef, deadline: float
-    ) -> dict:
+        self, claim: ResourceClaim, allocation: dict[str, Any] | None, pod: PodRef, deadline: float
+    ) -> dict[str, Any]:
         """Attempts until the deadline; each PUT is one request (no transport-level re-sends).
 
         Every PUT carries the resourceVersion it was based on. When an attempt ends without a
@@ -161,7 +167,7 @@ class KubeBinder:
             raise WriteUncertain(what + " (a write may still land; its devices stay held)", uncertain)
         raise BindError(what)
 
-    def _read_claim(self, namespace: str, name: str) -> dict | None:
+    def _read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return self._client.request("GET", _claim_path(namespace, name))
         except KubeApiError as exc:
@@ -169,7 +175,7 @@ class KubeBinder:
                 return None
             raise BindError(f"reading claim {namespace}/{name} failed: {exc}") from exc
 
-    def _put(self, path: str, body: dict, deadline: float) -> dict:
+    def _put(self, path: str, body: dict[str, Any], deadline: float) -> dict[str, Any]:
         """One conditional PUT that ends by ``deadline``; a failure says which version it was based on."""
         version = _resource_version(body)
         remaining = deadline - time.monotonic()
@@ -183,9 +189,14 @@ class KubeBinder:
             raise _Sent(exc, version) from exc
 
     def _try_write_claim(
-        self, path: str, claim: ResourceClaim, current: dict, allocation: dict | None, pod: PodRef,
+        self,
+        path: str,
+        claim: ResourceClaim,
+        current: dict[str, Any],
+        allocation: dict[str, Any] | None,
+        pod: PodRef,
         deadline: float,
-    ) -> dict:
+    ) -> dict[str, Any]:
         meta = current.get("metadata") or {}
         if meta.get("uid") != claim.uid or meta.get("deletionTimestamp"):
             raise BindError(f"claim {claim.key} got deleted in the meantime")
@@ -246,7 +257,7 @@ class KubeBinder:
         if uid != pod.uid or bound_to != node:
             raise BindError(f"binding pod {pod.namespace}/{pod.name} to {node} failed: {conflict.message}")
 
-    def _release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+    def _release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict[str, Any] | None:
         path = _claim_path(claim.namespace, claim.name) + "/status"
         patch = {
             "metadata": {"uid": claim.uid},
@@ -262,7 +273,7 @@ class KubeBinder:
             return self._deallocate(claim, path, current)
         return current
 
-    def _deallocate(self, claim: ResourceClaim, path: str, current: dict) -> dict | None:
+    def _deallocate(self, claim: ResourceClaim, path: str, current: dict[str, Any]) -> dict[str, Any] | None:
         """Clear an allocation nobody uses any more; stop as soon as someone else holds the claim.
 
         Returns the claim as last seen, or None when it is gone.
@@ -312,12 +323,12 @@ class KubeBinder:
                 last = exc
         raise BindError(f"{what} failed after {self._attempts} attempts: {last}")
 
-    def _extended_claims(self, pod: PodRef) -> list[dict]:
+    def _extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
         listed = self._client.request("GET", _claims_path(pod.namespace))
         return [c for c in listed.get("items") or () if is_extended_claim_of(c, pod.name, pod.uid)]
 
-    def _create_extended_claim(self, body: dict, pod: PodRef) -> dict:
-        def attempt() -> dict:
+    def _create_extended_claim(self, body: dict[str, Any], pod: PodRef) -> dict[str, Any]:
+        def attempt() -> dict[str, Any]:
             # Looked up first on every attempt: a create whose reply was lost must not be repeated.
             existing = self._extended_claims(pod)
             if existing:
@@ -327,18 +338,18 @@ class KubeBinder:
         what = f"creating the extended-resource claim of pod {pod.namespace}/{pod.name}"
         return self._retrying(what, attempt)
 
-    def _delete_extended_claims(self, pod: PodRef) -> list[dict]:
+    def _delete_extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
         what = f"deleting the extended-resource claim of pod {pod.namespace}/{pod.name}"
         claims = self._retrying(what, lambda: self._extended_claims(pod))
         return [obj for obj in (self._delete_claim(c, what) for c in claims) if obj is not None]
 
-    def _delete_claim(self, claim: dict, what: str) -> dict | None:
+    def _delete_claim(self, claim: dict[str, Any], what: str) -> dict[str, Any] | None:
         """Remove our finalizer (a regular update, as upstream), then delete; None if already gone."""
         meta = claim["metadata"]
         path = _claim_path(meta["namespace"], meta["name"])
         current = claim
 
-        def attempt() -> dict | None:
+        def attempt() -> dict[str, Any] | None:
             nonlocal current
             try:
                 finalizers = current["metadata"].get("finalizers") or []
@@ -360,7 +371,7 @@ class KubeBinder:
 
         return self._retrying(what, attempt)
 
-    def _patch_pod_status(self, pod: PodRef, status: dict) -> None:
+    def _patch_pod_status(self, pod: PodRef, status: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
         # The UID guards against a pod re-created under the same name meanwhile.
         patch = {"metadata": {"uid": pod.uid}, "status": status}

@@ -51,13 +51,16 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
     """An ApiClient for ``kubeconfig``; without one, in-cluster config, then the default kubeconfig."""
     configuration = kubernetes.client.Configuration()
     if kubeconfig:
-        kubernetes.config.load_kube_config(config_file=kubeconfig, context=context,
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context,
                                            client_configuration=configuration)
     else:
         try:
-            kubernetes.config.load_incluster_config(client_configuration=configuration)
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration)
         except kubernetes.config.ConfigException:
-            kubernetes.config.load_kube_config(context=context, client_configuration=configuration)
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            context=context, client_configuration=configuration)
     return kubernetes.client.ApiClient(configuration)
 
 
@@ -118,7 +121,8 @@ class RawClient:
                                                      _request_timeout=timeout)
         except (urllib3.exceptions.HTTPError, kubernetes.client.ApiException, OSError) as exc:
             raise KubeApiError(0, f"{method} {path}: {exc}") from exc
-        return rest_response.response  # the urllib3 response, not yet read
+        response: urllib3.HTTPResponse = rest_response.response  # not yet read
+        return response
 
 
 class WatchStream:

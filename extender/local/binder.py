@@ -26,11 +26,16 @@ class LocalBinder:
         held = self.cluster.state.claim(claim.namespace, claim.name)
         if held is None or held.uid != claim.uid:
             raise BindError(f"claim {claim.namespace}/{claim.name} got deleted in the meantime")
-        return clone(dict(held.raw))
+        copied: dict[str, Any] = clone(dict(held.raw))
+        return copied
 
     async def write_claim(
-        self, claim: ResourceClaim, allocation: dict | None, pod: PodRef, deadline: float | None = None
-    ) -> dict:
+        self,
+        claim: ResourceClaim,
+        allocation: dict[str, Any] | None,
+        pod: PodRef,
+        deadline: float | None = None,
+    ) -> dict[str, Any]:
         # The embedded store answers at once and for certain: the deadline never matters here.
         obj = self._current(claim)
         meta, status = obj["metadata"], obj.setdefault("status", {})
@@ -72,11 +77,13 @@ class LocalBinder:
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
         self.cluster.write("Pod", obj)
 
-    async def read_claim(self, namespace: str, name: str) -> dict | None:
+    async def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         held = self.cluster.state.claim(namespace, name)
         return None if held is None else clone(dict(held.raw))
 
-    async def release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict | None:
+    async def release_claim(
+        self, claim: ResourceClaim, pod: PodRef, deallocate: bool
+    ) -> dict[str, Any] | None:
         try:
             obj = self._current(claim)
         except BindError:
@@ -101,7 +108,7 @@ class LocalBinder:
             if c.namespace == pod.namespace and is_extended_claim_of(c.raw, pod.name, pod.uid)
         ]
 
-    async def create_extended_claim(self, body: dict, pod: PodRef) -> dict:
+    async def create_extended_claim(self, body: dict[str, Any], pod: PodRef) -> dict[str, Any]:
         existing = self._extended_claims(pod)
         if existing:
             return existing[0]
@@ -116,7 +123,7 @@ class LocalBinder:
                 f"creating the extended-resource claim of pod {pod.namespace}/{pod.name}: {exc}"
             ) from None
 
-    async def delete_extended_claims(self, pod: PodRef) -> list[dict]:
+    async def delete_extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
         deleted = []
         for obj in self._extended_claims(pod):
             # Without finalizers the API server removes the object at once.
@@ -125,7 +132,7 @@ class LocalBinder:
             deleted.append(obj)
         return deleted
 
-    async def patch_pod_status(self, pod: PodRef, status: dict) -> None:
+    async def patch_pod_status(self, pod: PodRef, status: dict[str, Any]) -> None:
         held = self.cluster.state.pod(pod.namespace, pod.name)
         if held is None or held.uid != pod.uid:
             raise BindError(f"pod {pod.namespace}/{pod.name} with UID {pod.uid} does not exist")

@@ -56,7 +56,8 @@ class SchedulingContext:
         self.memory = SchedulerMemory(self.state, self.config.result_ttl_s, self.clock)
         bind_timeout = self.config.bind_timeout_s
         self.settler = Settler(
-            self.state, self.binder, write_timeout_s=bind_timeout, readback_s=min(2.0, max(0.1, bind_timeout / 2))
+            self.state, self.binder,
+            write_timeout_s=bind_timeout, readback_s=min(2.0, max(0.1, bind_timeout / 2)),
         )
 
     @property

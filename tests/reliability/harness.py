@@ -44,7 +44,8 @@ async def extender(
     client = RawClient(server.api_client(), request_timeout=5.0)
     state = ClusterState()
     cfg = replace(Config(kube=True), **config)
-    ctx = SchedulingContext(cfg, state, KubeBinder(client, retry_delay=0.001), Metrics(), Environment.create())
+    binder = KubeBinder(client, retry_delay=0.001)
+    ctx = SchedulingContext(cfg, state, binder, Metrics(), Environment.create())
     app = create_app(ctx, background=[KubeSource(client, state, backoff=FAST).run])
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
