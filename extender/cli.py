@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from extender.api import create_app
+from extender.api.connections import ConnectionLimits
 from extender.api.server import serve, servers
 from extender.api.tls import ReloadingTLS, TLSError, TLSFiles
 from extender.cel.engine import ENGINE_CHOICES
@@ -78,6 +79,26 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="also serve /healthz, /readyz and /metrics (only those) over plain HTTP on this port, "
         "for kubelet probes that cannot present a client certificate (0: off)",
+    )
+    limits = ConnectionLimits()
+    serve.add_argument(
+        "--header-timeout", type=float, default=limits.header_timeout, metavar="SECONDS",
+        help="close a connection that has not sent a request's complete headers this long after it "
+        "opened (TLS handshake included) or after the request began (default %(default)s)",
+    )
+    serve.add_argument(
+        "--body-timeout", type=float, default=limits.body_timeout, metavar="SECONDS",
+        help="answer 408 and close when a request body is not complete this long after its headers "
+        "(default %(default)s)",
+    )
+    serve.add_argument(
+        "--keepalive-timeout", type=float, default=limits.keepalive_timeout, metavar="SECONDS",
+        help="close a kept-alive connection idle this long between requests (default %(default)s)",
+    )
+    serve.add_argument(
+        "--max-connections", type=int, default=limits.max_connections, metavar="N",
+        help="open connections, both ports together; a new one beyond closes the one that has waited "
+        "longest for its client's request (default %(default)s, fewer if the descriptor limit is lower)",
     )
     serve.add_argument(
         "--enable-debug-endpoints",
@@ -199,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:
             raise ConfigError(f"--probe-port {args.probe_port}: out of range or the same as --port")
         tls = tls_from_args(args)
+        limits = ConnectionLimits(
+            args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections
+        )
         app = build_app(config, args.enable_debug_endpoints)
     except (ConfigError, ManifestError) as exc:
         print(f"dra-extender: {exc}", file=sys.stderr)
@@ -208,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     listeners = servers(app, config.host, config.port, tls=tls, probe_port=args.probe_port,
-                        log_level=args.log_level)
+                        log_level=args.log_level, limits=limits)
     # uvicorn.run would pick uvloop when installed; running the servers ourselves must too
     # (the plain asyncio loop costs about a fifth more CPU per request).
     with asyncio.Runner(loop_factory=listeners[0].config.get_loop_factory()) as runner:

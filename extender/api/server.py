@@ -3,16 +3,31 @@
 With a client CA every TLS connection must show a certificate, which kubelet's probes cannot.
 The probe port serves the same app without TLS but answers only the probe paths, so nothing
 that schedules or reveals the cluster is reachable there.
+
+Both listeners read requests under deadlines and share one connection limit
+(``extender.api.connections``), so idle or slow clients cannot pin the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import ssl
 from typing import Any
 
 import uvicorn
 
+from extender.api.connections import (
+    BACKLOG,
+    ConnectionLimits,
+    ConnectionPool,
+    descriptor_budget,
+    protocol_class,
+)
 from extender.api.tls import ReloadingTLS
+
+log = logging.getLogger(__name__)
 
 PROBE_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
@@ -42,23 +57,44 @@ def servers(
     tls: ReloadingTLS | None = None,
     probe_port: int = 0,
     log_level: str = "info",
+    limits: ConnectionLimits | None = None,
+    parser: str = "auto",
 ) -> list[uvicorn.Server]:
-    """The main server first (it runs the app's lifespan), then the probe server if asked for."""
-    main = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=False,
-        ssl_context_factory=(lambda _config, _default: tls.context) if tls is not None else None,
-    )
-    out = [uvicorn.Server(main)]
-    if probe_port:
-        probe = uvicorn.Config(
-            probes_only(app), host=host, port=probe_port, log_level=log_level, access_log=False,
-            lifespan="off",
+    """The main server first (it runs the app's lifespan), then the probe server if asked for.
+
+    ``limits`` hold for both listeners together: one pool, as they share the descriptor table.
+    TLS goes to the connections, not to uvicorn, so that the handshake counts against their
+    deadlines; uvicorn's start-up line therefore says http:// for the HTTPS port, and the line
+    logged here says what is served. ``parser`` picks uvicorn's parser ("auto": httptools
+    when installed, else h11); tests use it to cover both.
+    """
+    limits = limits or ConnectionLimits()
+    pool = ConnectionPool(descriptor_budget(limits.max_connections, listeners=2 if probe_port else 1))
+
+    def config(app_: ASGIApp, port_: int, context: ssl.SSLContext | None, **kwargs: Any) -> uvicorn.Config:
+        return uvicorn.Config(
+            app_,
+            host=host,
+            port=port_,
+            log_level=log_level,
+            access_log=False,
+            http=protocol_class(pool, limits, context, parser),
+            ws="none",  # an upgraded connection would leave the pool's sight; nothing here uses one
+            backlog=BACKLOG,
+            # uvicorn's own idle timer, in whole seconds, backs up the connections' exact one.
+            timeout_keep_alive=math.ceil(limits.keepalive_timeout),
+            **kwargs,
         )
-        out.append(uvicorn.Server(probe))
+
+    out = [uvicorn.Server(config(app, port, tls.context if tls is not None else None))]
+    if probe_port:
+        out.append(uvicorn.Server(config(probes_only(app), probe_port, None, lifespan="off")))
+    log.info(
+        "serving %s on %s:%d%s; at most %d connections, header/body/keep-alive timeouts %g/%g/%g s",
+        "HTTPS" if tls is not None else "HTTP", host, port,
+        f" and the probes over HTTP on port {probe_port}" if probe_port else "",
+        pool.limit, limits.header_timeout, limits.body_timeout, limits.keepalive_timeout,
+    )
     return out
 
 
