@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
 
 from extender.api import wire
 from extender.api.replies import json_reply, problem, read_body
@@ -85,6 +86,9 @@ def create_app(
                 return problem(400, f"{name}: {exc}")
             except UnknownPod as exc:
                 return problem(404, f"{name}: {exc.args[0]}")
+            except ClientDisconnect:  # gone mid-body (or cut at --body-timeout): nobody to answer
+                log.debug("the client went away before its request body was complete")
+                return Response(status_code=499)
             except Exception as exc:
                 # A bug, not the request's fault: say so instead of blaming the input.
                 log.exception("%s failed", name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
 
 from extender.api import wire
 from extender.api.replies import json_reply, problem, read_body
@@ -42,6 +43,9 @@ def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
                 )
         except BadRequest as exc:
             return problem(400, f"local/apply: {exc}")
+        except ClientDisconnect:  # gone mid-body (or cut at --body-timeout): nobody to answer
+            log.debug("the client went away before its request body was complete")
+            return Response(status_code=499)
         except Exception as exc:
             log.exception("local/apply failed")
             return problem(500, f"local/apply: internal error: {exc}")
@@ -57,6 +61,9 @@ def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
             found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
         except (BadRequest, ManifestError) as exc:
             return problem(400, f"local/delete: {exc}")
+        except ClientDisconnect:  # gone mid-body (or cut at --body-timeout): nobody to answer
+            log.debug("the client went away before its request body was complete")
+            return Response(status_code=499)
         except Exception as exc:
             log.exception("local/delete failed")
             return problem(500, f"local/delete: internal error: {exc}")
