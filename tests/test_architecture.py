@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "extender"
 # state; scheduling reads the state and runs the allocator; the binders (kube/, local/)
 # implement scheduling's Binder protocol; api/ exposes the verbs; cli and tools wire it all.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("features", "model"),
+    ("model",),
     ("cel",),
     ("allocator",),
     ("state",),

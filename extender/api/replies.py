@@ -2,7 +2,7 @@
 answering in JSON (an error as ``{"error": message}``).
 
 The extender's verbs (:mod:`extender.api.routes`) and local mode's routes
-(:mod:`extender.local.routes`) both use these, so their replies look alike.
+(:mod:`extender.api.local_routes`) both use these, so their replies look alike.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 
 from extender.api import wire
+from extender.api.local_routes import add_local_routes
 from extender.api.replies import json_reply, problem, read_body
 from extender.api.wire import BadRequest
 from extender.metrics import CONTENT_TYPE
@@ -169,8 +170,6 @@ def create_app(
     if debug:
         _debug_routes(app, ctx)
     if cluster is not None:
-        # Imported here, not above: the local routes build on this package's replies.
-        from extender.local.routes import add_local_routes
 
         add_local_routes(app, cluster, limit)
     return app

@@ -231,7 +231,7 @@ class SlowBinder:
     def __init__(self, inner, delay):
         self.inner, self.delay = inner, delay
 
-    async def write_claim(self, claim, allocation, pod_ref):
+    async def write_claim(self, claim, allocation, pod_ref, deadline=None):
         await asyncio.sleep(self.delay)
         return await self.inner.write_claim(claim, allocation, pod_ref)
 
@@ -304,7 +304,7 @@ class FailingPodBinder:
         self.inner = inner
         self.released = []
 
-    async def write_claim(self, claim, allocation, pod_ref):
+    async def write_claim(self, claim, allocation, pod_ref, deadline=None):
         return await self.inner.write_claim(claim, allocation, pod_ref)
 
     async def bind_pod(self, pod_ref, node_name):
