@@ -72,6 +72,7 @@ def create_app(
         finally:
             for task in tasks:
                 task.cancel()
+            await ctx.settler.close()
 
     app = FastAPI(title="dra-extender", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     state, metrics, limit = ctx.state, ctx.metrics, ctx.config.max_body_bytes

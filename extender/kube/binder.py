@@ -24,7 +24,7 @@ import kubernetes
 from extender.kube.client import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
 from extender.model import ResourceClaim
 from extender.model.extended import is_extended_claim_of
-from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef
+from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef, resource_version
 from extender.scheduling.binder import BindError, WriteUncertain
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ class KubeBinder:
 
     def _put(self, path: str, body: dict[str, Any], deadline: float) -> dict[str, Any]:
         """One conditional PUT that ends by ``deadline``; a failure says which version it was based on."""
-        version = _resource_version(body)
+        version = resource_version(body)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise KubeApiError(0, f"PUT {path}: no time left before the bind deadline")
@@ -400,13 +400,6 @@ def _maybe_applied(exc: KubeApiError) -> bool:
     """No reply, or the API server's own timeout (504): the request may have been, or may yet be,
     applied. Any other answer, errors included, is the server's final word on that request."""
     return exc.status in (0, 504)
-
-
-def _resource_version(obj: Mapping[str, Any]) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 def _claims_path(namespace: str) -> str:

@@ -6,7 +6,9 @@ use them without importing each other.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 # ResourceClaim.status.reservedFor holds at most this many entries (the API's validation limit).
 RESERVED_FOR_MAX = 256
@@ -22,3 +24,15 @@ class PodRef:
     namespace: str
     name: str
     uid: str
+
+
+def resource_version(obj: Mapping[str, Any]) -> int:
+    """The object's ``metadata.resourceVersion`` as a number (0 when absent or not a number).
+
+    Kubernetes calls it opaque; every API server we talk to (etcd-backed, and the test one)
+    counts it up, which is what comparing two versions of one object relies on.
+    """
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0

@@ -85,15 +85,15 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
     return _Commit(writes, placement.status)
 
 
-class Unfinished:
+class Unfinished(Exception):
     """A write still running when its bind's deadline passed; it goes on in ``task``."""
 
     def __init__(self, task: asyncio.Future[Any], timeout: float) -> None:
+        super().__init__(f"no answer within {timeout:g}s (the write may still land)")
         self.task = task
-        self.message = f"no answer within {timeout:g}s (the write may still land; its devices stay held)"
-
-    def __str__(self) -> str:
-        return self.message
+        # Whoever follows the task reads its outcome; otherwise nobody would, and asyncio would
+        # log "exception was never retrieved" for a failure that was already reported.
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
@@ -174,18 +174,20 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
         )
         errors = []
         for write, outcome in zip(writes, outcomes, strict=True):
-            if isinstance(outcome, Unfinished | WriteUncertain):
+            if not isinstance(outcome, BaseException):
+                metrics.claim_writes.labels("ok").inc()
+                written.append(write)
+                continue
+            errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
+            if not isinstance(outcome, Unfinished | WriteUncertain):
+                metrics.claim_writes.labels("error").inc()
+                continue
+            metrics.claim_writes.labels("unknown").inc()
+            if write.newly_allocated:
                 _follow(ctx, write, ref, outcome, created)
                 unknown.add(write.claim.uid)
-                metrics.claim_writes.labels("unknown").inc()
-                errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
-                continue
-            if isinstance(outcome, BaseException):
-                metrics.claim_writes.labels("error").inc()
-                errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
-                continue
-            metrics.claim_writes.labels("ok").inc()
-            written.append(write)
+            else:
+                written.append(write)  # only a reservation: released best effort, holds no devices
         if errors:
             raise BindFailed("; ".join(errors))
         if commit.status is not None:
@@ -266,13 +268,11 @@ def _follow(
     ctx: SchedulingContext, write: _Write, ref: PodRef, outcome: Unfinished | WriteUncertain,
     created: Mapping[str, ResourceClaim],
 ) -> None:
-    """Hand a write of unknown fate to the settler (only a new allocation holds devices)."""
+    """Hand a new allocation's write of unknown fate to the settler, which holds its devices."""
     claim = created.get(write.claim.uid, write.claim)
-    if not write.newly_allocated or write.allocation is None:
-        return
     task = outcome.task if isinstance(outcome, Unfinished) else None
     version = outcome.resource_version if isinstance(outcome, WriteUncertain) else 0
-    ctx.settler.follow(claim, ref, write.allocation, task, version, inflight_uid=write.claim.uid)
+    ctx.settler.follow(claim, ref, task, version, inflight_uid=write.claim.uid)
 
 
 async def _write(
@@ -287,26 +287,10 @@ async def _write(
         except ValueError as exc:
             raise BindError(f"the created extended-resource claim is malformed: {exc}") from None
         created[write.claim.uid] = claim
-        _assume(ctx, obj)
+        ctx.state.assume_claim_unless_older(obj)
     obj = await ctx.binder.write_claim(claim, write.allocation, ref, deadline)
-    _assume(ctx, obj)
+    ctx.state.assume_claim_unless_older(obj)
     return obj
-
-
-def _version(obj: Mapping[str, Any]) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        return 0
-
-
-def _assume(ctx: SchedulingContext, obj: Mapping[str, Any]) -> None:
-    """Cache what we just wrote, unless the watch already brought something newer."""
-    meta = obj.get("metadata") or {}
-    held = ctx.state.claim(meta.get("namespace") or "default", meta.get("name") or "")
-    if held is not None and (held.raw is obj or _version(held.raw) > _version(obj)):
-        return
-    ctx.state.assume_claim(dict(obj))
 
 
 async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write], delete_extended: bool) -> None:
@@ -327,7 +311,7 @@ async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write], d
         elif outcome is not None:
             # Cached at once, like a write: until the watch echoes the rollback, a retry of the pod
             # would otherwise find its old reservation and bind without writing the claim again.
-            _assume(ctx, outcome)
+            ctx.state.assume_claim_unless_older(outcome)
 
 
 async def _delete_extended_claims(ctx: SchedulingContext, ref: PodRef) -> None:

@@ -32,6 +32,7 @@ from extender.model import (
 )
 from extender.model.kinds import KIND_NAMES, ObjKey
 from extender.model.pods import PodInfo
+from extender.model.refs import resource_version
 from extender.state.inuse import InFlight, InUse
 from extender.state.slices import SliceIndex
 
@@ -278,6 +279,15 @@ class ClusterState:
         key = kinds.RESOURCE_CLAIM.key(obj)
         self._apply_claim(key, obj, assumed=True)
         return self.claims[key]
+
+    def assume_claim_unless_older(self, obj: Mapping[str, Any]) -> None:
+        """Cache a claim the API server just returned, unless the cache already holds it or a
+        newer version of it (the watch can be ahead of a slow reply)."""
+        meta = obj.get("metadata") or {}
+        held = self.claim(meta.get("namespace") or "default", meta.get("name") or "")
+        if held is not None and (held.raw is obj or resource_version(held.raw) > resource_version(obj)):
+            return
+        self.assume_claim(dict(obj))
 
     def _apply_claim(self, key: ObjKey, obj: dict[str, Any], assumed: bool) -> None:
         held = self.claims.get(key)

@@ -87,27 +87,32 @@ async def test_a_late_landing_write_keeps_its_device_and_the_retry_adopts_it(api
         await audit(apiserver, state)
 
 
-async def test_a_write_that_never_answers_keeps_its_device_until_a_fresh_write_settles_it(
+async def test_a_write_that_never_answers_keeps_its_device_until_the_claim_moves_on(
     apiserver: ApiServer,
 ) -> None:
     one_gpu_two_pods(apiserver)
     config = {"bind_timeout_s": BIND_TIMEOUT, "inflight_ttl_s": INFLIGHT_TTL}
     async with extender(apiserver, **config) as (http, state, ctx):
-        # Never released: the request may land at any time, so no TTL may free its device.
+        # The request may land at any time while it sits in the server: no TTL frees its device.
         stuck = apiserver.faults.hold("update", "resourceclaims", subresource="status")
         assert "no answer" in await bind(http, apiserver, "a", "node-a")
         assert await fits(http, apiserver, "b") == []
-        await asyncio.sleep(INFLIGHT_TTL * 1.5)  # past the in-flight TTL: still held
+        await asyncio.sleep(INFLIGHT_TTL * 1.5)
         state.expire_inflight()
         assert await fits(http, apiserver, "b") == []
-        # The API server answers reads; the settler writes the allocation again at the claim's
-        # current version for the pod that still wants it, which makes the stuck one stale.
-        await eventually(lambda: claim_reserved("ca", apiserver), what="the settler's write")
-        await eventually(lambda: not state.inuse.inflight, what="the write to be settled")
-        stuck.set()  # the old request goes on now: its resourceVersion is stale, it is refused
-        await asyncio.sleep(0.2)
-        assert await fits(http, apiserver, "b") == []
+        assert ctx.settler.unsettled == 1
+        # Someone else updates the claim: the stuck request's resourceVersion is stale from now
+        # on, so it can never land, and the device is free again.
+        with apiserver.store.cond:
+            changed = apiserver.store.get(CLAIM, "default", "ca")
+            changed["metadata"].setdefault("labels", {})["touched"] = "yes"
+            apiserver.store.update(CLAIM, "default", "ca", changed)
+        await eventually(lambda: not state.inuse.inflight, what="the write to be proven impossible")
+        assert ctx.settler.unsettled == 0
         without_deadline_pressure(ctx)
-        assert await bind(http, apiserver, "a", "node-a") == ""
-        assert "allocation" not in (apiserver.store.get(CLAIM, "default", "cb").get("status") or {})
+        assert await fits(http, apiserver, "b") == ["node-a"]
+        assert await bind(http, apiserver, "b", "node-a") == ""
+        stuck.set()  # the old request goes on now and is refused: its resourceVersion is stale
+        await asyncio.sleep(0.2)
+        assert "allocation" not in (apiserver.store.get(CLAIM, "default", "ca").get("status") or {})
         await audit(apiserver, state)

@@ -366,18 +366,22 @@ class Harness:
         """After a batch: every write has landed or failed; deliver the watch backlog and compare."""
         await until(lambda: self.binder.running == 0, "the binder's timed-out calls to finish")
         sync_claims(self.store)  # the controller notices reservations of pods deleted meanwhile
+        # A write of unknown fate holds its devices until the settler knows it landed or can no
+        # longer land (never by a TTL alone); with every held request released by now, each
+        # one settles once the watch has delivered what the server did.
+        unsettled = self.ctx.settler.unsettled
+
+        def settled() -> bool:
+            self.server.release_watch_events()
+            return self.ctx.settler.unsettled == 0
+
+        await until(settled, "every write of unknown fate to be settled")
+        if unsettled:
+            record("writes of unknown fate settled", unsettled)
         self.log_allocations()
         self.server.release_watch_events()
         await until(self.cache_agrees, "the watch to deliver everything")
-        inflight = self.state.inuse.inflight
-        if inflight:
-            # Only writes that timed out leave entries behind (they may still land), bounded by the TTL.
-            now, ttl = time.monotonic(), self.config.inflight_ttl_s
-            assert all(e.expires_at <= now + ttl for e in inflight.values())
-            await asyncio.sleep(max(0.0, max(e.expires_at for e in inflight.values()) - now))
-            self.state.expire_inflight()
-            record("in-flight entries expired by their TTL")
-        assert not inflight, "in-flight entries outlived their TTL"
+        assert not self.state.inuse.inflight, "in-flight entries outlived their writes"
         assert self.longest_bind < BIND_TIMEOUT * 3 + 0.5, f"a bind took {self.longest_bind:.3f}s"
         results = self.server_results()
         for step, devices in self.allocations:
