@@ -277,37 +277,6 @@ def test_metrics_show_the_apps_own_cel_counters():
     assert idle_counters["dra_extender_cel_evaluations_total"] == 0
 
 
-def test_local_apply_and_delete(svc):
-    async def call(client):
-        applied = await client.post(
-            "/local/apply", json=[template("two"), pod("new", templates={"gpu": "two"})]
-        )
-        bad = await client.post("/local/apply", json={"kind": "Secret", "metadata": {"name": "s"}})
-        bad_claim = await client.post(
-            "/local/apply", json={"kind": "ResourceClaim", "metadata": {"name": "x"}, "spec": {"devices": 3}}
-        )
-        bound = await bind_call(client, svc.pod("new"), "node-0")
-        deleted = await client.post(
-            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
-        )
-        missing = await client.post(
-            "/local/delete", json={"kind": "Pod", "namespace": "default", "name": "new"}
-        )
-        wrong = await client.post("/local/delete", json={"kind": "Gadget", "name": "x"})
-        return applied, bad, bad_claim, bound, deleted, missing, wrong
-
-    applied, bad, bad_claim, bound, deleted, missing, wrong = svc.run(call)
-    assert applied.status_code == 200
-    assert [a["kind"] for a in applied.json()["applied"]] == ["ResourceClaimTemplate", "Pod"]
-    assert bad.status_code == 400 and "Secret" in bad.json()["error"]
-    assert bad_claim.status_code == 400 and "ResourceClaim" in bad_claim.json()["error"]
-    assert bound == ""
-    assert deleted.status_code == 200 and missing.status_code == 404 and wrong.status_code == 400
-    assert svc.state.pod("default", "new") is None
-    assert not [c for c in svc.state.claims.values() if c.name.startswith("new-gpu-")]
-    assert not svc.state.inuse.devices  # the generated claim went away with its pod
-
-
 def test_preempt_in_full_object_mode_answers_meta_victims(svc):
     async def call(client):
         assert await bind_call(client, svc.pod("p"), "node-0") == ""
