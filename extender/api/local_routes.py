@@ -6,19 +6,14 @@ generator changes the cluster through them while it schedules. Only a local serv
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import FastAPI, Request, Response
-from starlette.requests import ClientDisconnect
 
 from extender.api import wire
-from extender.api.replies import json_reply, problem, read_body
+from extender.api.replies import failed, json_reply, problem, read_body
 from extender.api.wire import BadRequest
 from extender.local.cluster import LocalCluster
 from extender.local.store import ManifestError
 from extender.model.kinds import KIND_NAMES
-
-log = logging.getLogger(__name__)
 
 
 def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
@@ -41,14 +36,8 @@ def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
                 applied.append(
                     {"kind": written["kind"], "namespace": meta.get("namespace"), "name": meta["name"]}
                 )
-        except BadRequest as exc:
-            return problem(400, f"local/apply: {exc}")
-        except ClientDisconnect:  # gone mid-body (or cut at --body-timeout): nobody to answer
-            log.debug("the client went away before its request body was complete")
-            return Response(status_code=499)
         except Exception as exc:
-            log.exception("local/apply failed")
-            return problem(500, f"local/apply: internal error: {exc}")
+            return failed("local/apply", exc)
         return json_reply({"applied": applied})
 
     @app.post("/local/delete")
@@ -59,14 +48,10 @@ def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
             if kind not in KIND_NAMES:
                 raise BadRequest(f"kind: expected one of {', '.join(KIND_NAMES)}")
             found = cluster.delete(kind, fields.get("namespace"), fields.get("name"))
-        except (BadRequest, ManifestError) as exc:
+        except ManifestError as exc:
             return problem(400, f"local/delete: {exc}")
-        except ClientDisconnect:  # gone mid-body (or cut at --body-timeout): nobody to answer
-            log.debug("the client went away before its request body was complete")
-            return Response(status_code=499)
         except Exception as exc:
-            log.exception("local/delete failed")
-            return problem(500, f"local/delete: internal error: {exc}")
+            return failed("local/delete", exc)
         if not found:
             return problem(404, f"{kind} {fields.get('namespace') or ''}/{fields.get('name')} not found")
         return json_reply({"deleted": True})

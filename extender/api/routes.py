@@ -8,18 +8,16 @@ as kube-scheduler expects.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
-from starlette.requests import ClientDisconnect
 
 from extender.api import wire
 from extender.api.local_routes import add_local_routes
-from extender.api.replies import json_reply, problem, read_body
+from extender.api.replies import failed, json_reply, problem, read_body
 from extender.api.wire import BadRequest
 from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
@@ -35,7 +33,6 @@ from extender.scheduling.score import score_nodes
 if TYPE_CHECKING:
     from extender.local.cluster import LocalCluster
 
-log = logging.getLogger(__name__)
 
 
 Handler = Callable[[bytes], Awaitable[Any]]
@@ -84,17 +81,10 @@ def create_app(
             started = time.perf_counter()
             try:
                 return json_reply(await handler(await read_body(request, limit)))
-            except BadRequest as exc:
-                return problem(400, f"{name}: {exc}")
             except UnknownPod as exc:
                 return problem(404, f"{name}: {exc.args[0]}")
-            except ClientDisconnect:  # gone mid-body (or cut at --body-timeout): nobody to answer
-                log.debug("the client went away before its request body was complete")
-                return Response(status_code=499)
             except Exception as exc:
-                # A bug, not the request's fault: say so instead of blaming the input.
-                log.exception("%s failed", name)
-                return problem(500, f"{name}: internal error: {exc}")
+                return failed(name, exc)
             finally:
                 metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
 
