@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from extender.local.cluster import LocalCluster
 
 
-
 Handler = Callable[[bytes], Awaitable[Any]]
 
 # Far above any real cluster (Kubernetes supports 5,000 nodes, kubelet ~250 pods per node), far

@@ -27,10 +27,11 @@ import pytest
 import uvloop
 
 from extender.api.connections import ConnectionLimits, ConnectionPool
-from extender.api.server import serve, servers
+from extender.api.server import servers
 from extender.api.tls import ReloadingTLS, TLSFiles
 from extender.cli import _parser, build_app, config_from_args
 from extender.config import ConfigError
+from tests.api.threaded import listening
 from tests.reliability.test_tls import free_port, issue
 
 ASGIApp = Any
@@ -106,20 +107,9 @@ def serving(
     listeners = servers(app, "127.0.0.1", port, tls=tls, log_level="warning", limits=limits,
                         parser=setup.parser)
     loop = uvloop.new_event_loop() if setup.loop == "uvloop" else asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(listeners),), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not all(server.started for server in listeners):
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    pool = listeners[0].config.http_protocol_class.pool  # type: ignore[attr-defined]
-    try:
+    with listening(listeners, loop):
+        pool = listeners[0].config.http_protocol_class.pool  # type: ignore[attr-defined]
         yield Served(setup, port, ssl.create_default_context(cafile=str(ca_file)) if https else None, pool)
-    finally:
-        for server in listeners:
-            server.should_exit = True
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture(scope="module", params=SETUPS, ids=str)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import ipaddress
 import os
 import socket
 import ssl
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from extender.api.server import serve, servers
+from extender.api.server import servers
 from extender.api.tls import ReloadingTLS, TLSFiles
 from extender.cli import _parser, build_app, config_from_args, tls_from_args
 from extender.config import ConfigError
+from tests.api.threaded import listening
 from tests.apiserver.server import ApiServer
 from tests.reliability.figures import record
 
@@ -150,22 +148,10 @@ def running(pki: Pki, tmp_path: Path) -> Iterator[Running]:
     tls = tls_from_args(args)
     app = build_app(config_from_args(args))
     listeners = servers(app, "127.0.0.1", port, tls=tls, probe_port=probe_port, log_level="warning")
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(serve(listeners),), daemon=True)
-    # uvicorn installs signal handlers only on the main thread; in a thread it skips them.
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not all(server.started for server in listeners):
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
     running = Running(port, probe_port)
     running.pki = pki_here  # type: ignore[attr-defined]
-    try:
+    with listening(listeners):
         yield running
-    finally:
-        for server in listeners:
-            server.should_exit = True
-        thread.join(10)
 
 
 def client_context(pki: Pki, cert: tuple[Path, Path] | None) -> ssl.SSLContext:
