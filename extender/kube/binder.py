@@ -29,6 +29,8 @@ from extender.scheduling.binder import BindError, WriteUncertain
 
 log = logging.getLogger(__name__)
 
+NOT_THE_LEADER = "this extender replica is not the leader; it does not commit binds"
+
 T = TypeVar("T")
 
 
@@ -115,7 +117,7 @@ class KubeBinder:
 
     def _check_leader(self) -> None:
         if self._is_leader is not None and not self._is_leader():
-            raise BindError("this extender replica is not the leader; it does not commit binds")
+            raise BindError(NOT_THE_LEADER)
 
     def _pause(self, attempt: int) -> None:
         time.sleep(self._retry_delay * (1 + 0.1 * random.random()) * attempt)
@@ -126,21 +128,24 @@ class KubeBinder:
         """Attempts until the deadline; each PUT is one request (no transport-level re-sends).
 
         Every PUT carries the resourceVersion it was based on. When an attempt ends without a
-        definite answer (no reply, a 5xx), that write may still be applied later; the highest
-        such version goes out with :class:`WriteUncertain` so the caller can tell when the
-        write has become impossible.
+        definite answer (no reply, or the API server's own timeout), that write may still be
+        applied later: from then on every failure is a :class:`WriteUncertain` carrying the
+        highest such version, so the caller can tell when the write has become impossible.
+        Only a vanished claim ends that doubt here (the PUT names the claim's UID).
         """
         path = _claim_path(claim.namespace, claim.name)
         current = _plain(claim.raw)
         last: KubeApiError | None = None
-        uncertain = 0
+        uncertain = tries = 0
         for attempt in range(self._attempts):
             if attempt:
                 self._pause(attempt)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._check_leader()
+            if self._is_leader is not None and not self._is_leader():
+                raise _failure(NOT_THE_LEADER, uncertain)
+            tries += 1
             try:
                 if attempt:
                     current = self._client.request(
@@ -156,16 +161,13 @@ class KubeBinder:
             if exc.not_found:
                 raise BindError(f"claim {claim.key} got deleted in the meantime") from exc
             if not _retryable(exc):
-                raise BindError(f"writing claim {claim.key} failed: {exc}") from exc
+                raise _failure(f"writing claim {claim.key} failed: {exc}", uncertain) from exc
             log.info("writing claim %s: %s (attempt %d)", claim.key, exc, attempt + 1)
             last = exc
-        if last is not None and attempt == self._attempts - 1:
-            what = f"writing claim {claim.key} failed after {self._attempts} attempts: {last}"
-        else:
-            what = f"writing claim {claim.key} failed: {last or 'no time'}; the bind deadline passed"
-        if uncertain:
-            raise WriteUncertain(what + " (a write may still land; its devices stay held)", uncertain)
-        raise BindError(what)
+        if last is None:
+            what = "no time left before the bind deadline"
+            raise _failure(f"writing claim {claim.key} failed: {what}", uncertain)
+        raise _failure(f"writing claim {claim.key} failed after {tries} attempts: {last}", uncertain)
 
     def _read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -394,6 +396,14 @@ class _Sent(Exception):
         super().__init__(str(error))
         self.error = error
         self.resource_version = resource_version
+
+
+def _failure(message: str, uncertain: int) -> BindError:
+    """Why a claim write stopped; uncertain when some attempt conditioned on version
+    ``uncertain`` (0: none) may still be applied."""
+    if uncertain:
+        return WriteUncertain(message + " (a write may still land; its devices stay held)", uncertain)
+    return BindError(message)
 
 
 def _maybe_applied(exc: KubeApiError) -> bool:

@@ -10,7 +10,7 @@ from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
 from extender.model import parse_resource_claim
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
-from extender.scheduling.binder import BindError
+from extender.scheduling.binder import BindError, WriteUncertain
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
@@ -218,3 +218,20 @@ async def test_timed_out_writes_are_retried_without_duplicates(apiserver: ApiSer
     assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
     assert writes(apiserver).count(("update", "resourceclaims", "status")) >= 2  # the timeout did happen
     assert writes(apiserver).count(("create", "pods", "binding")) >= 2
+
+
+async def test_a_refusal_after_an_unanswered_attempt_still_reports_the_write_as_uncertain(
+    apiserver: ApiServer,
+) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    impatient = RawClient(apiserver.api_client(), request_timeout=0.3)
+    # The first status write sits in the server (it may be applied later); the next is refused.
+    apiserver.faults.hold("update", "resourceclaims", subresource="status")
+    apiserver.faults.fail("update", "resourceclaims", 403, subresource="status")
+    with pytest.raises(WriteUncertain, match="403") as raised:
+        await binder(impatient).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    # The version the held request was conditioned on: the claim as the finalizer write left it.
+    held = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert raised.value.resource_version == int(held["metadata"]["resourceVersion"])
+    assert "allocation" not in (held.get("status") or {})
