@@ -56,6 +56,11 @@ class Config:
     result_ttl_s: float = 30.0
     # Bounds an in-flight commit: a bind that crashes or hangs frees its devices after this.
     inflight_ttl_s: float = 60.0
+    # A claim write of unknown fate (its bind gave up, no definite answer came) holds its devices
+    # until it has landed or can no longer land. Found unchanged after this long, the claim is
+    # fenced (moved to a newer resourceVersion) so that a request still sitting in the API server
+    # can never be applied. kube-apiserver gives up on a request after its --request-timeout (1m).
+    fence_after_s: float = 60.0
     # Upper bound for the claim writes and the pod binding of one bind call. Below the
     # scheduler's httpTimeout (10 s in manifests/), so the extender gives up and rolls back
     # before kube-scheduler stops listening, and its Error reaches the scheduler.
@@ -77,6 +82,8 @@ class Config:
             raise ConfigError("max body size must be positive")
         if self.state_dir is not None and self.kube:
             raise ConfigError("--state and --kube exclude each other")
+        if self.fence_after_s <= 0:
+            raise ConfigError("the fence delay must be positive")
         if self.inflight_ttl_s <= self.bind_timeout_s:
             raise ConfigError(
                 "the in-flight TTL must exceed the bind timeout, or a slow bind loses its devices"
@@ -110,6 +117,7 @@ class Config:
             "filterTimeoutSeconds": self.filter_timeout_s,
             "resultTTLSeconds": self.result_ttl_s,
             "inflightTTLSeconds": self.inflight_ttl_s,
+            "fenceAfterSeconds": self.fence_after_s,
             "bindTimeoutSeconds": self.bind_timeout_s,
             "leaderElection": {
                 "enabled": self.kube and self.leader_elect,

@@ -30,6 +30,8 @@ from extender.scheduling.binder import BindError, WriteUncertain
 log = logging.getLogger(__name__)
 
 NOT_THE_LEADER = "this extender replica is not the leader; it does not commit binds"
+# Set and removed again by a fence (see _fence_claim): its value is the version fenced off.
+FENCE_ANNOTATION = "dra-extender.k8s.io/fenced-resource-version"
 
 T = TypeVar("T")
 
@@ -89,6 +91,9 @@ class KubeBinder:
 
     async def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._run(self._read_claim, namespace, name)
+
+    async def fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        return await self._run(self._fence_claim, claim)
 
     async def bind_pod(self, pod: PodRef, node: str) -> None:
         await self._run(self._bind_pod, pod, node)
@@ -176,6 +181,37 @@ class KubeBinder:
             if exc.not_found:
                 return None
             raise BindError(f"reading claim {namespace}/{name} failed: {exc}") from exc
+
+    def _fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        """Two metadata updates: a marker annotation in, then out again.
+
+        An update that changes nothing would not get a new resourceVersion, so the first one
+        carries a change; the second takes it back. Either makes stale every request based on
+        the version read. A marker left behind by a failed second write is harmless.
+        """
+        meta = claim.get("metadata") or {}
+        path = _claim_path(str(meta.get("namespace")), str(meta.get("name")))
+        marked = _plain(claim)
+        annotations = marked["metadata"].setdefault("annotations", {})
+        annotations[FENCE_ANNOTATION] = str(meta.get("resourceVersion"))
+        try:
+            fenced = self._client.request("PUT", path, body=marked)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            what = f"fencing claim {meta.get('namespace')}/{meta.get('name')}"
+            raise BindError(f"{what} failed: {exc}") from exc
+        cleared = _plain(fenced)
+        cleared_annotations = cleared["metadata"].get("annotations") or {}
+        cleared_annotations.pop(FENCE_ANNOTATION, None)
+        if not cleared_annotations:
+            cleared["metadata"].pop("annotations", None)
+        try:
+            return self._client.request("PUT", path, body=cleared)
+        except KubeApiError as exc:
+            log.info("claim %s/%s: removing the fence marker failed (harmless): %s",
+                     meta.get("namespace"), meta.get("name"), exc)
+            return fenced
 
     def _put(self, path: str, body: dict[str, Any], deadline: float) -> dict[str, Any]:
         """One conditional PUT that ends by ``deadline``; a failure says which version it was based on."""

@@ -81,6 +81,17 @@ class LocalBinder:
         held = self.cluster.state.claim(namespace, name)
         return None if held is None else clone(dict(held.raw))
 
+    async def fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        # Every write here gets a fresh resourceVersion, an unchanged one included.
+        held = self.cluster.state.claim(
+            claim["metadata"].get("namespace") or "default", claim["metadata"]["name"]
+        )
+        if held is None or held.uid != claim["metadata"].get("uid"):
+            return None
+        if held.raw["metadata"].get("resourceVersion") != claim["metadata"].get("resourceVersion"):
+            raise BindError(f"claim {held.namespace}/{held.name} changed in the meantime")
+        return self.cluster.write("ResourceClaim", clone(dict(held.raw)))
+
     async def release_claim(
         self, claim: ResourceClaim, pod: PodRef, deallocate: bool
     ) -> dict[str, Any] | None:

@@ -51,6 +51,16 @@ class Binder(Protocol):
         """The claim as the API server holds it now (None: it does not exist)."""
         ...
 
+    async def fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        """Move ``claim`` (API JSON as just read) to a newer resourceVersion without changing
+        what it says, conditioned on the version it carries: every request conditioned on that
+        version or an older one can no longer be applied.
+
+        Returns the claim as left (None: it is gone). Raises :class:`BindError` when the write
+        is refused or unanswered (a conflict included: the claim moved on by itself).
+        """
+        ...
+
     async def bind_pod(self, pod: PodRef, node: str) -> None: ...
 
     async def release_claim(

@@ -58,6 +58,7 @@ class SchedulingContext:
         self.settler = Settler(
             self.state, self.binder,
             write_timeout_s=bind_timeout, readback_s=min(2.0, max(0.1, bind_timeout / 2)),
+            fence_after_s=self.config.fence_after_s,
         )
 
     @property

@@ -13,10 +13,14 @@ handed to :class:`Settler`, which keeps the claim's in-flight entry until either
   seen at a newer resourceVersion than every attempt was conditioned on without the write in
   it (the API server refuses a PUT whose resourceVersion is stale).
 
-Nothing here ever expires by time alone, and nothing here writes an allocation: a write the
-settler made itself would skip the checks a bind makes (a device withdrawn meanwhile, counters
-that shrank). The watch and, while the fate is open, a periodic read-back are what it learns
-from.
+Nothing here ever expires by time alone. The watch and, while the fate is open, a periodic
+read-back are what the settler learns from; and when a read-back ``fence_after_s`` or more
+after the write was given up still finds the claim at the version the write was conditioned
+on (the request may be sitting in the API server, or may have been refused while nobody
+listened), it *fences* the claim: moves it to a newer version
+without changing what it says, after which the old request can never be applied. It never
+writes an allocation itself: that would skip the checks a bind makes (a device withdrawn
+meanwhile, counters that shrank); the pod's next bind decides afresh.
 """
 
 from __future__ import annotations
@@ -63,12 +67,14 @@ class Settler:
         binder: Binder,
         *,
         write_timeout_s: float,
+        fence_after_s: float,
         poll_s: float = 0.2,
         readback_s: float = 2.0,
     ) -> None:
         self._state = state
         self._binder = binder
         self._write_timeout_s = write_timeout_s
+        self._fence_after_s = fence_after_s
         self._poll_s = poll_s
         self._readback_s = readback_s
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -128,12 +134,13 @@ class Settler:
     async def _prove(self, claim: ResourceClaim, pod: PodRef, version: int, key: str) -> None:
         loop = asyncio.get_running_loop()
         next_read = loop.time()
+        fence_at = next_read + self._fence_after_s
         while True:
             held = self._state.claim(claim.namespace, claim.name)
             fate = judge(held.raw if held is not None else None, claim.uid, pod.uid, version)
             if fate is Fate.UNKNOWN and loop.time() >= next_read:
                 next_read = loop.time() + self._readback_s
-                fate = await self._read_back(claim, pod, version)
+                fate = await self._read_back(claim, pod, version, fence=loop.time() >= fence_at)
             if fate is Fate.LANDED:
                 await self._landed(claim, pod, key)
                 return
@@ -144,17 +151,23 @@ class Settler:
                 return
             await asyncio.sleep(self._poll_s)
 
-    async def _read_back(self, claim: ResourceClaim, pod: PodRef, version: int) -> Fate:
-        """Ask the API server, in case the watch is slow or away."""
+    async def _read_back(self, claim: ResourceClaim, pod: PodRef, version: int, fence: bool) -> Fate:
+        """Ask the API server, in case the watch is slow or away; with ``fence``, fence off a
+        claim found unchanged."""
         try:
             obj = await asyncio.wait_for(
                 self._binder.read_claim(claim.namespace, claim.name), self._readback_s
             )
-        except Exception:
-            return Fate.UNKNOWN  # still away: ask again later
+            fate = judge(obj, claim.uid, pod.uid, version)
+            if fence and obj is not None and fate is Fate.UNKNOWN:
+                obj = await asyncio.wait_for(self._binder.fence_claim(obj), self._write_timeout_s)
+                fate = judge(obj, claim.uid, pod.uid, version)
+        except Exception as exc:
+            log.debug("claim %s: reading back or fencing failed, trying again later: %s", claim.key, exc)
+            return Fate.UNKNOWN
         if obj is not None:
             self._state.assume_claim_unless_older(obj)
-        return judge(obj, claim.uid, pod.uid, version)
+        return fate
 
     async def _landed(self, claim: ResourceClaim, pod: PodRef, key: str) -> None:
         """The write is in (and cached): keep it for the pod that still wants it, release it

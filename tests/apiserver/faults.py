@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -94,6 +95,7 @@ class Faults:
         self._replies: list[_Rule] = []
         self._random: list[_RandomRule] = []
         self._gone: list[_Rule] = []
+        self._outages: list[tuple[float, float, int, _Rule]] = []  # (ends at, hang, code, what)
         self._lag: _WatchLag | None = None
         # Bumped to make every open watch stream (of a resource, or all) end abruptly.
         self._cut_epoch: dict[str | None, int] = {}
@@ -111,6 +113,15 @@ class Faults:
               subresource: str | None = None) -> None:
         with self._lock:
             self._delays.append(_Rule(verb, resource, subresource, times, delay=seconds))
+
+    def outage(self, seconds: float, hang: float, code: int, verb: str | None = None,
+               resource: str | None = None, subresource: str | None = None) -> None:
+        """For the next ``seconds``, every matching request that arrives waits ``hang`` seconds
+        and is then answered ``code`` without being carried out (an API server that hangs,
+        then gives up)."""
+        with self._lock:
+            rule = _Rule(verb, resource, subresource, 1 << 30)
+            self._outages.append((time.monotonic() + seconds, hang, code, rule))
 
     def hold(self, verb: str | None = None, resource: str | None = None,
              subresource: str | None = None) -> threading.Event:
@@ -150,6 +161,13 @@ class Faults:
         """Consume what strikes this request before it runs (a delay or hold) and after (a reply
         rule), then the random draws. Failure rules are taken once the wait is over (take_failure)."""
         plan = Plan(wait=self.take_delay(verb, resource, subresource))
+        now = time.monotonic()
+        with self._lock:
+            for ends_at, hang, code, rule in self._outages:
+                if now < ends_at and rule.matches(verb, resource, subresource):
+                    self.fired += 1
+                    plan.wait, plan.code = hang, code
+                    break
         reply = self._take(self._replies, verb, resource, subresource)
         if reply is not None:
             plan.reply_after, plan.drop = reply.release or reply.delay, reply.drop

@@ -39,9 +39,9 @@ FAST = Backoff(initial=0.05, cap=0.2)
 
 @contextlib.asynccontextmanager
 async def extender(
-    server: ApiServer, *, wait_ready: bool = True, **config: Any
+    server: ApiServer, *, wait_ready: bool = True, request_timeout: float = 5.0, **config: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState, SchedulingContext]]:
-    client = RawClient(server.api_client(), request_timeout=5.0)
+    client = RawClient(server.api_client(), request_timeout=request_timeout)
     state = ClusterState()
     cfg = replace(Config(kube=True), **config)
     binder = KubeBinder(client, retry_delay=0.001)

@@ -7,6 +7,7 @@ bind deadline (``Faults.hold``), so the extender cannot know whether it will lan
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import replace
 
 import httpx
@@ -23,6 +24,7 @@ from tests.reliability.harness import (
     bind,
     cached_allocation,
     claim_reserved,
+    devices,
     extender,
     filter_nodes,
     pod_obj,
@@ -87,27 +89,26 @@ async def test_a_late_landing_write_keeps_its_device_and_the_retry_adopts_it(api
         await audit(apiserver, state)
 
 
-async def test_a_write_that_never_answers_keeps_its_device_until_the_claim_moves_on(
+async def test_a_write_that_never_answers_is_fenced_off_before_its_device_is_free(
     apiserver: ApiServer,
 ) -> None:
     one_gpu_two_pods(apiserver)
-    config = {"bind_timeout_s": BIND_TIMEOUT, "inflight_ttl_s": INFLIGHT_TTL}
+    config = {"bind_timeout_s": BIND_TIMEOUT, "inflight_ttl_s": INFLIGHT_TTL, "fence_after_s": 1.0}
     async with extender(apiserver, **config) as (http, state, ctx):
-        # The request may land at any time while it sits in the server: no TTL frees its device.
         stuck = apiserver.faults.hold("update", "resourceclaims", subresource="status")
         assert "no answer" in await bind(http, apiserver, "a", "node-a")
-        assert await fits(http, apiserver, "b") == []
-        await asyncio.sleep(INFLIGHT_TTL * 1.5)
+        version = int(apiserver.store.get(CLAIM, "default", "ca")["metadata"]["resourceVersion"])
+        # Past the in-flight TTL, the request may still land: the device stays held.
+        await asyncio.sleep(INFLIGHT_TTL * 1.2)
         state.expire_inflight()
         assert await fits(http, apiserver, "b") == []
-        assert ctx.settler.unsettled == 1
-        # Someone else updates the claim: the stuck request's resourceVersion is stale from now
-        # on, so it can never land, and the device is free again.
-        with apiserver.store.cond:
-            changed = apiserver.store.get(CLAIM, "default", "ca")
-            changed["metadata"].setdefault("labels", {})["touched"] = "yes"
-            apiserver.store.update(CLAIM, "default", "ca", changed)
-        await eventually(lambda: not state.inuse.inflight, what="the write to be proven impossible")
+        # After fence_after_s a read-back still finds the claim where the stuck request left off,
+        # so the settler moves it to a newer version (changing nothing it says): only then is
+        # the device free.
+        await eventually(lambda: not state.inuse.inflight, what="the stuck write to be fenced off")
+        fenced = apiserver.store.get(CLAIM, "default", "ca")
+        assert int(fenced["metadata"]["resourceVersion"]) > version
+        assert not (fenced["metadata"].get("annotations") or {}) and not fenced.get("status")
         assert ctx.settler.unsettled == 0
         without_deadline_pressure(ctx)
         assert await fits(http, apiserver, "b") == ["node-a"]
@@ -115,4 +116,50 @@ async def test_a_write_that_never_answers_keeps_its_device_until_the_claim_moves
         stuck.set()  # the old request goes on now and is refused: its resourceVersion is stale
         await asyncio.sleep(0.2)
         assert "allocation" not in (apiserver.store.get(CLAIM, "default", "ca").get("status") or {})
+        await audit(apiserver, state)
+
+
+def held_twice(server: ApiServer) -> list[tuple[str, str]]:
+    """Devices that two claims hold in the API server right now."""
+    claims, _ = server.store.list(CLAIM, None)
+    held = Counter(d for c in claims for d in devices(c.get("status") or {}))
+    return [d for d, n in held.items() if n > 1]
+
+
+@pytest.mark.parametrize("fault", ["outage", "one-slow-write"])
+async def test_a_long_api_outage_never_hands_the_gpu_out_twice(apiserver: ApiServer, fault: str) -> None:
+    """The double allocation an attacker showed (issue 11, D1), at a tenth of its scale.
+
+    One GPU, claims a and b. Claim-status writes go unanswered for 6.1 s (each hangs 1.2 s, then
+    503), or one of them is merely delayed 6.6 s and then carried out. The bind of a gives up at
+    its 0.8 s deadline; the in-flight TTL is 6 s; the client's own timeout (1 s) is shorter than
+    a hang, so a transport that re-sent timed-out requests would keep a's write alive; a claim
+    found unchanged is fenced after 6 s (the scale of kube-apiserver's 1 min). At 6.1 s
+    pod b is scheduled, then the scheduler's retry of a: whatever lands when, the GPU is held
+    once, in the API server and in the cache.
+    """
+    one_gpu_two_pods(apiserver)
+    async with extender(
+        apiserver, request_timeout=1.0, bind_timeout_s=0.8, inflight_ttl_s=6.0, fence_after_s=6.0
+    ) as (http, state, _ctx):
+        assert await fits(http, apiserver, "a") == ["node-a"]
+        started = asyncio.get_running_loop().time()
+        if fault == "outage":
+            apiserver.faults.outage(6.1, hang=1.2, code=503, verb="update", resource="resourceclaims",
+                                    subresource="status")
+        else:
+            apiserver.faults.delay(6.6, "update", "resourceclaims", subresource="status")
+        assert await bind(http, apiserver, "a", "node-a") != ""
+        await asyncio.sleep(6.1 - (asyncio.get_running_loop().time() - started))
+        for name in ("b", "a"):  # pod b after the outage, then the retried bind of pod a
+            if await fits(http, apiserver, name) == ["node-a"]:
+                await bind(http, apiserver, name, "node-a")
+            assert held_twice(apiserver) == []
+        await asyncio.sleep(1.5)  # past every request still in the air, and past the fence
+        for name in ("a", "b"):  # the scheduler keeps retrying whoever is still pending
+            if not pod_obj(apiserver, name)["spec"].get("nodeName") and await fits(http, apiserver, name):
+                assert await bind(http, apiserver, name, "node-a") == ""
+            assert held_twice(apiserver) == []
+        bound = [p for p in ("a", "b") if pod_obj(apiserver, p)["spec"].get("nodeName")]
+        assert len(bound) == 1
         await audit(apiserver, state)
