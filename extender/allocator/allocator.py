@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from extender.allocator.counters import CounterValues
 from extender.allocator.diagnose import explain_failure
@@ -36,12 +36,15 @@ class Allocator:
         slices: SliceSource,
         cel: Environment,
         deadline: float | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         self.features = features
         self.allocated = allocated
         self.classes = classes
         self.slices = slices
         self.deadline = deadline
+        # Called every few milliseconds of a search: the service lets other requests run there.
+        self.pause = pause
         self.last_failure = ""
         self._pools: dict[str | None, list[Pool]] = {}
         self._selectors = SelectorCache(cel)
@@ -64,7 +67,8 @@ class Allocator:
         self.last_failure = ""
         pools = self.pools_for(node)
         search = Search(
-            self.features, self.allocated, node, pools, claims, self._selectors, self._counters, self.deadline
+            self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
+            self.deadline, self.pause,
         )
         search.prepare(validate_claims(claims, self.features, self.classes, search.fill_all))
         if not search.run():

@@ -6,6 +6,7 @@ k8s.io/dynamic-resource-allocation).
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -28,6 +29,9 @@ from extender.model.quantity import Quantity
 # firstAvailable parent try its next subrequest and is turned into FAIL at claim boundaries.
 FAIL, DONE, MAX_SIZE = 0, 1, 2
 
+# How often a long search offers its ``pause`` hook the chance to let other work run.
+PAUSE_EVERY_S = 0.002
+
 Undo = Callable[[], None]
 # A search step: yields the (c, r, s, d, in_sub, start) of the step it needs next, is sent
 # that step's outcome, and returns its own outcome.
@@ -48,6 +52,7 @@ class Search:
         selectors: SelectorCache,
         counter_cache: dict[str, CounterValues],
         deadline: float | None,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         self.features = features
         self.state = state
@@ -56,6 +61,9 @@ class Search:
         self.claims = claims
         self.selectors = selectors
         self.deadline = deadline
+        self.pause = pause
+        # When the clock is next looked at: the deadline, or sooner to let others run.
+        self._check_at = self._next_check(time.monotonic())
         self.candidates: list[Candidate] = [c for p in pools for c in p.candidates]
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
@@ -138,8 +146,8 @@ class Search:
     def _visit(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> Frame:
         crossed = False  # a claim boundary was passed in this frame: MAX_SIZE becomes FAIL
         while True:
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise AllocationTimeout("filter operation aborted: context deadline exceeded")
+            if time.monotonic() > self._check_at:
+                self._checkpoint()
             if c == len(self.requests):
                 return DONE
             claim_requests = self.requests[c]
@@ -163,6 +171,17 @@ class Search:
             else:
                 outcome = yield from self._visit_exact(c, r, s, d, in_sub, start, data)
             return FAIL if crossed and outcome == MAX_SIZE else outcome
+
+    def _next_check(self, now: float) -> float:
+        deadline = math.inf if self.deadline is None else self.deadline
+        return deadline if self.pause is None else min(deadline, now + PAUSE_EVERY_S)
+
+    def _checkpoint(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise AllocationTimeout("filter operation aborted: context deadline exceeded")
+        if self.pause is not None:
+            self.pause()
+        self._check_at = self._next_check(time.monotonic())
 
     def _try_subrequests(self, c: int, r: int, variants: list[RequestData]) -> Frame:
         all_exceeded = True

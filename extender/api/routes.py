@@ -1,8 +1,8 @@
 """The HTTP surface: decode, call scheduling, encode. No business logic lives here.
 
 Bodies are read with a size cap and decoded by ``wire``; every protocol violation becomes a
-4xx with a message. Scheduling outcomes are always HTTP 200 (``Error`` for filter/bind),
-as kube-scheduler expects.
+4xx with a message. Scheduling outcomes are always HTTP 200 (``Error`` for filter/bind), as
+kube-scheduler expects. Allocation work runs ``in_turns``: a long request lets the others run.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from extender.scheduling.explain import explain
 from extender.scheduling.filter import filter_nodes, report_no_fit
 from extender.scheduling.preempt import nodes_worth_preempting
 from extender.scheduling.score import score_nodes
+from extender.scheduling.turns import in_turns
 
 if TYPE_CHECKING:
     from extender.local.cluster import LocalCluster
@@ -111,7 +112,7 @@ def create_app(
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
         pod = request_pod(args.pod)  # after the structural checks: a malformed body is a 400 first
-        out = filter_nodes(ctx, pod, args.node_names, given)
+        out = await in_turns(filter_nodes, ctx, pod, args.node_names, given)
         report_no_fit(ctx, pod, out)
         return wire.filter_result(args, out.passed, out.failed, out.unresolvable, out.error)
 
@@ -119,7 +120,7 @@ def create_app(
         args = wire.extender_args(body)
         _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
         pod = request_pod(args.pod)
-        return wire.host_priorities(score_nodes(ctx, pod, args.node_names))
+        return wire.host_priorities(await in_turns(score_nodes, ctx, pod, args.node_names))
 
     async def do_bind(body: bytes) -> Any:
         args = wire.binding_args(body)
@@ -132,7 +133,7 @@ def create_app(
         for node, victims in args.victims.items():
             _bounded(f"victims of node {node}", len(victims.uids), MAX_VICTIMS_PER_NODE)
         pod = request_pod(args.pod)
-        keep = nodes_worth_preempting(ctx, pod, {n: v.uids for n, v in args.victims.items()})
+        keep = await in_turns(nodes_worth_preempting, ctx, pod, {n: v.uids for n, v in args.victims.items()})
         return wire.preemption_result({n: v for n, v in args.victims.items() if n in keep})
 
     verb("filter", do_filter)
@@ -191,5 +192,5 @@ def _debug_routes(app: FastAPI, ctx: SchedulingContext) -> None:
         info = state.pod(namespace, name)
         if info is None:
             return problem(404, f"pod {pod} is not known to the extender")
-        return json_reply(explain(ctx, info))
+        return json_reply(await in_turns(explain, ctx, info))
 

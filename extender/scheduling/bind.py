@@ -1,11 +1,12 @@
 """bind: commit in memory, write the claims, bind the pod; undo everything on failure.
 
-Why no device is ever committed twice: the commit step (re-validate or recompute, then
-register the claims as in flight) runs without any ``await``, so on the single event loop no
-other filter or bind can interleave with it, and every later allocation sees the in-flight
-devices. A remembered filter result is only reused when the node's signature has not moved
-since filter, i.e. nothing that could change the decision on that node happened in between;
-otherwise the allocation is recomputed for the chosen node against the current state.
+Why no device is ever committed twice: the commit step (check that nothing the placement
+was computed from has changed, then register the claims as in flight) runs without any
+``await``, so on the single event loop no other filter or bind can interleave with it, and
+every later allocation sees the in-flight devices. A remembered filter result is only reused
+when the node's signature has not moved since filter, i.e. nothing that could change the
+decision on that node happened in between; otherwise the allocation is recomputed for the
+chosen node against the current state, taking turns with other requests if it is long.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from extender.model import AllocationResult, ResourceClaim, parse_resource_claim
+from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
 from extender.model.refs import PodRef
 from extender.scheduling.binder import BindError, WriteUncertain
 from extender.scheduling.claims import PodWaits, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
 from extender.scheduling.readiness import first_problem
+from extender.scheduling.turns import in_turns
 from extender.state import InFlight
 
 log = logging.getLogger(__name__)
@@ -66,14 +68,26 @@ def _allocation_api(ctx: SchedulingContext, result: AllocationResult) -> dict[st
     return api
 
 
-def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
-    """Decide the allocation on ``node_name`` and register it in flight. Never awaits."""
-    node = ctx.state.nodes.get(node_name)
+async def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
+    """Decide the allocation on ``node_name`` and register it in flight.
+
+    A placement that must be recomputed may take turns with other requests; it is committed
+    only if nothing it was computed from changed meanwhile (otherwise the scheduler retries),
+    and the commit itself never awaits.
+    """
+    state = ctx.state
+    node = state.nodes.get(node_name)
     if node is None:
         raise BindFailed(f"node {node_name} is not known to the extender")
-    placement = plan.placement(node)
+    signature = state.node_signature(node_name)
+    placement = await in_turns(plan.placement, node)
     if isinstance(placement, str):
         raise BindFailed(placement)
+    if _moved(ctx, plan, node, signature):
+        raise BindFailed(
+            f"pod {plan.pod.ref}: the claims or the devices of node {node_name} changed while its "
+            "allocation was computed; the scheduler retries"
+        )
     writes = []
     expires = time.monotonic() + ctx.config.inflight_ttl_s
     extended = placement.variant.extended
@@ -83,6 +97,21 @@ def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
         writes.append(_Write(claim, _allocation_api(ctx, result), True, create))
     writes.extend(_Write(c, None, False) for c in placement.reserve)
     return _Commit(writes, placement.status)
+
+
+def _moved(ctx: SchedulingContext, plan: PodPlan, node: Node, signature: tuple[int, ...]) -> bool:
+    """Whether the pod, its claims or the node's devices changed since ``plan`` was made.
+
+    The store replaces an object on every change, so identity is the test.
+    """
+    state = ctx.state
+    pod = plan.pod
+    return (
+        state.node_signature(node.name) != signature
+        or state.nodes.get(node.name) is not node
+        or state.pod(pod.namespace, pod.name) is not pod
+        or any(state.claim(c.namespace, c.name) is not c for c in plan.claims.claims)
+    )
 
 
 class Unfinished(Exception):
@@ -153,7 +182,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     try:
         if handles(ctx.config, pod) and wants_devices(pod):
             plan = PodPlan.build(ctx, pod)
-            commit = _commit(ctx, plan, node)
+            commit = await _commit(ctx, plan, node)
         else:
             commit = _Commit([])
     except (PodWaits, BindFailed) as exc:

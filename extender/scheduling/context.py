@@ -20,6 +20,7 @@ from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder
 from extender.scheduling.memory import SchedulerMemory
 from extender.scheduling.settle import Settler
+from extender.scheduling.turns import pause
 from extender.state import ClusterState
 
 
@@ -74,13 +75,19 @@ class SchedulingContext:
             aggregated_capacity=inuse.capacity,
         )
 
-    def allocator(self, allocated: AllocatedState | None = None) -> Allocator:
-        deadline = time.monotonic() + self.config.filter_timeout_s
+    def deadline(self) -> float:
+        """When allocation work of a request starting now must stop (one budget per request)."""
+        return time.monotonic() + self.config.filter_timeout_s
+
+    def allocator(self, allocated: AllocatedState | None = None, deadline: float | None = None) -> Allocator:
+        """An allocator over ``allocated`` (default: the live in-use sets) that stops at
+        ``deadline`` (default: a fresh request budget) and takes turns with other work."""
         return Allocator(
             self.features,
             self.allocated_state() if allocated is None else allocated,
             self.state.classes,
             self.state.slices,
             self.cel,
-            deadline=deadline,
+            deadline=self.deadline() if deadline is None else deadline,
+            pause=pause,
         )

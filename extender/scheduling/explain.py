@@ -69,7 +69,7 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
                 for c, r in zip(to_allocate, verdict.results, strict=True)
             }
         elif len(to_allocate) > 1:
-            entry["perClaim"] = _per_claim(ctx, to_allocate, node)
+            entry["perClaim"] = _per_claim(ctx, to_allocate, node, plan.deadline)
         nodes[name] = entry
     out["nodes"] = nodes
     out["verdict"] = f"fits on {sum(1 for n in nodes.values() if n['fits'])} of {len(nodes)} nodes"
@@ -83,9 +83,11 @@ def _devices_by_request(result: AllocationResult) -> dict[str, list[str]]:
     return out
 
 
-def _per_claim(ctx: SchedulingContext, to_allocate: tuple[ResourceClaim, ...], node: Any) -> dict[str, Any]:
+def _per_claim(
+    ctx: SchedulingContext, to_allocate: tuple[ResourceClaim, ...], node: Any, deadline: float
+) -> dict[str, Any]:
     claims: dict[str, Any] = {}
-    allocator = ctx.allocator()
+    allocator = ctx.allocator(deadline=deadline)
     for claim in to_allocate:
         try:
             results = allocator.allocate(node, [claim])

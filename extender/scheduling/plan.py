@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import orjson
 
 from extender.allocator import (
+    AllocatedState,
     AllocationError,
     AllocationTimeout,
     Allocator,
@@ -45,6 +46,7 @@ from extender.scheduling.extended_claim import (
     in_memory_claim,
     mappings_of,
 )
+from extender.scheduling.turns import pause
 from extender.state import ClusterState
 
 if TYPE_CHECKING:
@@ -156,7 +158,11 @@ class Wiring(Protocol):
     @property
     def memory(self) -> PlanMemory: ...
 
-    def allocator(self) -> Allocator: ...
+    def deadline(self) -> float: ...
+
+    def allocator(
+        self, allocated: AllocatedState | None = None, deadline: float | None = None
+    ) -> Allocator: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +257,11 @@ class PodPlan:
         extended: ExtendedNeeds | None = None,
         results: NodeResults | None = None,
         remember: bool = True,
+        deadline: float | None = None,
     ) -> None:
         self.ctx = ctx
+        # One allocation budget for the whole request, whatever number of nodes it covers.
+        self.deadline = ctx.deadline() if deadline is None else deadline
         self.pod = pod
         self.claims = claims
         # Extended resources still to be provided: none once an earlier bind allocated them.
@@ -309,7 +318,7 @@ class PodPlan:
 
     def what_if(self) -> PodPlan:
         """The same decision against another state; nothing of it is remembered or shared."""
-        return PodPlan(self.ctx, self.pod, self.claims, self.extended, remember=False)
+        return PodPlan(self.ctx, self.pod, self.claims, self.extended, remember=False, deadline=self.deadline)
 
     def use_allocator(self, allocator: Allocator) -> None:
         self._allocator = allocator
@@ -328,7 +337,7 @@ class PodPlan:
     def allocator(self) -> Allocator:
         """One allocator for all nodes of this request (compiled selectors, counter caches)."""
         if self._allocator is None:
-            self._allocator = self.ctx.allocator()
+            self._allocator = self.ctx.allocator(deadline=self.deadline)
         return self._allocator
 
     def remembered(self, node_name: str) -> Remembered | None:
@@ -358,6 +367,7 @@ class PodPlan:
 
         This runs for every candidate node of every filter call: keep it lean.
         """
+        pause()  # a long candidate list lets other requests run between nodes
         variant = self.variant(node)
         if isinstance(variant, str):
             self.outcomes[(phase, "unavailable")] += 1

@@ -58,7 +58,7 @@ def nodes_worth_preempting(
             continue
         devices, shared, capacity = ctx.state.inuse.without(_released_by(ctx, set(victim_uids)))
         what_if = plan.what_if()
-        what_if.use_allocator(ctx.allocator(AllocatedState(devices, shared, capacity)))
+        what_if.use_allocator(ctx.allocator(AllocatedState(devices, shared, capacity), plan.deadline))
         try:
             if what_if.evaluate(node, phase="preempt").fits:
                 kept.add(name)
