@@ -21,7 +21,15 @@ from extender.api.server import serve, servers
 from extender.api.tls import ReloadingTLS, TLSError, TLSFiles
 from extender.cel.engine import ENGINE_CHOICES
 from extender.cel.environment import Environment
-from extender.config import SCORE_POLICIES, Config, ConfigError, parse_feature_gates
+from extender.config import (
+    BODY_LIMITS,
+    MAX_JSON_ELEMENTS,
+    SCORE_POLICIES,
+    Config,
+    ConfigError,
+    parse_body_limits,
+    parse_feature_gates,
+)
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient, load_api_client
 from extender.kube.events import EventRecorder
@@ -55,7 +63,16 @@ def _parser() -> argparse.ArgumentParser:
         help="schedulerName of pods to handle (repeatable; default: with --kube dra-extender-scheduler and "
         "dra-scheduler, locally every pod)",
     )
-    serve.add_argument("--max-body-bytes", type=int, default=10 * 1024 * 1024)
+    serve.add_argument(
+        "--max-body-bytes", default="", metavar="SIZE|ROUTE=SIZE,...",
+        help="request-body limits: one size for every route, or per route "
+        f"({', '.join(f'{r}={s >> 10}Ki' for r, s in BODY_LIMITS.items())} by default); "
+        "sizes may end in Ki, Mi, Gi",
+    )
+    serve.add_argument(
+        "--max-json-elements", type=int, default=MAX_JSON_ELEMENTS, metavar="N",
+        help="refuse a request body with more JSON elements than this, before parsing it",
+    )
     serve.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -123,7 +140,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         feature_gates=parse_feature_gates(args.feature_gates),
         cel_engine=args.cel_engine,
         score_policy=args.score_policy,
-        max_body_bytes=args.max_body_bytes,
+        body_limits=parse_body_limits(args.max_body_bytes) if args.max_body_bytes else dict(BODY_LIMITS),
+        max_json_elements=args.max_json_elements,
         leader_elect=args.leader_elect,
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace,

@@ -7,6 +7,7 @@ like a current cluster unless told otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +19,50 @@ SCORE_POLICIES = ("binpack", "spread", "none")
 DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler", "dra-scheduler")
 
 
+# Request-body limits in bytes per route, sized from real objects. A bind is four short strings.
+# filter and prioritize carry a Pod (etcd stores at most 1.5 MiB) and either NodeNames (5,000
+# names fit in 1.3 MB) or, without nodeCacheCapable, full Nodes: 5-15 KB each as kubelet reports
+# them (at most 50 images), so 64 MiB holds some 4,000. preempt carries a Pod and per node the
+# victims' UIDs; /local/apply, manifests.
+BODY_LIMITS: dict[str, int] = {
+    "filter": 64 << 20,
+    "prioritize": 64 << 20,
+    "preempt": 32 << 20,
+    "bind": 64 << 10,
+    "local": 16 << 20,
+}
+# JSON elements of one body: 4,000 full Nodes are about as many. Parsing a million elements
+# takes ~0.1 s and at most ~70 MB; far more is an attack, refused before parsing.
+MAX_JSON_ELEMENTS = 1_000_000
+_SIZE_UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+
+
 class ConfigError(ValueError):
     """A flag value the service cannot run with."""
+
+
+def parse_body_limits(text: str) -> dict[str, int]:
+    """``SIZE`` for every route, or ``ROUTE=SIZE,...`` over the defaults; SIZE may end in Ki, Mi or Gi."""
+    limits = dict(BODY_LIMITS)
+    if "=" not in text:
+        return dict.fromkeys(limits, _size(text))
+    for item in text.split(","):
+        route, sep, size = item.partition("=")
+        route = route.strip()
+        if not sep or route not in limits:
+            routes = ", ".join(limits)
+            raise ConfigError(f"body limit {item!r}: expected ROUTE=SIZE with ROUTE one of {routes}")
+        limits[route] = _size(size)
+    return limits
+
+
+def _size(text: str) -> int:
+    text = text.strip()
+    unit = _SIZE_UNITS.get(text[-2:], 1)
+    digits = text[:-2] if unit > 1 else text
+    if not digits.isdigit() or int(digits) == 0:
+        raise ConfigError(f"size {text!r}: expected a positive number of bytes, optionally with Ki, Mi or Gi")
+    return int(digits) * unit
 
 
 def parse_feature_gates(text: str) -> Features:
@@ -49,7 +92,9 @@ class Config:
     # embedded cluster, so every pod is ours: passing a pod with claims untouched would bind it
     # without its devices.
     scheduler_names: tuple[str, ...] | None = None
-    max_body_bytes: int = 10 * 1024 * 1024
+    # Per route (see BODY_LIMITS); parse_body_limits reads the flag's syntax.
+    body_limits: Mapping[str, int] = field(default_factory=lambda: dict(BODY_LIMITS))
+    max_json_elements: int = MAX_JSON_ELEMENTS
     # Allocation budget for one filter call, below kube-scheduler's 5 s extender timeout.
     filter_timeout_s: float = 4.0
     # How long a filter result is remembered for bind (the pod is usually bound within ms).
@@ -78,8 +123,10 @@ class Config:
             raise ConfigError(f"CEL engine {self.cel_engine!r}: choose one of {', '.join(ENGINE_CHOICES)}")
         if not 0 < self.port < 65536:
             raise ConfigError(f"port {self.port} out of range")
-        if self.max_body_bytes <= 0:
-            raise ConfigError("max body size must be positive")
+        if set(self.body_limits) != set(BODY_LIMITS) or min(self.body_limits.values()) <= 0:
+            raise ConfigError(f"body limits: a positive size for each of {', '.join(BODY_LIMITS)}")
+        if self.max_json_elements <= 0:
+            raise ConfigError("the JSON element limit must be positive")
         if self.state_dir is not None and self.kube:
             raise ConfigError("--state and --kube exclude each other")
         if self.fence_after_s <= 0:
@@ -113,7 +160,8 @@ class Config:
             "celEngineInUse": self.cel_engine_in_use,
             "scorePolicy": self.score_policy,
             "schedulerNames": "all" if (names := self.handled_scheduler_names) is None else list(names),
-            "maxBodyBytes": self.max_body_bytes,
+            "maxBodyBytes": dict(self.body_limits),
+            "maxJSONElements": self.max_json_elements,
             "filterTimeoutSeconds": self.filter_timeout_s,
             "resultTTLSeconds": self.result_ttl_s,
             "inflightTTLSeconds": self.inflight_ttl_s,

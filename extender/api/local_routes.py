@@ -9,20 +9,22 @@ from __future__ import annotations
 from fastapi import FastAPI, Request, Response
 
 from extender.api import wire
-from extender.api.replies import failed, json_reply, problem, read_body
+from extender.api.bodies import Bodies
+from extender.api.replies import failed, json_reply, problem
 from extender.api.wire import BadRequest
 from extender.local.cluster import LocalCluster
 from extender.local.store import ManifestError
 from extender.model.kinds import KIND_NAMES
 
 
-def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
-    """Serve the two routes over ``cluster`` from ``app``; request bodies are capped at ``limit`` bytes."""
+def add_local_routes(app: FastAPI, cluster: LocalCluster, bodies: Bodies) -> None:
+    """Serve the two routes over ``cluster`` from ``app``, reading bodies under the "local" limits."""
 
     @app.post("/local/apply")
     async def local_apply(request: Request) -> Response:
         try:
-            body = wire.decode(await read_body(request, limit))
+            async with bodies.read(request, "local") as raw:
+                body = wire.decode(raw)
             objs = body if isinstance(body, list) else [body]
             applied = []
             for i, obj in enumerate(objs):
@@ -43,7 +45,8 @@ def add_local_routes(app: FastAPI, cluster: LocalCluster, limit: int) -> None:
     @app.post("/local/delete")
     async def local_delete(request: Request) -> Response:
         try:
-            fields = wire.fold(wire.decode(await read_body(request, limit)), "delete request")
+            async with bodies.read(request, "local") as raw:
+                fields = wire.fold(wire.decode(raw), "delete request")
             kind = fields.get("kind")
             if kind not in KIND_NAMES:
                 raise BadRequest(f"kind: expected one of {', '.join(KIND_NAMES)}")

@@ -1,6 +1,6 @@
 """The HTTP surface: decode, call scheduling, encode. No business logic lives here.
 
-Bodies are read with a size cap and decoded by ``wire``; every protocol violation becomes a
+Bodies are read under their limits (``bodies``) and decoded by ``wire``; every protocol violation becomes a
 4xx with a message. Scheduling outcomes are always HTTP 200 (``Error`` for filter/bind), as
 kube-scheduler expects. Allocation work runs ``in_turns``: a long request lets the others run.
 """
@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request, Response
 
 from extender.api import wire
+from extender.api.bodies import Bodies
 from extender.api.local_routes import add_local_routes
-from extender.api.replies import failed, json_reply, problem, read_body
+from extender.api.replies import failed, json_reply, problem
 from extender.api.wire import BadRequest
 from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
@@ -72,7 +73,8 @@ def create_app(
             await ctx.settler.close()
 
     app = FastAPI(title="dra-extender", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    state, metrics, limit = ctx.state, ctx.metrics, ctx.config.max_body_bytes
+    state, metrics = ctx.state, ctx.metrics
+    bodies = Bodies(ctx.config.body_limits, ctx.config.max_json_elements)
     metrics.watch_state(state.counts, lambda: len(state.inuse.inflight))
     metrics.watch_cel(ctx.cel.stats)
 
@@ -80,7 +82,8 @@ def create_app(
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
             try:
-                return json_reply(await handler(await read_body(request, limit)))
+                async with bodies.read(request, name) as body:
+                    return json_reply(await handler(body))
             except UnknownPod as exc:
                 return problem(404, f"{name}: {exc.args[0]}")
             except Exception as exc:
@@ -162,7 +165,7 @@ def create_app(
         _debug_routes(app, ctx)
     if cluster is not None:
 
-        add_local_routes(app, cluster, limit)
+        add_local_routes(app, cluster, bodies)
     return app
 
 

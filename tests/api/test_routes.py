@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from extender.api import create_app
 from extender.cel.environment import Environment
-from extender.config import Config
+from extender.config import BODY_LIMITS, Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
@@ -173,7 +173,7 @@ def test_malformed_pods_inside_valid_envelopes_never_get_a_server_error(svc, pat
 
 
 def test_oversized_body_is_refused():
-    small = Service(gpu_cluster(nodes=1), max_body_bytes=100)
+    small = Service(gpu_cluster(nodes=1), body_limits=dict.fromkeys(BODY_LIMITS, 100))
     response = small.run(lambda c: c.post("/filter", content=b"x" * 200))
     assert response.status_code == 400
     assert "limit of 100 bytes" in response.json()["error"]

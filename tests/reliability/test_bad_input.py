@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from extender.api.routes import MAX_NODES, MAX_VICTIMS_PER_NODE
 from extender.cli import _parser, config_from_args
+from extender.config import BODY_LIMITS, ConfigError
 from tests.reliability.figures import record
 from tests.scheduling.cluster import (
     Service,
@@ -178,7 +179,7 @@ def test_every_verb_refuses_bad_requests_with_a_4xx_and_a_message(
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_oversized_bodies_are_refused_declared_or_streamed(verb: str) -> None:
-    small = Service(gpu_cluster(nodes=1), max_body_bytes=1_000)
+    small = Service(gpu_cluster(nodes=1), body_limits=dict.fromkeys(BODY_LIMITS, 1_000))
     assert_refused(post(small, verb, b" " * 1_001), 400, "limit of 1000 bytes")
 
     async def stream(client: httpx.AsyncClient) -> httpx.Response:
@@ -192,9 +193,18 @@ def test_oversized_bodies_are_refused_declared_or_streamed(verb: str) -> None:
     record("bad inputs tried")
 
 
-def test_the_body_limit_is_10_mb_by_default_and_a_flag() -> None:
-    assert config_from_args(_parser().parse_args(["serve"])).max_body_bytes == 10 * 1024 * 1024
-    assert config_from_args(_parser().parse_args(["serve", "--max-body-bytes", "5"])).max_body_bytes == 5
+def test_body_limits_are_per_route_by_default_and_a_flag() -> None:
+    def limits(*flags: str) -> dict[str, int]:
+        return dict(config_from_args(_parser().parse_args(["serve", *flags])).body_limits)
+
+    assert limits() == BODY_LIMITS and limits()["bind"] == 64 * 1024
+    assert limits("--max-body-bytes", "5") == dict.fromkeys(BODY_LIMITS, 5)
+    assert limits("--max-body-bytes", "filter=2Mi,bind=1Ki") == {
+        **BODY_LIMITS, "filter": 2 * 1024 * 1024, "bind": 1024
+    }
+    for bad in ("0", "filter=", "bond=5", "5MB"):
+        with pytest.raises(ConfigError):
+            limits("--max-body-bytes", bad)
 
 
 def test_wrong_methods_and_paths_are_4xx(svc: Service) -> None:
