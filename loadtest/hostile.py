@@ -1,0 +1,206 @@
+"""How much one attacker slows everyone else: ``python -m loadtest.hostile``.
+
+Starts the extender (from ``--source``, default this checkout) on a generated local cluster,
+measures ``/healthz`` and a normal ``/filter`` back to back for a quiet phase, then again while
+an attacker keeps a hostile ``/preempt`` running (a claim with no solution, every node a
+candidate) and eight 10 MB bodies of nested arrays in flight. Prints the worst added latency
+(attack maximum minus quiet median) of each probe and the growth of the resident set.
+
+Run it on two checkouts back to back to compare; the figures go in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from loadtest.server import free_port
+
+DRIVER = "gpu.example.com"
+MB = 1024 * 1024
+NESTED = b"[" * 500 + b"]" * 500 + b","
+HOSTILE_BODY = b"[" + NESTED * (10 * MB // len(NESTED)) + b"[]]"
+
+
+def cluster(nodes: int) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+    }]
+    for i in range(nodes):
+        name = f"node-{i}"
+        objs.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+        objs.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{d}"} for d in range(24)]},
+        })
+
+    def claim(name: str, *counts: int) -> dict[str, Any]:
+        requests = [{"name": f"r{i}", "exactly": {"deviceClassName": DRIVER, "count": n}}
+                    for i, n in enumerate(counts)]
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"devices": {"requests": requests}}}
+
+    def pod(name: str, claim_name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "i"}],
+                         "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]}}
+
+    # 12 + 13 devices of 24: no solution, and a search space beyond any budget.
+    objs += [claim("hostile", 12, 13), pod("attacker", "hostile")]
+    objs += [claim("modest", 1), pod("normal", "modest")]
+    return objs
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def probe_loop(client: httpx.AsyncClient, request: Any, until: float) -> list[float]:
+    latencies = []
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        response = await request(client)
+        latencies.append(time.perf_counter() - started)
+        assert response.status_code == 200, response.text
+        await asyncio.sleep(0.02)
+    return latencies
+
+
+async def attack(url: str, pods: dict[str, Any], candidates: list[str], until: float) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    longest = [0.0]
+    victims = {"Pods": [{"UID": "nobody"}], "NumPDBViolations": 0}
+    preempt = {"Pod": pods["attacker"], "NodeNameToMetaVictims": dict.fromkeys(candidates, victims)}
+
+    async def hostile_preempt() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            while time.monotonic() < until:
+                started = time.monotonic()
+                response = await client.post("/preempt", json=preempt)
+                key = f"preempt {response.status_code}"
+                seen[key] = seen.get(key, 0) + 1
+                longest[0] = max(longest[0], time.monotonic() - started)
+
+    async def big_body() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            while time.monotonic() < until:
+                try:
+                    response = await client.post("/filter", content=HOSTILE_BODY)
+                    key = f"10 MB body {response.status_code}"
+                except httpx.HTTPError as exc:
+                    key = f"10 MB body {type(exc).__name__}"
+                seen[key] = seen.get(key, 0) + 1
+
+    await asyncio.gather(*([hostile_preempt()] if candidates else []), *(big_body() for _ in range(8)))
+    if candidates:
+        seen["preempt longest s"] = round(longest[0], 1)
+    return seen
+
+
+async def measure(url: str, pid: int, seconds: float, candidates: int) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+        pods = (await client.get("/debug/pods")).json()["items"]
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        nodes = [f"node-{i}" for i in range(NODES)]
+        filter_body = {"Pod": by_name["normal"], "NodeNames": nodes}
+
+        async def healthz(c: httpx.AsyncClient) -> httpx.Response:
+            return await c.get("/healthz")
+
+        async def normal_filter(c: httpx.AsyncClient) -> httpx.Response:
+            return await c.post("/filter", json=filter_body)
+
+        quiet_until = time.monotonic() + seconds
+        quiet = await asyncio.gather(probe_loop(client, healthz, quiet_until),
+                                     probe_loop(client, normal_filter, quiet_until))
+        rss_before = rss_bytes(pid)
+        peak = rss_before
+        loud_until = time.monotonic() + seconds
+
+        async def sample_rss() -> None:
+            nonlocal peak
+            while time.monotonic() < loud_until + 1:
+                peak = max(peak, rss_bytes(pid))
+                await asyncio.sleep(0.05)
+
+        attack_task = asyncio.ensure_future(attack(url, by_name, nodes[:candidates], loud_until))
+        sampler = asyncio.ensure_future(sample_rss())
+        await asyncio.sleep(0.5)  # the attack is under way
+        loud = await asyncio.gather(probe_loop(client, healthz, loud_until),
+                                    probe_loop(client, normal_filter, loud_until))
+        seen = await attack_task
+        await sampler
+    out: dict[str, Any] = {
+        "attack requests": seen,
+        "rss before MB": round(rss_before / MB, 1),
+        "rss peak MB": round(peak / MB, 1),
+        "rss growth MB": round((peak - rss_before) / MB, 1),
+    }
+    for name, q, lo in zip(("/healthz", "/filter"), quiet, loud, strict=True):
+        median = statistics.median(q)
+        out[name] = {"quiet median ms": round(median * 1000, 1), "attack max ms": round(max(lo) * 1000, 1),
+                     "worst added ms": round((max(lo) - median) * 1000, 1), "probes under attack": len(lo)}
+    return out
+
+
+NODES = 100
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.hostile", description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=Path.cwd(), help="checkout to run (default: here)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase")
+    parser.add_argument("--candidates", type=int, default=4,
+                        help="candidate nodes of the hostile preempt (4: as reported in issue 11; "
+                        "0: no preempt)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp, "state")
+        state.mkdir()
+        Path(state, "cluster.yaml").write_text(yaml.safe_dump_all(cluster(NODES)))
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "PYTHONPATH": str(args.source.resolve())}
+        cmd = [sys.executable, "-m", "extender", "serve", "--state", str(state), "--port", str(port)]
+        with Path(tmp, "log").open("wb") as log:
+            process = subprocess.Popen(cmd, cwd=args.source, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                if time.monotonic() > deadline or process.poll() is not None:
+                    print(Path(tmp, "log").read_text()[-2000:], file=sys.stderr)
+                    return 1
+                time.sleep(0.1)
+            print(json.dumps(asyncio.run(measure(url, process.pid, args.seconds, args.candidates)), indent=2))
+        finally:
+            process.terminate()
+            process.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
