@@ -538,3 +538,39 @@ def test_a_sole_feasible_node_counts_as_the_expected_placement():
     first, second = svc.run(flow)
     assert first["NodeNames"] == ["node-0"]
     assert "in the process of being allocated" in second["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_a_bind_of_an_unknown_pod_or_a_stale_uid_is_refused_in_a_200_reply():
+    # kube-scheduler drops the body of any non-200 extender answer: only an Error in a 200 reply
+    # reaches its log and the pod's events.
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), claim("c"), pod("p", claims={"c": "c"})])
+    ghost = {"metadata": {"name": "ghost", "namespace": "default", "uid": "ghost-uid"}}
+    stale = {"metadata": {**svc.pod("p")["metadata"], "uid": "not-it"}}
+
+    async def flow(client):
+        return await bind_call(client, ghost, "node-0"), await bind_call(client, stale, "node-0")
+
+    unknown, wrong_uid = svc.run(flow)
+    assert unknown == "pod default/ghost is not known to the extender"
+    assert wrong_uid == f"pod default/p has UID {svc.pod('p')['metadata']['uid']}, not not-it"
+    assert svc.state.pod("default", "p").node_name == ""
+    assert "status" not in svc.claims()["c"]
+
+
+def test_a_bind_of_a_pod_of_another_scheduler_is_refused():
+    objs = [*gpu_cluster(nodes=1, per_node=1), claim("c")]
+    objs += [pod("foreign", claims={"c": "c"}, scheduler="default-scheduler")]
+    objs += [pod("plain", scheduler="default-scheduler")]
+    svc = Service(objs, scheduler_names=("dra-extender-scheduler", "dra-scheduler"))
+
+    async def flow(client):
+        return [await bind_call(client, svc.pod(name), "node-0") for name in ("foreign", "plain")]
+
+    for name, error in zip(("foreign", "plain"), svc.run(flow), strict=True):
+        assert error == (
+            f"pod default/{name} has schedulerName default-scheduler; this extender binds only pods "
+            "of dra-extender-scheduler, dra-scheduler"
+        )
+        assert svc.state.pod("default", name).node_name == ""
+    assert "status" not in svc.claims()["c"]
+
