@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from extender.local.claim_controller import generated_claim_name
 from tests.scheduling.cluster import (
     DRIVER,
     Service,
@@ -574,3 +575,29 @@ def test_a_bind_of_a_pod_of_another_scheduler_is_refused():
         assert svc.state.pod("default", name).node_name == ""
     assert "status" not in svc.claims()["c"]
 
+
+def _pod_with_one_claim_twice(how):
+    """Pod "p" whose two spec.resourceClaims entries resolve to one claim."""
+    if how == "direct twice":
+        return [claim("c"), pod("p", claims={"a": "c", "b": "c"})], "c"
+    # The claim the resourceclaim controller generates for entry "t", also named directly.
+    uid = "p-uid"
+    generated = generated_claim_name("p", uid, "t")
+    obj = pod("p", templates={"t": "one"}, claims={"d": generated})
+    obj["metadata"]["uid"] = uid
+    return [template("one"), obj], generated
+
+
+@pytest.mark.parametrize("how", ["direct twice", "template and direct"])
+@pytest.mark.parametrize("per_node", [1, 2])
+def test_a_claim_referenced_twice_by_a_pod_is_allocated_once_and_reserved_once(how, per_node):
+    objs, claim_name = _pod_with_one_claim_twice(how)
+    svc = Service([*gpu_cluster(nodes=2, per_node=per_node), *objs])
+    node_name, error = svc.run(lambda c: schedule(c, svc.pod("p"), svc.node_names()))
+    assert error == "" and node_name is not None
+    written = svc.claims()[claim_name]["status"]
+    assert [r["name"] for r in written["reservedFor"]] == ["p"]
+    assert [r["pool"] for r in written["allocation"]["devices"]["results"]] == [node_name]
+    assert svc.state.pod("default", "p").node_name == node_name
+    assert allocated_devices(svc.claims().values()) == [(DRIVER, node_name, "gpu-0")]
+    assert not svc.state.inuse.inflight
