@@ -270,30 +270,55 @@ class KubeBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
 
+        # Set once an attempt got no definite answer: that Binding may be in, whatever a retry hears.
+        unanswered = False
+
         def attempt() -> None:
+            nonlocal unanswered
             try:
                 self._client.request("POST", path, body=body)
             except KubeApiError as exc:
+                unanswered = unanswered or _maybe_applied(exc)
                 if exc.not_found:
                     raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc
                 if not exc.conflict:
                     raise
                 self._check_already_bound(pod, node, exc)
 
-        self._retrying(f"binding pod {pod.namespace}/{pod.name}", attempt)
+        what = f"binding pod {pod.namespace}/{pod.name}"
+        try:
+            self._retrying(what, attempt)
+        except BindError as failed:
+            if not unanswered:
+                raise
+            # Reporting a failure now would make bind roll back the claims of a pod that may be
+            # bound: only the pod itself can tell.
+            try:
+                bound = self._bound_to(pod, node)
+            except KubeApiError as exc:
+                raise BindError(
+                    f"{failed}; an earlier attempt went unanswered and re-reading the pod failed: {exc}"
+                ) from exc
+            if not bound:
+                raise
+            log.info("%s: an earlier attempt whose reply was lost went through (%s)", what, failed)
 
     def _check_already_bound(self, pod: PodRef, node: str, conflict: KubeApiError) -> None:
         """A conflict is success when an earlier attempt (whose reply we lost) bound the pod there."""
         try:
-            current = self._client.request("GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+            bound = self._bound_to(pod, node)
         except KubeApiError as exc:
             raise BindError(
                 f"binding pod {pod.namespace}/{pod.name} failed: {conflict}; re-reading it: {exc}"
             ) from exc
-        uid = (current.get("metadata") or {}).get("uid")
-        bound_to = (current.get("spec") or {}).get("nodeName")
-        if uid != pod.uid or bound_to != node:
+        if not bound:
             raise BindError(f"binding pod {pod.namespace}/{pod.name} to {node} failed: {conflict.message}")
+
+    def _bound_to(self, pod: PodRef, node: str) -> bool:
+        """Whether this very pod (same UID) is bound to ``node`` now; raises KubeApiError if unreadable."""
+        current = self._client.request("GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        uid = (current.get("metadata") or {}).get("uid")
+        return uid == pod.uid and (current.get("spec") or {}).get("nodeName") == node
 
     def _release_claim(self, claim: ResourceClaim, pod: PodRef, deallocate: bool) -> dict[str, Any] | None:
         path = _claim_path(claim.namespace, claim.name) + "/status"

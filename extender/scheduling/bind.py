@@ -37,7 +37,11 @@ class BindFailed(Exception):
 
 
 class UnknownPod(LookupError):
-    """The request names a pod (or pod UID) the extender does not hold: a bad request, not a bind failure."""
+    """A filter/prioritize/preempt request names only a pod the extender does not hold: a bad request.
+
+    A bind never raises it: kube-scheduler drops the body of any non-200 extender answer, so a
+    refused bind is a 200 whose Error says why.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +153,8 @@ async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
 async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, node: str) -> str:
     """Bind one pod; returns "" on success, else the error text for the reply.
 
-    Raises UnknownPod when there is nothing to bind (kube-scheduler re-queues the pod either way).
+    Every refusal is such a text, an unknown pod included: kube-scheduler re-queues the pod
+    either way, and only a 200 reply gets its reason into the scheduler's log and events.
     """
     if not ctx.leading:
         return "this dra-extender replica is not the leader; binds go to the leader"
@@ -157,9 +162,15 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
     memory.expire()
     pod = ctx.state.pod(namespace, name)
     if pod is None:
-        raise UnknownPod(f"pod {namespace}/{name} is not known to the extender")
+        return f"pod {namespace}/{name} is not known to the extender"
     if uid and pod.uid != uid:
-        raise UnknownPod(f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
+        return f"pod {namespace}/{name} has UID {pod.uid}, not {uid}"
+    if not handles(ctx.config, pod):
+        # Filter let it pass untouched, so nothing was decided for its claims: binding it would
+        # leave them unallocated (or race the allocator of the scheduler it belongs to).
+        names = ", ".join(ctx.config.handled_scheduler_names or ())
+        return (f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds only pods "
+                f"of {names}")
     if not memory.begin_bind(pod.uid):
         return f"a bind of pod {pod.ref} is already in progress"
     ref = PodRef(namespace, name, pod.uid)
@@ -180,7 +191,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     metrics = ctx.metrics
     plan = None
     try:
-        if handles(ctx.config, pod) and wants_devices(pod):
+        if wants_devices(pod):
             plan = PodPlan.build(ctx, pod)
             commit = await _commit(ctx, plan, node)
         else:

@@ -50,8 +50,14 @@ def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:
 
 
 def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
-    """The pod's claims in order; raises PodWaits with upstream's message otherwise."""
-    claims: list[ResourceClaim] = []
+    """The pod's claims in order, each once; raises PodWaits with upstream's message otherwise.
+
+    Two entries may name the same claim (twice directly, or directly and through the claim
+    generated for a template entry): it is still one claim, allocated once and reserved once.
+    Listed twice, the allocator would want devices for it twice, and bind would write it twice,
+    the second write finding the first one's allocation and failing the bind every time.
+    """
+    claims: dict[str, ResourceClaim] = {}
     for entry in pod.claims:
         if entry.claim_name:
             name = entry.claim_name
@@ -74,11 +80,12 @@ def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
             )
         if (claim.raw.get("metadata") or {}).get("deletionTimestamp"):
             raise PodWaits(f'resourceclaim "{name}" is being deleted')
-        claims.append(claim)
+        claims.setdefault(name, claim)
+    unique = tuple(claims.values())
     return PodClaims(
-        claims=tuple(claims),
-        to_allocate=tuple(c for c in claims if c.allocation is None),
-        allocated=tuple(c for c in claims if c.allocation is not None),
+        claims=unique,
+        to_allocate=tuple(c for c in unique if c.allocation is None),
+        allocated=tuple(c for c in unique if c.allocation is not None),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -14,6 +15,7 @@ from extender.scheduling.binder import BindError, WriteUncertain
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
+from tests.kube.conftest import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -235,3 +237,30 @@ async def test_a_refusal_after_an_unanswered_attempt_still_reports_the_write_as_
     held = apiserver.store.get(CLAIM, "default", "gpu-claim")
     assert raised.value.resource_version == int(held["metadata"]["resourceVersion"])
     assert "allocation" not in (held.get("status") or {})
+
+
+async def test_a_binding_whose_reply_was_lost_is_success_when_the_pod_is_bound_there(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    pod = make_pod(apiserver)
+    dropped = threading.Event()
+    apiserver.faults.lose_reply("create", "pods", subresource="binding", after=dropped)
+    binding = asyncio.ensure_future(binder(client).bind_pod(pod, "node-a"))
+    await eventually(lambda: apiserver.store.get(POD, "default", "trainer")["spec"].get("nodeName"),
+                     what="the Binding to land")
+    # The retry is refused (not with the 409 of an already bound pod: that case is older and known).
+    apiserver.faults.fail("create", "pods", 403, subresource="binding")
+    dropped.set()
+    await binding
+    assert writes(apiserver) == [("create", "pods", "binding")] * 2
+
+
+async def test_an_unanswered_binding_that_did_not_land_still_fails(apiserver: ApiServer,
+                                                                  client: RawClient) -> None:
+    pod = make_pod(apiserver)
+    # The API server's own timeout: the Binding may or may not be in (here it is not) ...
+    apiserver.faults.fail("create", "pods", 504, subresource="binding")
+    apiserver.faults.fail("create", "pods", 403, subresource="binding")  # ... and the retry is refused
+    with pytest.raises(BindError, match="403"):
+        await binder(client).bind_pod(pod, "node-a")
+    assert "nodeName" not in apiserver.store.get(POD, "default", "trainer")["spec"]

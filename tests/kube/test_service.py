@@ -129,6 +129,29 @@ async def test_a_failed_claim_write_fails_the_bind_and_leaves_the_pod_unbound(ap
     assert node in NODES
 
 
+async def test_a_claim_the_pod_lists_twice_is_written_once(apiserver: ApiServer) -> None:
+    store = apiserver.store
+    store.seed(BY_KIND["DeviceClass"], objects.device_class())
+    for name in NODES:
+        store.seed(BY_KIND["Node"], objects.node(name))
+        # Room for the claim twice: filter passes either way, the writes of bind tell.
+        store.seed(BY_KIND["ResourceSlice"], objects.resource_slice(name, devices=2))
+    store.seed(BY_KIND["ResourceClaim"], objects.claim("claim-0"))
+    twice = objects.pod("twice")
+    twice["spec"]["resourceClaims"] = [{"name": n, "resourceClaimName": "claim-0"} for n in ("a", "b")]
+    created = store.create(BY_KIND["Pod"], "default", twice)
+    async with extender(apiserver) as (http, _):
+        writes_before = len(apiserver.writes())
+        node, _ = await schedule(http, apiserver, "twice")
+    assert node in NODES
+    assert claim_status(apiserver, "claim-0")["reservedFor"] == [
+        {"resource": "pods", "name": "twice", "uid": created["metadata"]["uid"]}
+    ]
+    assert [(c.verb, c.subresource) for c in apiserver.writes()[writes_before:]] == [
+        ("update", None), ("update", "status"), ("create", "binding")
+    ]
+
+
 async def test_the_cli_kube_seam_serves_from_a_kubeconfig(apiserver: ApiServer, tmp_path) -> None:
     """``dra-extender serve --kube --kubeconfig …`` as built by the CLI, against the test server."""
     kubeconfig = tmp_path / "kubeconfig"

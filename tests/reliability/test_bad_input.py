@@ -122,20 +122,6 @@ CASES += [
     ("/bind", "Node of the wrong type", {"PodName": "p", "Node": ["node-0"]}, 400, "Node: expected a string"),
     ("/bind", "PodUID of the wrong type", {"PodName": "p", "Node": "node-0", "PodUID": 3}, 400, "PodUID"),
     (
-        "/bind",
-        "unknown pod",
-        {"PodName": "ghost", "PodNamespace": "default", "Node": "node-0"},
-        404,
-        "default/ghost is not known",
-    ),
-    (
-        "/bind",
-        "stale pod UID",
-        {"PodName": "p", "PodNamespace": "default", "PodUID": "not-it", "Node": "node-0"},
-        404,
-        "not not-it",
-    ),
-    (
         "/preempt",
         "victims of the wrong type",
         {"Pod": {"metadata": {"name": "p"}}, "NodeNameToMetaVictims": []},
@@ -244,7 +230,8 @@ def test_fuzzed_bodies_get_a_definite_answer_and_never_a_5xx(
 ) -> None:
     body = data.draw(mutations(valid_body(svc, verb)))
     response = post(svc, verb, json.dumps(body).encode())
-    assert response.status_code in (200, 400, 404), response.text
+    # A bind is refused in a 200 reply (kube-scheduler drops other bodies); 404 is a name-only pod.
+    assert response.status_code in ((200, 400) if verb == "/bind" else (200, 400, 404)), response.text
     if response.status_code != 200:
         assert response.json()["error"]
     elif verb == "/bind":

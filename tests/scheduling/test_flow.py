@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from extender.local.claim_controller import generated_claim_name
 from tests.scheduling.cluster import (
     DRIVER,
     Service,
@@ -538,3 +539,65 @@ def test_a_sole_feasible_node_counts_as_the_expected_placement():
     first, second = svc.run(flow)
     assert first["NodeNames"] == ["node-0"]
     assert "in the process of being allocated" in second["FailedAndUnresolvableNodes"]["node-0"]
+
+
+def test_a_bind_of_an_unknown_pod_or_a_stale_uid_is_refused_in_a_200_reply():
+    # kube-scheduler drops the body of any non-200 extender answer: only an Error in a 200 reply
+    # reaches its log and the pod's events.
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), claim("c"), pod("p", claims={"c": "c"})])
+    ghost = {"metadata": {"name": "ghost", "namespace": "default", "uid": "ghost-uid"}}
+    stale = {"metadata": {**svc.pod("p")["metadata"], "uid": "not-it"}}
+
+    async def flow(client):
+        return await bind_call(client, ghost, "node-0"), await bind_call(client, stale, "node-0")
+
+    unknown, wrong_uid = svc.run(flow)
+    assert unknown == "pod default/ghost is not known to the extender"
+    assert wrong_uid == f"pod default/p has UID {svc.pod('p')['metadata']['uid']}, not not-it"
+    assert svc.state.pod("default", "p").node_name == ""
+    assert "status" not in svc.claims()["c"]
+
+
+def test_a_bind_of_a_pod_of_another_scheduler_is_refused():
+    objs = [*gpu_cluster(nodes=1, per_node=1), claim("c")]
+    objs += [pod("foreign", claims={"c": "c"}, scheduler="default-scheduler")]
+    objs += [pod("plain", scheduler="default-scheduler")]
+    svc = Service(objs, scheduler_names=("dra-extender-scheduler", "dra-scheduler"))
+
+    async def flow(client):
+        return [await bind_call(client, svc.pod(name), "node-0") for name in ("foreign", "plain")]
+
+    for name, error in zip(("foreign", "plain"), svc.run(flow), strict=True):
+        assert error == (
+            f"pod default/{name} has schedulerName default-scheduler; this extender binds only pods "
+            "of dra-extender-scheduler, dra-scheduler"
+        )
+        assert svc.state.pod("default", name).node_name == ""
+    assert "status" not in svc.claims()["c"]
+
+
+def _pod_with_one_claim_twice(how):
+    """Pod "p" whose two spec.resourceClaims entries resolve to one claim."""
+    if how == "direct twice":
+        return [claim("c"), pod("p", claims={"a": "c", "b": "c"})], "c"
+    # The claim the resourceclaim controller generates for entry "t", also named directly.
+    uid = "p-uid"
+    generated = generated_claim_name("p", uid, "t")
+    obj = pod("p", templates={"t": "one"}, claims={"d": generated})
+    obj["metadata"]["uid"] = uid
+    return [template("one"), obj], generated
+
+
+@pytest.mark.parametrize("how", ["direct twice", "template and direct"])
+@pytest.mark.parametrize("per_node", [1, 2])
+def test_a_claim_referenced_twice_by_a_pod_is_allocated_once_and_reserved_once(how, per_node):
+    objs, claim_name = _pod_with_one_claim_twice(how)
+    svc = Service([*gpu_cluster(nodes=2, per_node=per_node), *objs])
+    node_name, error = svc.run(lambda c: schedule(c, svc.pod("p"), svc.node_names()))
+    assert error == "" and node_name is not None
+    written = svc.claims()[claim_name]["status"]
+    assert [r["name"] for r in written["reservedFor"]] == ["p"]
+    assert [r["pool"] for r in written["allocation"]["devices"]["results"]] == [node_name]
+    assert svc.state.pod("default", "p").node_name == node_name
+    assert allocated_devices(svc.claims().values()) == [(DRIVER, node_name, "gpu-0")]
+    assert not svc.state.inuse.inflight
