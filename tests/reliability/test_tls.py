@@ -245,10 +245,10 @@ def reservations(pki: Pki, port: int) -> dict[str, object]:
 def test_an_allowed_client_is_served(allowing: Running, pki: Pki, tmp_path: Path, who: str) -> None:
     cert = {
         "subject CN, no SAN": pki.client,
-        "DNS SAN": issue("anything", pki.ca, dns=["other.example", SCHEDULER_DNS]).write(tmp_path, "c"),
+        "DNS SAN": issue("anything", pki.ca, dns=["other.example", SCHEDULER_DNS]).write(tmp_path, "dns"),
         "DNS SAN, clientAuth usage": issue(
             "anything", pki.ca, dns=[SCHEDULER_DNS], usages=[ExtendedKeyUsageOID.CLIENT_AUTH]
-        ).write(tmp_path, "c"),
+        ).write(tmp_path, "dns-client-auth"),
     }[who]
     reply = call_as(pki, allowing.port, cert, "POST", "/bind")
     assert reply.status_code == 200 and reply.json() == {"Error": ""}
@@ -263,11 +263,11 @@ def test_a_client_the_ca_signed_but_not_allowed_is_answered_403_and_never_served
     allowing: Running, pki: Pki, tmp_path: Path, who: str
 ) -> None:
     cert = {
-        "another CN": issue("intruder", pki.ca).write(tmp_path, "c"),
+        "another CN": issue("intruder", pki.ca).write(tmp_path, "intruder"),
         # With a subjectAltName the subject CN does not count, as in hostname checks.
         "an allowed CN but a SAN without the name": issue(
             "kube-scheduler", pki.ca, dns=["intruder.example"]
-        ).write(tmp_path, "c"),
+        ).write(tmp_path, "cn-behind-san"),
         # Signed by the same CA, no extended key usage, an IP SAN only: the issue's example.
         "the extender's own certificate": (pki.cert_file, pki.key_file),
     }[who]
