@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from extender.api import create_app
 from extender.api.connections import ConnectionLimits
 from extender.api.server import serve, servers
-from extender.api.tls import ReloadingTLS, TLSError, TLSFiles
+from extender.api.tls import AllowedClients, ReloadingTLS, TLSError, TLSFiles
 from extender.cel.engine import ENGINE_CHOICES
 from extender.cel.environment import Environment
 from extender.config import (
@@ -91,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
         help="with TLS: only clients with a certificate signed by this CA may connect (i.e. kube-scheduler)",
     )
     serve.add_argument(
+        "--client-allowed-names", type=_names, default=(), metavar="NAME[,NAME...]",
+        help="with --client-ca-file: serve only clients whose certificate has one of these names among "
+        "its DNS subjectAltNames (its subject CN if it has no subjectAltName); the others get 403",
+    )
+    serve.add_argument(
         "--probe-port",
         type=int,
         default=0,
@@ -127,6 +132,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(text.split(","))
+    if not all(name and name == name.strip() for name in names):
+        raise argparse.ArgumentTypeError(f"{text!r}: names separated by commas, none empty, no spaces")
+    return names
+
+
 def config_from_args(args: argparse.Namespace) -> Config:
     kwargs: dict[str, Any] = {}
     if args.scheduler_name:
@@ -145,6 +157,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         leader_elect=args.leader_elect,
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace,
+        client_allowed_names=args.client_allowed_names,
         **kwargs,
     )
 
@@ -197,14 +210,17 @@ def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
     """The HTTPS settings, or None for plain HTTP; half a configuration is an error, not HTTP."""
     cert, key, ca = args.tls_cert_file, args.tls_private_key_file, args.client_ca_file
+    if args.client_allowed_names and ca is None:
+        raise ConfigError("--client-allowed-names needs --client-ca-file (it checks client certificates)")
     if (cert is None) != (key is None):
         raise ConfigError("--tls-cert-file and --tls-private-key-file go together")
     if cert is None:
         if ca is not None:
             raise ConfigError("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
         return None
+    allowed = AllowedClients(frozenset(args.client_allowed_names)) if args.client_allowed_names else None
     try:
-        return ReloadingTLS(TLSFiles(cert, key, ca))
+        return ReloadingTLS(TLSFiles(cert, key, ca), allowed)
     except TLSError as exc:
         raise ConfigError(f"TLS: {exc}") from None
 

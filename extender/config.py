@@ -114,6 +114,9 @@ class Config:
     leader_elect: bool = True
     lease_name: str = "dra-extender"
     lease_namespace: str = "dra-system"
+    # With a client CA: only clients whose certificate carries one of these names are served
+    # (extender.api.tls.client_names says which names count); empty: any the CA signed.
+    client_allowed_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.score_policy not in SCORE_POLICIES:
@@ -171,4 +174,5 @@ class Config:
                 "enabled": self.kube and self.leader_elect,
                 "lease": f"{self.lease_namespace}/{self.lease_name}",
             },
+            "clientAllowedNames": list(self.client_allowed_names) or None,
         }

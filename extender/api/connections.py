@@ -28,7 +28,9 @@ accepting for a second, uvloop closes every queued connection): ``descriptor_bud
 
 TLS is started here, not by uvicorn, so a connection counts against the limit and its
 deadline runs from the accept. Otherwise a client that connects and never says hello would hold
-a descriptor, uncounted, for the event loop's 60 s handshake timeout.
+a descriptor, uncounted, for the event loop's 60 s handshake timeout. A client whose certificate
+names are not allowed (``AllowedClients``) gets its request answered 403 instead of by the app,
+and the connection closed.
 """
 
 from __future__ import annotations
@@ -43,9 +45,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import h11
+import orjson
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from extender.api.tls import AllowedClients
 from extender.config import ConfigError
 
 try:
@@ -76,6 +80,19 @@ REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_REASON), _REASON)
 )
+
+
+def forbidden(reason: str) -> Any:
+    """An ASGI app that answers every request 403 with ``reason`` and closes the connection."""
+    body = orjson.dumps({"error": reason})
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+               (b"connection", b"close")]
+
+    async def answer(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 403, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return answer
 
 
 @dataclass(frozen=True)
@@ -198,8 +215,10 @@ class GuardedConnection(asyncio.Protocol):
     pool: ClassVar[ConnectionPool]
     limits: ClassVar[ConnectionLimits]
     tls: ClassVar[ssl.SSLContext | None]
+    clients: ClassVar[AllowedClients | None]
 
     # uvicorn's, used here
+    app: Any
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     cycle: Any
@@ -216,6 +235,12 @@ class GuardedConnection(asyncio.Protocol):
         transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio's subclasses
         if self._raw is not None:  # the TLS session over it: the handshake is done
             super().connection_made(transport)
+            refusal = None if self.clients is None else self.clients.refusal(
+                transport.get_extra_info("ssl_object")
+            )
+            if refusal is not None:
+                log.warning("answering the client at %s 403: %s", self._peer(), refusal)
+                self.app = forbidden(refusal)  # uvicorn hands each request of this connection to it
             return
         self._raw = transport
         if not self.pool.admit(self, self.loop.time()):
@@ -374,10 +399,15 @@ if HttpToolsProtocol is not None:
 
 
 def protocol_class(
-    pool: ConnectionPool, limits: ConnectionLimits, tls: ssl.SSLContext | None, parser: str = "auto"
+    pool: ConnectionPool,
+    limits: ConnectionLimits,
+    tls: ssl.SSLContext | None,
+    parser: str = "auto",
+    clients: AllowedClients | None = None,
 ) -> type[asyncio.Protocol]:
     """For ``uvicorn.Config(http=...)``: the parser uvicorn's "auto" picks (or ``parser``), guarded."""
     if parser == "auto":
         parser = "httptools" if AutoHTTPProtocol is HttpToolsProtocol else "h11"
     base: type[GuardedConnection] = _HttpTools if parser == "httptools" else _H11
-    return type(f"Guarded{base.__name__[1:]}", (base,), {"pool": pool, "limits": limits, "tls": tls})
+    settings = {"pool": pool, "limits": limits, "tls": tls, "clients": clients}
+    return type(f"Guarded{base.__name__[1:]}", (base,), settings)

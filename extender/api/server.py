@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import ssl
 from typing import Any
 
 import uvicorn
@@ -71,14 +70,15 @@ def servers(
     limits = limits or ConnectionLimits()
     pool = ConnectionPool(descriptor_budget(limits.max_connections, listeners=2 if probe_port else 1))
 
-    def config(app_: ASGIApp, port_: int, context: ssl.SSLContext | None, **kwargs: Any) -> uvicorn.Config:
+    def config(app_: ASGIApp, port_: int, tls_: ReloadingTLS | None, **kwargs: Any) -> uvicorn.Config:
+        context, clients = (tls_.context, tls_.clients) if tls_ is not None else (None, None)
         return uvicorn.Config(
             app_,
             host=host,
             port=port_,
             log_level=log_level,
             access_log=False,
-            http=protocol_class(pool, limits, context, parser),
+            http=protocol_class(pool, limits, context, parser, clients),
             ws="none",  # an upgraded connection would leave the pool's sight; nothing here uses one
             backlog=BACKLOG,
             # uvicorn's own idle timer, in whole seconds, backs up the connections' exact one.
@@ -86,7 +86,7 @@ def servers(
             **kwargs,
         )
 
-    out = [uvicorn.Server(config(app, port, tls.context if tls is not None else None))]
+    out = [uvicorn.Server(config(app, port, tls))]
     if probe_port:
         out.append(uvicorn.Server(config(probes_only(app), probe_port, None, lifespan="off")))
     log.info(

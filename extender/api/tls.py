@@ -10,7 +10,11 @@ half-written rotation (a cert that does not match the key yet) keeps the previou
 retried on the next handshake; it is logged once per state of the files.
 
 With a client CA, every connection must present a certificate signed by it: that is how only
-kube-scheduler (holding such a certificate) can call bind.
+kube-scheduler (holding such a certificate) can call bind. OpenSSL verifies a client's chain for
+the "ssl_client" purpose (``ssl_verify_cert_chain`` in OpenSSL's ssl/ssl_cert.c), so a
+certificate whose extended key usage lacks clientAuth is refused in the handshake. A CA that
+signs more than clients' certificates (the extender's own serving certificate, often) still
+lets all of them in; ``AllowedClients`` narrows that to the names of ``--client-allowed-names``.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +49,9 @@ class TLSFiles:
 class ReloadingTLS:
     """``context`` is what the server listens with; it hands each handshake the newest certificate."""
 
-    def __init__(self, files: TLSFiles) -> None:
+    def __init__(self, files: TLSFiles, clients: AllowedClients | None = None) -> None:
         self.files = files
+        self.clients = clients  # the connections check it once the handshake is done
         self._stamp = self._stamps()
         self.context = self._build()  # a bad file at start-up is a TLSError: refuse to start
         self.context.sni_callback = self._on_handshake
@@ -103,3 +110,30 @@ class ReloadingTLS:
         self.refresh()
         if conn.context is not self._current:
             conn.context = self._current
+
+
+def client_names(cert: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """Where a verified client certificate's names come from, and the names.
+
+    Its DNS subjectAltNames; the subject CN only when it has no subjectAltName at all (the rule
+    hostname checks used before SANs were mandatory). ``cert`` is ``getpeercert()``'s dict,
+    which has "subjectAltName" exactly when the certificate has the extension.
+    """
+    if "subjectAltName" in cert:
+        return "DNS subjectAltName", tuple(value for kind, value in cert["subjectAltName"] if kind == "DNS")
+    common = tuple(value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName")
+    return "subject CN (no subjectAltName)", common
+
+
+@dataclass(frozen=True)
+class AllowedClients:
+    """``--client-allowed-names``: of the certificates the client CA signed, the ones served."""
+
+    names: frozenset[str]
+
+    def refusal(self, conn: ssl.SSLObject) -> str | None:
+        """Why the client of ``conn`` (verified, handshake done) is not served; None if it is."""
+        source, names = client_names(conn.getpeercert() or {})
+        if not self.names.isdisjoint(names):
+            return None
+        return f"client certificate {source}: {', '.join(names) or 'none'}; not in --client-allowed-names"

@@ -7,7 +7,8 @@ import ipaddress
 import os
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from tests.reliability.figures import record
 x509 = pytest.importorskip("cryptography.x509", reason="the TLS tests need the cryptography package")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.x509.oid import NameOID  # noqa: E402
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
 
 
 @dataclass
@@ -45,8 +46,15 @@ class Issued:
 
 
 def issue(
-    common_name: str, issuer: Issued | None = None, *, ca: bool = False, server: bool = False
+    common_name: str,
+    issuer: Issued | None = None,
+    *,
+    ca: bool = False,
+    server: bool = False,
+    dns: Sequence[str] = (),
+    usages: Sequence[x509.ObjectIdentifier] = (),
 ) -> Issued:
+    """``server``: an IP SAN for 127.0.0.1; ``dns``: DNS SANs; ``usages``: an extended key usage."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
@@ -75,10 +83,13 @@ def issue(
             ),
             critical=True,
         )
+    alt_names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns]
     if server:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
+        alt_names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    if usages:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     return Issued(builder.sign(issuer.key if issuer else key, hashes.SHA256()), key)
 
 
@@ -123,9 +134,9 @@ class Running:
     probe_port: int
 
 
-@pytest.fixture
-def running(pki: Pki, tmp_path: Path) -> Iterator[Running]:
-    """``dra-extender serve`` (local demo cluster, TLS, client CA, probe port) in a thread."""
+@contextmanager
+def serving(pki: Pki, tmp_path: Path, *flags: str, parser: str = "auto") -> Iterator[Running]:
+    """``dra-extender serve`` (local demo cluster, TLS, client CA, probe port, ``flags``) in a thread."""
     port, probe_port = free_port(), free_port()
     # Per-test copies: a test may rotate them without touching the next test's server.
     cert_file, key_file = tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -143,14 +154,23 @@ def running(pki: Pki, tmp_path: Path) -> Iterator[Running]:
             str(key_file),
             "--client-ca-file",
             str(pki.ca_file),
+            *flags,
         ]
     )
     tls = tls_from_args(args)
     app = build_app(config_from_args(args))
-    listeners = servers(app, "127.0.0.1", port, tls=tls, probe_port=probe_port, log_level="warning")
+    listeners = servers(
+        app, "127.0.0.1", port, tls=tls, probe_port=probe_port, log_level="warning", parser=parser
+    )
     running = Running(port, probe_port)
     running.pki = pki_here  # type: ignore[attr-defined]
     with listening(listeners):
+        yield running
+
+
+@pytest.fixture
+def running(pki: Pki, tmp_path: Path) -> Iterator[Running]:
+    with serving(pki, tmp_path) as running:
         yield running
 
 
@@ -197,6 +217,79 @@ def test_a_client_without_a_trusted_certificate_is_refused(running: Running, pki
         # TLS 1.3 completes the client's side of the handshake first; the refusal arrives on first use.
         http.post("/bind", json=BIND)
     record("tls connections refused", 1)
+
+
+SCHEDULER_DNS = "kube-scheduler.kube-system.svc"
+ALLOWED = ("--client-allowed-names", f"kube-scheduler,{SCHEDULER_DNS}")
+REFUSED_TLS = (ssl.SSLError, httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)
+
+
+@pytest.fixture(params=["httptools", "h11"])
+def allowing(pki: Pki, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Running]:
+    """The server with an allow-list (pki.client's subject CN and one DNS name), on each parser."""
+    with serving(pki, tmp_path, *ALLOWED, parser=request.param) as running:
+        yield running
+
+
+def call_as(pki: Pki, port: int, cert: tuple[Path, Path], method: str, path: str) -> httpx.Response:
+    with httpx.Client(verify=client_context(pki, cert), base_url=f"https://127.0.0.1:{port}") as http:
+        return http.request(method, path, json=BIND if method == "POST" else None)
+
+
+def reservations(pki: Pki, port: int) -> dict[str, object]:
+    claims = call_as(pki, port, pki.client, "GET", "/debug/claims").json()["items"]
+    return {c["metadata"]["name"]: c.get("status", {}).get("reservedFor") for c in claims}
+
+
+@pytest.mark.parametrize("who", ["subject CN, no SAN", "DNS SAN", "DNS SAN, clientAuth usage"])
+def test_an_allowed_client_is_served(allowing: Running, pki: Pki, tmp_path: Path, who: str) -> None:
+    cert = {
+        "subject CN, no SAN": pki.client,
+        "DNS SAN": issue("anything", pki.ca, dns=["other.example", SCHEDULER_DNS]).write(tmp_path, "dns"),
+        "DNS SAN, clientAuth usage": issue(
+            "anything", pki.ca, dns=[SCHEDULER_DNS], usages=[ExtendedKeyUsageOID.CLIENT_AUTH]
+        ).write(tmp_path, "dns-client-auth"),
+    }[who]
+    reply = call_as(pki, allowing.port, cert, "POST", "/bind")
+    assert reply.status_code == 200 and reply.json() == {"Error": ""}
+    config = call_as(pki, allowing.port, cert, "GET", "/debug/config").json()
+    assert config["clientAllowedNames"] == ["kube-scheduler", SCHEDULER_DNS]
+
+
+@pytest.mark.parametrize(
+    "who", ["another CN", "an allowed CN but a SAN without the name", "the extender's own certificate"]
+)
+def test_a_client_the_ca_signed_but_not_allowed_is_answered_403_and_never_served(
+    allowing: Running, pki: Pki, tmp_path: Path, who: str
+) -> None:
+    cert = {
+        "another CN": issue("intruder", pki.ca).write(tmp_path, "intruder"),
+        # With a subjectAltName the subject CN does not count, as in hostname checks.
+        "an allowed CN but a SAN without the name": issue(
+            "kube-scheduler", pki.ca, dns=["intruder.example"]
+        ).write(tmp_path, "cn-behind-san"),
+        # Signed by the same CA, no extended key usage, an IP SAN only: the issue's example.
+        "the extender's own certificate": (pki.cert_file, pki.key_file),
+    }[who]
+    before = reservations(pki, allowing.port)
+    for method, path in (("POST", "/bind"), ("GET", "/healthz"), ("GET", "/debug/claims")):
+        reply = call_as(pki, allowing.port, cert, method, path)
+        assert reply.status_code == 403, (method, path, reply.text)
+        assert "--client-allowed-names" in reply.json()["error"]
+        assert reply.headers["connection"] == "close"
+    assert reservations(pki, allowing.port) == before  # the bind never reached the app
+    record("tls connections refused", 3)
+
+
+@pytest.mark.parametrize("flags", [(), ALLOWED], ids=["any name", "allow-list"])
+def test_a_certificate_for_servers_only_is_refused_as_a_client(
+    pki: Pki, tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    cert = issue(
+        "kube-scheduler", pki.ca, dns=[SCHEDULER_DNS], usages=[ExtendedKeyUsageOID.SERVER_AUTH]
+    ).write(tmp_path, "server-only")
+    with serving(pki, tmp_path, *flags) as running, pytest.raises(REFUSED_TLS):
+        call_as(pki, running.port, cert, "POST", "/bind")
 
 
 def test_plain_http_on_the_tls_port_gets_no_answer(running: Running) -> None:
@@ -300,3 +393,19 @@ def test_serve_refuses_bad_listener_flags_with_exit_code_2(
     assert "--probe-port 9000" in capsys.readouterr().err
     assert main(["serve", "--client-ca-file", str(pki.ca_file)]) == 2
     assert "needs --tls-cert-file" in capsys.readouterr().err
+
+
+def test_allowed_names_without_a_client_ca_or_with_an_empty_name_exit_2(
+    capsys: pytest.CaptureFixture[str], pki: Pki
+) -> None:
+    from extender.cli import main
+
+    tls = ["--tls-cert-file", str(pki.cert_file), "--tls-private-key-file", str(pki.key_file)]
+    for flags in ([], tls):
+        assert main(["serve", *flags, "--client-allowed-names", "kube-scheduler"]) == 2
+        assert "--client-allowed-names needs --client-ca-file" in capsys.readouterr().err
+    for names in ("", "kube-scheduler,,other", "kube-scheduler, other"):
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", *tls, "--client-ca-file", str(pki.ca_file), "--client-allowed-names", names])
+        assert exited.value.code == 2
+        assert "--client-allowed-names" in capsys.readouterr().err
