@@ -108,9 +108,12 @@ class KubeSource:
                     result = method(*args)
                     if inspect.isawaitable(result):
                         await result
+                except ValueError as exc:
+                    # A malformed object is the cluster's to fix, not a bug of ours: skipped and
+                    # named (the state's message says which object and field), the feed goes on.
+                    log.warning("state refused %s(%s): %s", method.__name__, args[0], exc)
                 except Exception:
-                    # One bad object must not stop the feed; the state names the object in its error.
-                    log.exception("state rejected %s(%s)", method.__name__, args[0])
+                    log.exception("state failed %s(%s)", method.__name__, args[0])
         finally:
             self.stop()
 

@@ -53,7 +53,8 @@ class ClaimController:
             raise ManifestError(str(exc)) from None
         status = obj.setdefault("status", {})
         status.setdefault("phase", "Pending")
-        statuses = status.setdefault("resourceClaimStatuses", [])
+        # null is absent in the API: parsing has let it through, the list starts empty.
+        statuses = status["resourceClaimStatuses"] = status.get("resourceClaimStatuses") or []
         for pod_claim in pod.claims:
             if not pod_claim.template_name or pod_claim.name in pod.claim_statuses:
                 continue

@@ -37,7 +37,8 @@ def read_manifests(paths: Iterable[Path]) -> list[tuple[str, Any]]:
                     else:
                         docs.append((f"{path} (document {i + 1})", _compact(doc)))
         except (OSError, yaml.YAMLError) as exc:
-            raise ManifestError(f"{path}: {exc}") from None
+            # PyYAML spreads its message (with the line and column) over several lines.
+            raise ManifestError(f"{path}: {' '.join(str(exc).split())}") from None
     return docs
 
 

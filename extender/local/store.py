@@ -39,7 +39,29 @@ def clone(obj: Any) -> Any:
     try:
         return orjson.loads(orjson.dumps(obj))
     except TypeError as exc:
-        raise ManifestError(f"not representable as JSON: {exc}") from None
+        where = _unrepresentable(obj, "")
+        raise ManifestError(f"{where}{': ' if where else ''}not representable as JSON: {exc}") from None
+
+
+def _unrepresentable(obj: Any, path: str) -> str:
+    """The path of the first value in ``obj`` that JSON cannot hold (a YAML integer beyond 64 bits,
+    a key that is not a string, a set ...), so that the error can name the field."""
+    if isinstance(obj, dict):
+        items: list[tuple[str, Any]] = []
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                return path
+            items.append((f"{path}.{key}" if path else key, value))
+    elif isinstance(obj, list):
+        items = [(f"{path}[{i}]", value) for i, value in enumerate(obj)]
+    else:
+        return path
+    for where, value in items:
+        try:
+            orjson.dumps(value)
+        except TypeError:
+            return _unrepresentable(value, where)
+    return path
 
 
 def now_rfc3339() -> str:
@@ -62,9 +84,14 @@ def _default_request(request: dict[str, Any]) -> None:
         request["allocationMode"] = "ExactCount"
     if request["allocationMode"] == "ExactCount" and request.get("count") is None:
         request["count"] = 1
-    for toleration in request.get("tolerations") or ():
-        if isinstance(toleration, dict) and toleration.get("operator") in (None, ""):
+    for toleration in _objects(request.get("tolerations")):
+        if toleration.get("operator") in (None, ""):
             toleration["operator"] = "Equal"
+
+
+def _objects(items: Any) -> list[dict[str, Any]]:
+    """The objects of a list field; anything malformed is skipped here and refused by parsing."""
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
 
 def default_claim_spec(spec: Any) -> None:
@@ -72,14 +99,11 @@ def default_claim_spec(spec: Any) -> None:
     devices = spec.get("devices") if isinstance(spec, dict) else None
     if not isinstance(devices, dict):
         return
-    for request in devices.get("requests") or ():
-        if not isinstance(request, dict):
-            continue
+    for request in _objects(devices.get("requests")):
         if isinstance(request.get("exactly"), dict):
             _default_request(request["exactly"])
-        for sub in request.get("firstAvailable") or ():
-            if isinstance(sub, dict):
-                _default_request(sub)
+        for sub in _objects(request.get("firstAvailable")):
+            _default_request(sub)
 
 
 class LocalStore:
@@ -112,7 +136,7 @@ class LocalStore:
         """``obj``'s kind and a defaulted copy of it, or ManifestError when the API would refuse it."""
         if not isinstance(obj, Mapping):
             raise ManifestError(f"expected a Kubernetes object, got {type(obj).__name__}")
-        if obj.get("kind") not in API_VERSIONS:
+        if not isinstance(obj.get("kind"), str) or obj["kind"] not in API_VERSIONS:
             raise unsupported_kind(obj.get("kind"))
         kind = cast(str, obj["kind"])  # one of the table's keys, checked just above
         api_version = obj.get("apiVersion")

@@ -58,6 +58,13 @@ class Fields:
             self.string(v, f"{field}[{i}]", required=True) for i, v in enumerate(self.sequence(obj, field))
         )
 
+    def string_map(self, obj: Any, field: str) -> Mapping[str, str]:
+        """A map of strings (labels, annotations); absent counts as empty."""
+        out = self.mapping(obj, field)
+        for key, value in out.items():
+            self.string(value, f"{field}[{key}]")
+        return out
+
     def boolean(self, obj: Any, field: str) -> bool | None:
         if obj is None:
             return None
@@ -93,6 +100,30 @@ def metadata_name(obj: Any, kind: str) -> tuple[Mapping[str, Any], str]:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{kind} <unnamed>: metadata.name: required")
     return meta, name
+
+
+# ObjectMeta's string fields; the rest the extender reads is checked field by field below.
+_META_STRINGS = (
+    "namespace", "generateName", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp",
+)
+
+
+def check_metadata(f: Fields, meta: Mapping[str, Any], field: str = "metadata") -> None:
+    """Refuse ObjectMeta fields of the wrong type, as the API server's decoding would.
+
+    Every layer reads annotations, owners and finalizers from the raw object; a parsed object
+    guarantees them their API types, whether it came from a watch, a file or a request.
+    """
+    for key in _META_STRINGS:
+        f.string(meta.get(key), f"{field}.{key}")
+    f.string_map(meta.get("labels"), f"{field}.labels")
+    f.string_map(meta.get("annotations"), f"{field}.annotations")
+    f.strings(meta.get("finalizers"), f"{field}.finalizers")
+    for where, ref in f.mappings(meta.get("ownerReferences"), f"{field}.ownerReferences"):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            f.string(ref.get(key), f"{where}.{key}", required=True)
+        f.boolean(ref.get("controller"), f"{where}.controller")
+        f.boolean(ref.get("blockOwnerDeletion"), f"{where}.blockOwnerDeletion")
 
 
 def controlled_by(obj: Mapping[str, Any], uid: str, name: str | None = None) -> bool:

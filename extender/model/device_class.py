@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model._fields import Fields, metadata_name
+from extender.model._fields import Fields, check_metadata, metadata_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +38,9 @@ def parse_config_items(f: Fields, raw: Any, field: str) -> tuple[Mapping[str, An
 
 
 def parse_device_class(obj: dict[str, Any]) -> DeviceClass:
-    _, name = metadata_name(obj, "DeviceClass")
+    meta, name = metadata_name(obj, "DeviceClass")
     f = Fields("DeviceClass", name)
+    check_metadata(f, meta)
     spec = f.mapping(obj.get("spec"), "spec")
     return DeviceClass(
         name=name,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.model._fields import Fields, metadata_name
+from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model.extended import is_dra_extended_name, rounded_up_quantity
 
 _LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -173,9 +173,8 @@ def parse_node_selector(f: Fields, raw: Any, field: str) -> NodeSelector:
 def parse_node(obj: dict[str, Any]) -> Node:
     meta, name = metadata_name(obj, "Node")
     f = Fields("Node", name)
-    labels = f.mapping(meta.get("labels"), "metadata.labels")
-    for key, value in labels.items():
-        f.string(value, f"metadata.labels[{key}]")
+    check_metadata(f, meta)
+    labels = f.string_map(meta.get("labels"), "metadata.labels")
     status = f.mapping(obj.get("status"), "status")
     allocatable = f.mapping(status.get("allocatable"), "status.allocatable")
     extended = {

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender.model._fields import Fields, check_metadata
 from extender.model.extended import integer_quantity, is_dra_extended_name
 
 
@@ -122,6 +123,7 @@ def parse_pod(obj: Any) -> PodInfo:
         raise ValueError("Pod <unnamed>: metadata.name: required")
     namespace = _str(meta.get("namespace"), "metadata.namespace", name) or "default"
     ref = f"{namespace}/{name}"
+    check_metadata(Fields("Pod", ref), meta)
     spec = _map(obj.get("spec"), "spec", ref)
     status = _map(obj.get("status"), "status", ref)
     scheduler = spec.get("schedulerName")

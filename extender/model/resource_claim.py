@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model._fields import Fields, metadata_name
+from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model.allocation import AllocationResult, parse_allocation_with
 from extender.model.device_class import parse_config_items, parse_selectors
 from extender.model.quantity import Quantity
@@ -147,15 +147,17 @@ def _request(f: Fields, raw: Any, path: str) -> DeviceRequest:
     )
 
 
-def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
-    meta, name = metadata_name(obj, "ResourceClaim")
-    namespace = meta.get("namespace") or ""
-    f = Fields("ResourceClaim", f"{namespace}/{name}" if namespace else name)
-    namespace = f.string(namespace, "metadata.namespace")
-    spec = f.mapping(obj.get("spec"), "spec")
-    devices = f.mapping(spec.get("devices"), "spec.devices")
+def _claim_spec(
+    f: Fields, raw: Any, path: str
+) -> tuple[tuple[DeviceRequest, ...], tuple[Constraint, ...], tuple[ClaimConfig, ...]]:
+    """A ResourceClaimSpec at ``path``: a claim's own, or the one a template makes claims from."""
+    devices = f.mapping(f.mapping(raw, path).get("devices"), f"{path}.devices")
+    requests = tuple(
+        _request(f, r, f"{path}.devices.requests[{i}]")
+        for i, r in enumerate(f.sequence(devices.get("requests"), f"{path}.devices.requests"))
+    )
     constraints = []
-    for where, item in f.mappings(devices.get("constraints"), "spec.devices.constraints"):
+    for where, item in f.mappings(devices.get("constraints"), f"{path}.devices.constraints"):
         constraints.append(
             Constraint(
                 requests=f.strings(item.get("requests"), f"{where}.requests"),
@@ -165,13 +167,22 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
             )
         )
     config = []
-    for i, item in enumerate(parse_config_items(f, devices.get("config"), "spec.devices.config")):
+    for i, item in enumerate(parse_config_items(f, devices.get("config"), f"{path}.devices.config")):
         config.append(
             ClaimConfig(
-                requests=f.strings(item.get("requests"), f"spec.devices.config[{i}].requests"),
+                requests=f.strings(item.get("requests"), f"{path}.devices.config[{i}].requests"),
                 opaque=item.get("opaque"),
             )
         )
+    return requests, tuple(constraints), tuple(config)
+
+
+def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
+    meta, name = metadata_name(obj, "ResourceClaim")
+    namespace = meta.get("namespace") or ""
+    f = Fields("ResourceClaim", f"{namespace}/{name}" if namespace else name)
+    check_metadata(f, meta)
+    requests, constraints, config = _claim_spec(f, obj.get("spec"), "spec")
     status = f.mapping(obj.get("status"), "status")
     allocation = status.get("allocation")
     reserved = []
@@ -185,15 +196,12 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
             )
         )
     return ResourceClaim(
-        namespace=namespace,
+        namespace=f.string(namespace, "metadata.namespace"),
         name=name,
         uid=f.string(meta.get("uid"), "metadata.uid"),
-        requests=tuple(
-            _request(f, r, f"spec.devices.requests[{i}]")
-            for i, r in enumerate(f.sequence(devices.get("requests"), "spec.devices.requests"))
-        ),
-        constraints=tuple(constraints),
-        config=tuple(config),
+        requests=requests,
+        constraints=constraints,
+        config=config,
         allocation=None if allocation is None else parse_allocation_with(f, allocation, "status.allocation"),
         reserved_for=tuple(reserved),
         raw=obj,
@@ -202,10 +210,13 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
 
 def parse_resource_claim_template(obj: dict[str, Any]) -> Mapping[str, Any]:
     """A ResourceClaimTemplate is kept as written (claims are made from it by the claim
-    controller); what must be there is its claim spec."""
+    controller); its claim metadata and spec must be what a claim would be admitted with."""
     meta, name = metadata_name(obj, "ResourceClaimTemplate")
-    namespace = meta.get("namespace") or "default"
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("spec"), Mapping):
-        raise ValueError(f"ResourceClaimTemplate {namespace}/{name}: spec.spec: required (the claim spec)")
+    f = Fields("ResourceClaimTemplate", f"{meta.get('namespace') or 'default'}/{name}")
+    check_metadata(f, meta)
+    spec = f.mapping(obj.get("spec"), "spec")
+    if not isinstance(spec.get("spec"), Mapping):
+        raise f.error("spec.spec", "required (the claim spec)")
+    check_metadata(f, f.mapping(spec.get("metadata"), "spec.metadata"), "spec.metadata")
+    _claim_spec(f, spec["spec"], "spec.spec")
     return obj

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.model._fields import Fields, metadata_name
+from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model._shared import shared_json
 from extender.model.nodes import NodeSelector, parse_node_selector
 from extender.model.quantity import Quantity
@@ -276,8 +276,9 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
 
 def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
     """The typed slice; its ``raw`` is an equal copy of ``obj`` with repeated subtrees shared."""
-    _, name = metadata_name(obj, "ResourceSlice")
+    meta, name = metadata_name(obj, "ResourceSlice")
     f = Fields("ResourceSlice", name)
+    check_metadata(f, meta)
     obj = shared_json(obj)
     memo: _ParseMemo = {}
     spec = f.mapping(obj.get("spec"), "spec")

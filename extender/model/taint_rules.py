@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model._fields import Fields, metadata_name
+from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model.resource_slice import Device, ResourceSlice, Taint
 
 
@@ -36,8 +36,9 @@ class DeviceTaintRule:
 
 
 def parse_device_taint_rule(obj: dict[str, Any]) -> DeviceTaintRule:
-    _, name = metadata_name(obj, "DeviceTaintRule")
+    meta, name = metadata_name(obj, "DeviceTaintRule")
     f = Fields("DeviceTaintRule", name)
+    check_metadata(f, meta)
     spec = f.mapping(obj.get("spec"), "spec")
     selector = f.mapping(spec.get("deviceSelector"), "spec.deviceSelector")
     taint = f.mapping(spec.get("taint"), "spec.taint")

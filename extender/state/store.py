@@ -175,16 +175,26 @@ class ClusterState:
         self._shelves[entry.name].delete(entry.key(obj))
 
     def replace(self, kind: str, objs: list[dict[str, Any]]) -> None:
-        """A relist: apply every object, then delete what the list no longer has."""
+        """A relist: apply every object, then delete what the list no longer has.
+
+        A malformed object does not hold up the others: it keeps the version the cache has (as
+        a refused watch update does), and once the relist is done one ValueError names them all.
+        """
         entry = kinds.kind(kind)
         shelf = self._shelves[entry.name]
         keep = set()
+        refused = []
         for obj in objs:
-            key = entry.key(obj)
-            shelf.apply(key, obj)
-            keep.add(key)
+            try:
+                key = entry.key(obj)
+                keep.add(key)
+                shelf.apply(key, obj)
+            except ValueError as exc:
+                refused.append(str(exc))
         for key in [key for key, _ in shelf.held() if key not in keep]:
             shelf.delete(key)
+        if refused:
+            raise ValueError("; ".join(refused))
 
     # --- per-kind handling ----------------------------------------------------------------
 

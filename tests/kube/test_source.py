@@ -195,6 +195,22 @@ async def test_kubeconfig_file_is_honoured(apiserver: ApiServer, tmp_path) -> No
     assert [n["metadata"]["name"] for n in listed["items"]] == ["node-a"]
 
 
+async def test_a_malformed_object_in_a_list_is_logged_without_a_traceback_and_the_rest_arrive(
+        apiserver: ApiServer, client: RawClient, caplog: pytest.LogCaptureFixture) -> None:
+    seed_cluster(apiserver)
+    bad = objects.resource_slice("aaa")  # listed first
+    bad["spec"]["pool"]["resourceSliceCount"] = 0  # schema-valid, refused by the model
+    apiserver.store.seed(BY_KIND["ResourceSlice"], bad)
+    apiserver.store.seed(BY_KIND["ResourceSlice"], objects.resource_slice("node-b"))
+    state = ClusterState()
+    async with running(client, state):
+        await eventually(lambda: state.synced, what="sync")
+    assert sorted(state.slices.by_name) == ["node-a-gpu.example.com", "node-b-gpu.example.com"]
+    [record] = [r for r in caplog.records if "aaa-gpu.example.com" in r.getMessage()]
+    assert "spec.pool.resourceSliceCount: must be a positive integer" in record.getMessage()
+    assert record.levelname == "WARNING" and record.exc_info is None
+
+
 async def test_an_object_the_state_rejects_is_logged_and_the_feed_goes_on(
         apiserver: ApiServer, client: RawClient, caplog: pytest.LogCaptureFixture) -> None:
     seed_cluster(apiserver)

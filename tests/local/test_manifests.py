@@ -3,6 +3,8 @@ and are let go once applied, every kind arrives."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import weakref
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,7 +70,8 @@ def test_documents_wait_in_plain_json_with_repeated_subtrees_shared(tmp_path: Pa
 def test_a_document_that_is_not_json_is_still_refused_with_its_origin(tmp_path: Path):
     (tmp_path / "nodes.yaml").write_text("kind: Node\nmetadata: {name: n, labels: {1: a}}\n")
     docs = read_manifests([tmp_path / "nodes.yaml"])
-    with pytest.raises(ManifestError, match=r"nodes\.yaml \(document 1\): not representable as JSON"):
+    refused = r"nodes\.yaml \(document 1\): metadata\.labels: not representable as JSON"
+    with pytest.raises(ManifestError, match=refused):
         LocalCluster(ClusterState()).load(docs)
 
 
@@ -79,8 +82,9 @@ def test_invalid_file_is_rejected_with_its_name(tmp_path: Path):
     with pytest.raises(ManifestError, match=r"zz-bad\.yaml \(document 1\): .*ResourceClaim"):
         load_local(ClusterState(), tmp_path)
     (tmp_path / "zz-bad.yaml").write_text("kind: [unclosed")
-    with pytest.raises(ManifestError, match=r"zz-bad\.yaml"):
+    with pytest.raises(ManifestError, match=r"zz-bad\.yaml: while parsing .* line 1, column 7") as refused:
         load_local(ClusterState(), tmp_path)
+    assert "\n" not in str(refused.value)
     (tmp_path / "zz-bad.yaml").write_text(
         yaml.safe_dump({"apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass"})
     )
@@ -94,6 +98,43 @@ def test_cli_exits_non_zero_on_bad_state_and_bad_gates(tmp_path: Path, capsys):
     assert "bad.yaml" in capsys.readouterr().err
     assert main(["serve", "--feature-gates", "DRANope=true"]) != 0
     assert "unknown feature gate" in capsys.readouterr().err
+
+
+def _claim_requests(value: object) -> dict[str, Any]:
+    return {"kind": "ResourceClaim", "metadata": {"name": "x"}, "spec": {"devices": {"requests": value}}}
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"kind": {"a": 1}, "metadata": {"name": "x"}}, "kind {'a': 1} is not supported"),
+        ({"kind": [1], "metadata": {"name": "x"}}, "kind [1] is not supported"),
+        (_claim_requests(1.5), "ResourceClaim default/x: spec.devices.requests: must be a list, got float"),
+        (_claim_requests(True), "ResourceClaim default/x: spec.devices.requests: must be a list, got bool"),
+        (_claim_requests(-1), "ResourceClaim default/x: spec.devices.requests: must be a list, got int"),
+        (node("n", zone=2**64), "metadata.labels.zone: not representable as JSON"),
+    ],
+)
+def test_serve_refuses_a_malformed_object_with_exit_code_2_and_one_line_naming_file_document_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any], field: str
+):
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([node("ok"), doc]))
+    assert main(["serve", "--state", str(tmp_path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"dra-extender: {tmp_path / 'cluster.yaml'} (document 2): {field}"), line
+
+
+def test_serve_started_as_a_program_refuses_a_malformed_object_without_a_traceback(tmp_path: Path):
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([node("ok"), _claim_requests(1.5)]))
+    done = subprocess.run(
+        [sys.executable, "-m", "extender", "serve", "--state", str(tmp_path), "--log-level", "warning"],
+        cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"dra-extender: {tmp_path / 'cluster.yaml'} (document 2): "
+        "ResourceClaim default/x: spec.devices.requests: must be a list, got float"
+    ]
 
 
 def test_multi_document_directory_loads_every_kind(tmp_path: Path):

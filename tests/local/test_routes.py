@@ -62,3 +62,27 @@ objects = st.fixed_dictionaries(
 def test_local_apply_answers_bad_objects_with_400(svc, body):
     response = svc.run(lambda c: c.post("/local/apply", json=body))
     assert response.status_code in (200, 400, 404), response.text
+
+
+def _requests(value: object) -> dict:
+    return {"kind": "ResourceClaim", "metadata": {"name": "x"}, "spec": {"devices": {"requests": value}}}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"kind": {"a": 1}, "metadata": {"name": "x"}}, "kind {'a': 1} is not supported"),
+        ({"kind": [1], "metadata": {"name": "x"}}, "kind [1] is not supported"),
+        (_requests(1.5), "ResourceClaim default/x: spec.devices.requests: must be a list, got float"),
+        (_requests(True), "ResourceClaim default/x: spec.devices.requests: must be a list, got bool"),
+        (_requests(-1), "ResourceClaim default/x: spec.devices.requests: must be a list, got int"),
+        ([template("two"), _requests(-1)],
+         "item 1: ResourceClaim default/x: spec.devices.requests: must be a list"),
+    ],
+)
+def test_local_apply_names_the_field_of_a_malformed_object_in_a_400(svc, body, message):
+    before = svc.state.counts()
+    response = svc.run(lambda c: c.post("/local/apply", json=body))
+    assert response.status_code == 400 and message in response.json()["error"], response.text
+    if not isinstance(body, list):
+        assert svc.state.counts() == before

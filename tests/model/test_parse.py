@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -12,8 +13,13 @@ from extender.model import (
     parse_device_class,
     parse_node,
     parse_resource_claim,
+    parse_resource_claim_template,
     parse_resource_slice,
 )
+from extender.model.kinds import KINDS
+from tests.model.mutations import valid_objects
+
+VALID = {obj["kind"]: obj for obj in valid_objects()}
 
 
 def slice_obj(**spec: Any) -> dict[str, Any]:
@@ -220,3 +226,51 @@ def test_an_empty_list_attribute_has_no_value() -> None:
     s = parse_resource_slice(slice_obj(devices=[{"name": "d", "attributes": {"ids": {"ints": []}}}]))
     value = s.devices[0].attribute("drv/ids")
     assert value is not None and value.kind is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("annotations", ["a"], r"metadata\.annotations: must be an object, got list"),
+        ("annotations", {"a": 1}, r"metadata\.annotations\[a\]: must be a string, got int"),
+        ("labels", "x", r"metadata\.labels: must be an object, got str"),
+        ("finalizers", -1, r"metadata\.finalizers: must be a list, got int"),
+        ("finalizers", [True], r"metadata\.finalizers\[0\]: must be a string, got bool"),
+        ("ownerReferences", 1.5, r"metadata\.ownerReferences: must be a list, got float"),
+        ("ownerReferences", [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": 1}],
+         r"metadata\.ownerReferences\[0\]\.uid: must be a string, got int"),
+        ("ownerReferences", [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u",
+                              "controller": "yes"}],
+         r"metadata\.ownerReferences\[0\]\.controller: must be a boolean, got str"),
+        ("deletionTimestamp", 5, r"metadata\.deletionTimestamp: must be a string, got int"),
+        ("uid", {"a": 1}, r"metadata\.uid: must be a string, got dict"),
+        ("resourceVersion", [1], r"metadata\.resourceVersion: must be a string, got list"),
+    ],
+)
+def test_object_metadata_of_every_kind_is_checked_like_the_api_server_decodes_it(
+    field: str, value: Any, message: str
+) -> None:
+    # What the rest of the extender reads from metadata (annotations, owners, finalizers) has the
+    # API's types once parsed, whichever kind it is and wherever it came from.
+    for kind in KINDS:
+        obj = copy.deepcopy(VALID[kind.name])
+        obj["metadata"][field] = value
+        with pytest.raises(ValueError, match=rf"^{kind.name} [^:]+: {message}"):
+            kind.parse(obj)
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"metadata": [], "spec": {}}, r"spec\.metadata: must be an object, got list"),
+        ({"metadata": {"labels": {"a": 1}}, "spec": {}}, r"spec\.metadata\.labels\[a\]: must be a string"),
+        ({"spec": {"devices": {"requests": 1.5}}},
+         r"spec\.spec\.devices\.requests: must be a list, got float"),
+        ({"spec": {"devices": {"requests": [{"name": "r", "exactly": {"count": True}}]}}},
+         r"spec\.spec\.devices\.requests\[0\]\.exactly\.count: must be an integer, got bool"),
+    ],
+)
+def test_a_claim_template_is_refused_when_the_claims_made_from_it_would_be(spec: Any, message: str) -> None:
+    obj = {"metadata": {"name": "t", "namespace": "ns"}, "spec": spec}
+    with pytest.raises(ValueError, match=rf"^ResourceClaimTemplate ns/t: {message}"):
+        parse_resource_claim_template(obj)

@@ -183,6 +183,20 @@ def test_malformed_objects_are_rejected_with_a_message(kind, obj, message):
         ClusterState().apply(kind, obj)
 
 
+def test_a_relist_with_a_malformed_object_still_applies_the_rest_and_names_the_one_refused():
+    state = ClusterState()
+    for name in ("a", "b", "gone"):
+        state.apply("Node", node(name))
+    bad = node("b")
+    bad["metadata"]["labels"] = {"zone": 1}
+    with pytest.raises(ValueError, match=r"Node b: metadata\.labels\[zone\]: must be a string"):
+        state.replace("Node", [node("a"), bad, {"metadata": {}}, node("c")])
+    # The objects after the bad ones arrived and the one no longer listed went; the refused
+    # object keeps the version the cache held, as a refused watch update does.
+    assert sorted(state.nodes) == ["a", "b", "c"]
+    assert state.nodes["b"].labels == {}
+
+
 def test_device_index_follows_the_newest_pool_generation():
     state = ClusterState()
     old = node_slice("node-0", gpus(2))
