@@ -25,7 +25,7 @@ from extender.kube.client import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
 from extender.model import ResourceClaim
 from extender.model.extended import is_extended_claim_of
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef, resource_version
-from extender.scheduling.binder import BindError, WriteUncertain
+from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ class KubeBinder:
             try:
                 bound = self._bound_to(pod, node)
             except KubeApiError as exc:
-                raise BindError(
+                raise BindingUncertain(
                     f"{failed}; an earlier attempt went unanswered and re-reading the pod failed: {exc}"
                 ) from exc
             if not bound:

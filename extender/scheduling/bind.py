@@ -21,7 +21,7 @@ from typing import Any
 
 from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
 from extender.model.refs import PodRef
-from extender.scheduling.binder import BindError, WriteUncertain
+from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from extender.scheduling.claims import PodWaits, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
@@ -243,14 +243,14 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
                 return readiness.message  # claims stay allocated and reserved for the retry
         try:
             await asyncio.wait_for(ctx.binder.bind_pod(ref, node), ctx.config.bind_timeout_s)
-        except TimeoutError:
-            # The Binding may still land. Releasing the claims now could leave the pod bound without
-            # them (kubelet would never start it), so they stay reserved: the scheduler's retry
-            # adopts them (nothing left to write), and a deleted pod's reservations are dropped
-            # by the resourceclaim controller.
+        except (TimeoutError, BindingUncertain) as exc:
+            # The Binding may still land, or may be in. Releasing the claims now could leave the pod
+            # bound without them (kubelet would never start it), so they stay reserved: the
+            # scheduler's retry adopts them (nothing left to write), and a deleted pod's
+            # reservations are dropped by the resourceclaim controller.
             metrics.bind_outcomes.labels("failed").inc()
-            return (f"binding pod {pod_ref} to node {node}: no answer within {ctx.config.bind_timeout_s:g}s; "
-                    "its claims stay reserved for the retry")
+            what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
+            return f"binding pod {pod_ref} to node {node}: {what_happened}; its claims stay reserved for the retry"
         except Exception as exc:
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:

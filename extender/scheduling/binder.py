@@ -19,6 +19,11 @@ class BindError(Exception):
     """A write the binder could not perform; the message is shown to the user as is."""
 
 
+class BindingUncertain(BindError):
+    """A Binding whose fate is unknown: an attempt went unanswered, no later one succeeded, and
+    the pod could not be re-read. The pod may be bound; its claims must stay reserved."""
+
+
 class WriteUncertain(BindError):
     """A claim write whose fate is unknown: a request was sent and no definite answer came back.
 

@@ -11,7 +11,7 @@ from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
 from extender.model import parse_resource_claim
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
-from extender.scheduling.binder import BindError, WriteUncertain
+from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
@@ -264,3 +264,22 @@ async def test_an_unanswered_binding_that_did_not_land_still_fails(apiserver: Ap
     with pytest.raises(BindError, match="403"):
         await binder(client).bind_pod(pod, "node-a")
     assert "nodeName" not in apiserver.store.get(POD, "default", "trainer")["spec"]
+
+
+async def test_an_unanswered_binding_whose_pod_cannot_be_read_is_uncertain_not_failed(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    pod = make_pod(apiserver)
+    # The Binding lands but its reply is lost; the retry is refused and the pod cannot be read:
+    # the pod is bound, and bind must not be told the Binding failed (it would roll back).
+    dropped = threading.Event()
+    apiserver.faults.lose_reply("create", "pods", subresource="binding", after=dropped)
+    binding = asyncio.ensure_future(binder(client).bind_pod(pod, "node-a"))
+    await eventually(lambda: apiserver.store.get(POD, "default", "trainer")["spec"].get("nodeName"),
+                     what="the Binding to land")
+    apiserver.faults.fail("create", "pods", 403, subresource="binding")
+    apiserver.faults.fail("get", "pods", 503, times=100)
+    dropped.set()
+    with pytest.raises(BindingUncertain, match="re-reading the pod failed"):
+        await binding
+    assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from extender.local.claim_controller import generated_claim_name
+from extender.scheduling.binder import BindingUncertain
 from tests.scheduling.cluster import (
     DRIVER,
     Service,
@@ -299,17 +300,18 @@ def test_bind_without_filter_recomputes_and_fails_cleanly_when_nothing_fits():
 
 
 class FailingPodBinder:
-    """Writes claims through the local binder but fails the pod binding."""
+    """Writes claims through the local binder but fails the pod binding with ``error``."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, error=None):
         self.inner = inner
+        self.error = error or RuntimeError("API server said no")
         self.released = []
 
     async def write_claim(self, claim, allocation, pod_ref, deadline=None):
         return await self.inner.write_claim(claim, allocation, pod_ref)
 
     async def bind_pod(self, pod_ref, node_name):
-        raise RuntimeError("API server said no")
+        raise self.error
 
     async def release_claim(self, claim, pod_ref, deallocate):
         self.released.append((claim.name, deallocate))
@@ -326,6 +328,17 @@ def test_failed_binding_rolls_back_claim_writes():
     (written,) = svc.claims().values()
     assert "allocation" not in written.get("status", {}) and "reservedFor" not in written.get("status", {})
     assert not svc.state.inuse.devices and not svc.state.inuse.inflight
+
+
+def test_a_binding_of_unknown_fate_keeps_the_claims_reserved_for_the_retry():
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})])
+    binder = FailingPodBinder(svc.ctx.binder, BindingUncertain("no answer, and re-reading the pod failed"))
+    svc.ctx.binder = binder
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert "re-reading the pod failed; its claims stay reserved for the retry" in error
+    assert binder.released == []
+    (written,) = svc.claims().values()
+    assert written["status"]["allocation"] and written["status"]["reservedFor"][0]["name"] == "p"
 
 
 def test_preempt_keeps_only_nodes_where_victims_free_devices():
