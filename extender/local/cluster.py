@@ -8,6 +8,7 @@ binder and the local routes call; every change goes through it, so the controlle
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from extender.local.manifests import demo_files, read_manifests, state_files
 from extender.local.store import API_VERSIONS, LocalStore, ManifestError, clone, now_rfc3339
 from extender.model.kinds import KIND_NAMES
 from extender.state import ClusterState
+
+log = logging.getLogger(__name__)
 
 # Objects a later kind refers to come first, so a pod's template exists when the pod arrives.
 _LOAD_ORDER = KIND_NAMES
@@ -74,7 +77,7 @@ class LocalCluster:
             kind = item[1].get("kind") if isinstance(item[1], Mapping) else None
             return _LOAD_ORDER.index(kind) if kind in _LOAD_ORDER else len(_LOAD_ORDER)
 
-        pending = sorted(((origin, doc) for origin, doc in docs if doc is not None), key=rank)
+        pending = sorted(_used_kinds(docs), key=rank)
         del docs
         count = len(pending)
         pending.reverse()  # popped from the end, in load order
@@ -85,6 +88,30 @@ class LocalCluster:
             except (ManifestError, ValueError) as exc:
                 raise ManifestError(f"{origin}: {exc}") from None
         return count
+
+
+def _used_kinds(docs: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The documents of kinds the extender uses; the others are skipped with one warning per kind.
+
+    Users point ``--state`` at their own manifests (with Deployments, Services, ...) to see how
+    their pods would be placed. A document without a string ``kind`` is malformed and kept, so
+    that loading refuses it with its origin.
+    """
+    used: list[tuple[str, Any]] = []
+    skipped: dict[str, list[str]] = {}
+    for origin, doc in docs:
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        if doc is None:
+            continue
+        if isinstance(kind, str) and kind not in API_VERSIONS:
+            skipped.setdefault(kind, []).append(origin)
+            continue
+        used.append((origin, doc))
+    for kind, origins in sorted(skipped.items()):
+        more = f" and {len(origins) - 1} more" if len(origins) > 1 else ""
+        log.warning("skipping %d %s object(s), a kind the extender does not use: %s%s",
+                    len(origins), kind, origins[0], more)
+    return used
 
 
 def load_local(state: ClusterState, directory: Path | None) -> LocalCluster:

@@ -250,7 +250,8 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             # reservations are dropped by the resourceclaim controller.
             metrics.bind_outcomes.labels("failed").inc()
             what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
-            return f"binding pod {pod_ref} to node {node}: {what_happened}; its claims stay reserved for the retry"
+            return (f"binding pod {pod_ref} to node {node}: {what_happened}; "
+                    "its claims stay reserved for the retry")
         except Exception as exc:
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:

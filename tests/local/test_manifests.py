@@ -3,6 +3,7 @@ and are let go once applied, every kind arrives."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import weakref
@@ -165,3 +166,21 @@ def test_demo_cluster_loads_with_generated_claims():
     pods = {p.name: p for p in state.pods.values()}
     assert all(state.claim("default", n) for p in pods.values() for n in p.claim_statuses.values())
     assert any(not p.claims for p in pods.values())  # one pod needs no device at all
+
+
+def test_a_state_directory_of_ones_own_manifests_loads_the_kinds_the_extender_uses(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    # The project's own example: a Deployment, a DeviceClass, a ResourceClaimTemplate.
+    for path in Path("manifests/example").glob("*.yaml"):
+        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "more.yaml").write_text(
+        "kind: Service\nmetadata: {name: a}\n---\nkind: Service\nmetadata: {name: b}\n"
+    )
+    state = ClusterState()
+    with caplog.at_level(logging.WARNING):
+        load_local(state, tmp_path)
+    assert state.classes and state.counts()["ResourceClaimTemplate"] == 1
+    skipped = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
+    assert len(skipped) == 3  # one line per kind: Deployment, Kustomization, Service
+    assert any("2 Service object(s)" in line and "and 1 more" in line for line in skipped)
