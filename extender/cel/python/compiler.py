@@ -244,7 +244,9 @@ class Compiler:
 
     def _list(self, node: ListLit, scope: dict[str, Type]) -> Compiled:
         items = [self.compile(e, scope) for e in node.elements]
-        types = [_optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)]
+        types = [
+            _optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)
+        ]
         elem = self._homogeneous(types)
         self._equivalent(types, node.elements)
         fn = make_list([i.fn for i in items], node.optional)
@@ -537,8 +539,11 @@ def _unconstrained(node: Any) -> bool:
         return not node.elements
     if type(node) is MapLit:
         return not node.entries
-    return type(node) is Call and not node.args and _qualified_name(node.target or Ident("")) == "optional" and (
-        node.function == "none"
+    return (
+        type(node) is Call
+        and not node.args
+        and _qualified_name(node.target or Ident("")) == "optional"
+        and (node.function == "none")
     )
 
 
