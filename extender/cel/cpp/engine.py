@@ -51,6 +51,7 @@ from extender.cel.cpp.errors import MIXED_LISTS, compile_text, lint, runtime_tex
 from extender.cel.cpp.formatting import literal_format_problems
 from extender.cel.cpp.homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
 from extender.cel.cpp.library import LIST_FUNCTION_PROBES, function_decls
+from extender.cel.cpp.literals import literal_mismatches
 from extender.cel.cpp.rewrite import (
     VALUE_RELATIONS,
     Edit,
@@ -88,7 +89,11 @@ if TYPE_CHECKING:
 _RECURSION_LIMIT = re.compile(r"recursion (?:depth|limit)")
 # Library functions implemented in Python that take values of any type (through list(dyn)).
 _PYTHON_VALUE_FUNCTIONS = frozenset(
-    {"sum", "min", "max", "isSorted", "includes", "transformMap", "transformMapEntry", *CALL_ALIASES.values()}
+    {
+        *("sum", "min", "max", "isSorted", "includes", "transformMap", "transformMapEntry"),
+        *("sort", "distinct", "sortBy"),  # charged through Python (see list_budget_edits)
+        *CALL_ALIASES.values(),
+    }
 )
 GO_NUMBER_SYNTAX = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
 GO_TIME_PARSERS = {"duration": parse_duration, "timestamp": parse_timestamp}
@@ -112,6 +117,8 @@ _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
+# Calls whose list literals the literal validator leaves alone (cel-go's strings extension).
+_FORMAT_CALLS = frozenset({"format", CALL_ALIASES["format"]})
 
 
 def _bind_edits(
@@ -255,6 +262,7 @@ class CppEngine:
         self._check_list_functions(expression, source, toks)
         self._check_constants(expression, original_toks or toks)  # the conversions before their aliases
         self._check_homogeneous(expression, toks)
+        self._validate_literals(expression, checked)
         self._check_formats(expression, toks)
         source_toks = toks if source == expression else tokens(source)
         if source_toks is None:
@@ -451,6 +459,17 @@ class CppEngine:
             f"ERROR: <input>:{line}:{col}: expected type '{mismatch[0]}' but found '{mismatch[1]}'",
             expression,
         )
+
+    def _validate_literals(self, expression: str, checked: Any) -> None:
+        """Kubernetes' homogeneous-literal validator, after checking (see cpp_literals)."""
+        found = literal_mismatches(checked.serialize(), _FORMAT_CALLS)
+        if found:
+            first = found[0]
+            line, col = position(expression, first.offset)
+            raise CelCompileError(
+                f"ERROR: <input>:{line}:{col}: expected type '{first.expected}' but found '{first.found}'",
+                expression,
+            )
 
     def _mixed_literal(self, probe: str) -> tuple[str, str] | None:
         """The two element types a probe's checking found different, if it did."""

@@ -42,6 +42,7 @@ from extender.cel.cpp.types import (
 )
 from extender.cel.cpp.values import as_quantity, as_semver, quantity_message, semver_message
 from extender.cel.runtime import k8s_functions as lib
+from extender.cel.runtime import lists
 from extender.cel.runtime.conversions import format_double, to_bool, to_double, to_int, to_uint
 from extender.cel.runtime.semver import Semver
 from extender.cel.runtime.timestamps import time_zone
@@ -259,6 +260,17 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("k8sdra_pairs", "k8sdra_pairs", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_pairs)
     yield _Decl(
         "k8sdra_entries", "k8sdra_entries", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_entries
+    )
+    yield _Decl(
+        LIST_BUDGET["range"], LIST_BUDGET["range"], T.INT, (T.INT,), False, _python_errors(_range_count)
+    )
+    yield _Decl(
+        LIST_BUDGET["pairs"],
+        LIST_BUDGET["pairs"],
+        T.BOOL,
+        (T.List(T.DYN),),
+        False,
+        _python_errors(_pairs_budget),
     )
     yield _Decl("find", "string_find", T.STRING, (T.STRING, T.STRING), True, lib.regex_find)
     yield _Decl("findAll", "string_findAll", T.List(T.STRING), (T.STRING, T.STRING), True, lib.regex_find_all)
@@ -524,11 +536,41 @@ GO_NUMBER_TEXT = {
     "uint": "k8sdra_go_uint_text",
     "double": "k8sdra_go_double_text",
 }
-LIST_FUNCTION_PROBES = {"sum": "_um", "min": "_in", "max": "_ax", "isSorted": "_sSorted"}
+LIST_FUNCTION_PROBES = {
+    "sum": "_um",
+    "min": "_in",
+    "max": "_ax",
+    "isSorted": "_sSorted",
+    "flatten": "_latten",
+}
+# The lists extension's charges (see cpp_rewrite.list_budget_edits).
+LIST_BUDGET = {"range": "k8sdra_range_count", "pairs": "k8sdra_pairs_budget"}
+
+
+def _range_count(n: int) -> int:
+    lists.charge_range(n)
+    return max(n, 0)
+
+
+def _pairs_budget(items: list[Any]) -> bool:
+    lists.charge_self_compare(items)
+    return True
 
 
 def _relation_equal(pair: list[Any]) -> bool:
     return relation_equal(*pair)
+
+
+def _python_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The runtime turns a ValueError from Python into a CEL error."""
+
+    def impl(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except EvalError as exc:
+            raise ValueError(str(exc)) from None
+
+    return impl
 
 
 def _no_such_overload() -> bool:
@@ -538,6 +580,15 @@ def _no_such_overload() -> bool:
 def _list_probe_decls() -> list[Any]:
     decls = []
     for name, probe in LIST_FUNCTION_PROBES.items():
+        if name == "flatten":
+            # cel-go's flatten() takes lists of lists only; with a depth, any list. The C++
+            # library's flatten() takes any list.
+            overloads = [
+                cel.Overload(f"{probe}_0", T.List(T.DYN), [T.List(T.List(T.DYN))], is_member=True),
+                cel.Overload(f"{probe}_1", T.List(T.DYN), [T.List(T.DYN), T.INT], is_member=True),
+            ]
+            decls.append(cel.FunctionDecl(probe, overloads))
+            continue
         elements = _SUMMABLE if name == "sum" else _COMPARABLE
         overloads = [
             cel.Overload(f"{probe}_{i}", T.DYN, [T.List(element)], is_member=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 
-from extender.cel.cpp.library import GO_NUMBER_TEXT, GO_TIME_TEXT
+from extender.cel.cpp.library import GO_NUMBER_TEXT, GO_TIME_TEXT, LIST_BUDGET
 from extender.cel.cpp.tokens import Token, closing, is_root, offset, split_top, texts
 from extender.cel.cpp.types import CALL_ALIASES, GLOBAL_ALIASES, STRING_ALIAS, STRING_OF_NET
 
@@ -250,6 +250,69 @@ def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | N
             yield toks[close].end, toks[close].end, 1, ")"
 
 
+# The lists extension's quadratic functions, charged before they run (see list_budget_edits).
+_SELF_COMPARING = frozenset({"sort", "distinct", "sortBy"})
+
+
+def _receiver_start(toks: list[Token], dot: int) -> int | None:
+    """The first token of the receiver of the member call whose ``.`` is at ``dot``: a chain
+    of names, literals, selections, calls and indexes; None if there is none."""
+    j = dot - 1
+    while j >= 0:
+        if toks[j].text in (")", "]", "}"):
+            depth = 0
+            for k in range(j, -1, -1):
+                if toks[k].text in (")", "]", "}"):
+                    depth += 1
+                elif toks[k].text in ("(", "[", "{"):
+                    depth -= 1
+                    if depth == 0:
+                        break
+            else:
+                return None
+            j = k
+            prev = toks[j - 1] if j > 0 else None
+            if toks[j].text != "{" and prev is not None and (prev.kind == "id" or prev.text in (")", "]")):
+                j -= 1  # a call's name or an indexed operand
+                continue
+        elif toks[j].kind not in ("id", "str", "num"):
+            return None
+        if j > 0 and toks[j - 1].text == ".":
+            j -= 2
+            continue
+        return j
+    return None
+
+
+def list_budget_edits(toks: list[Token]) -> Iterator[Edit]:
+    """cel-go charges ``lists.range(n)`` n and ``sort``/``distinct``/``sortBy`` twice the square
+    of the list's size (cel-go ext/lists.go, version 3): a call over the selector's whole budget
+    fails before it runs, as the pure-Python engine's does; ``lists.range`` of a negative
+    count is empty, as in cel-go. The receiver of a quadratic call is bound once and charged."""
+    for i, tok in enumerate(toks):
+        if tok.text == "lists" and is_root(toks, i) and texts(toks, i + 1, 3) == (".", "range", "("):
+            close = closing(toks, i + 3)
+            if close is not None and close > i + 4:
+                yield toks[i + 4].start, toks[i + 4].start, 1, f"{LIST_BUDGET['range']}("
+                yield toks[close - 1].end, toks[close - 1].end, 2, ")"
+            continue
+        if (
+            tok.text not in _SELF_COMPARING
+            or i < 2
+            or toks[i - 1].text != "."
+            or texts(toks, i + 1, 1) != ("(",)
+        ):
+            continue
+        close = closing(toks, i + 1)
+        start = _receiver_start(toks, i - 1)
+        if close is None or start is None:
+            continue
+        name = f"k8sdra_budget{i}"
+        yield toks[start].start, toks[start].start, 0, f"cel.bind({name}, "
+        yield toks[i - 1].start, toks[i - 1].start, 3, f", {LIST_BUDGET['pairs']}({name}) ? {name}"
+        yield toks[close].end, toks[close].end, 3, f" : {name})"
+
+
 def rewrite(
     source: str,
     toks: list[Token],
@@ -259,7 +322,12 @@ def rewrite(
     """What the checked expression needs to run as Kubernetes runs it (see the edit makers);
     ``value_relations`` are the relation_operands that may compare quantities, ``extra`` more
     edits (go_string_edits)."""
-    edits = [*_domain_default_edits(toks), *_map_transform_edits(source, toks), *extra]
+    edits = [
+        *_domain_default_edits(toks),
+        *_map_transform_edits(source, toks),
+        *list_budget_edits(toks),
+        *extra,
+    ]
     for start, op, end in value_relations:
         edits += _value_relation_edits(toks, op, start, end)
     for start, end, _, text in sorted(edits, key=lambda e: (e[0], e[2]), reverse=True):

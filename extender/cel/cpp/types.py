@@ -19,12 +19,15 @@ KEY_FIELD = "k8s_dra_internal_key"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # Extensions of Kubernetes' base environment that the C++ library ships (env config names).
+# The C++ lists library's version 2 has what cel-go's version 3 (Kubernetes' since 1.34) has.
 CONFIG_YAML = """\
 extensions:
   - name: strings
     version: 2
   - name: sets
   - name: two-var-comprehensions
+  - name: lists
+    version: 2
 """
 
 

@@ -134,6 +134,11 @@ def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) 
 class Compiler:
     """One expression's compilation; ``scope`` maps variable names to static types."""
 
+    def __init__(self) -> None:
+        # Depth of ``format`` calls around the node being compiled: their list literals are
+        # exempt from the literal validator (cel-go's strings extension exempts them).
+        self._format_depth = 0
+
     def compile(self, node: Any, scope: dict[str, Type]) -> Compiled:
         kind = type(node)
         if kind is Lit:
@@ -239,9 +244,11 @@ class Compiler:
 
     def _list(self, node: ListLit, scope: dict[str, Type]) -> Compiled:
         items = [self.compile(e, scope) for e in node.elements]
-        elem = self._homogeneous(
-            [_optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)]
-        )
+        types = [
+            _optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)
+        ]
+        elem = self._homogeneous(types)
+        self._equivalent(types, node.elements)
         fn = make_list([i.fn for i in items], node.optional)
         compiled = Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1)
         return _try_fold(compiled, items, literal=True)
@@ -249,10 +256,14 @@ class Compiler:
     def _map(self, node: MapLit, scope: dict[str, Type]) -> Compiled:
         keys = [self.compile(k, scope) for k, _ in node.entries]
         values = [self.compile(v, scope) for _, v in node.entries]
-        key_type = self._homogeneous([k.type for k in keys])
-        value_type = self._homogeneous(
-            [_optional_element_type(v.type) if n in node.optional else v.type for n, v in enumerate(values)]
-        )
+        key_types = [k.type for k in keys]
+        value_types = [
+            _optional_element_type(v.type) if n in node.optional else v.type for n, v in enumerate(values)
+        ]
+        key_type = self._homogeneous(key_types)
+        value_type = self._homogeneous(value_types)
+        self._equivalent(key_types, tuple(k for k, _ in node.entries))
+        self._equivalent(value_types, tuple(v for _, v in node.entries))
         if key_type not in _MAP_KEY_TYPES:
             raise CompileFailure(f"unsupported map key type: {display(key_type)}")
         fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
@@ -268,9 +279,35 @@ class Compiler:
                 raise CompileFailure(f"expected type '{display(bindings['A'])}' but found '{display(t)}'")
         return join(types)
 
+    def _equivalent(self, types: list[Type], nodes: tuple[Any, ...]) -> None:
+        """Kubernetes' ValidateHomogeneousAggregateLiterals (base environment since 1.29):
+        the entries of a literal must have the same type, ``dyn`` being a type of its own, so
+        ``[attr, 1]`` is rejected where the checker alone would type it list(dyn). An empty
+        literal entry or ``optional.none()`` takes its type from the others in cel-go, so it is
+        not compared."""
+        if self._format_depth:
+            return
+        first: Type | None = None
+        for t, n in zip(types, nodes, strict=True):
+            if _unconstrained(n):
+                continue
+            if first is None:
+                first = t
+            elif t != first:
+                raise CompileFailure(f"expected type '{display(first)}' but found '{display(t)}'")
+
     # --- calls and macros ---------------------------------------------------------------
 
     def _call(self, node: Call, scope: dict[str, Type]) -> Compiled:
+        if node.function != "format":
+            return self._call_of(node, scope)
+        self._format_depth += 1
+        try:
+            return self._call_of(node, scope)
+        finally:
+            self._format_depth -= 1
+
+    def _call_of(self, node: Call, scope: dict[str, Type]) -> Compiled:
         name, target, args = node.function, node.target, node.args
         if target is None and name == "has" and len(args) == 1:
             return self._has(args[0], scope)
@@ -371,7 +408,30 @@ class Compiler:
             return self._comprehension(name, target, args[:1], args[1:], scope)
         if name in _QUANTIFIERS and len(args) == 3:
             return self._comprehension(name, target, args[:2], args[2:], scope)
+        if name == "sortBy" and len(args) == 2:
+            return self._sort_by(target, args, scope)
         return None
+
+    def _sort_by(self, target: Any, args: tuple[Any, ...], scope: dict[str, Type]) -> Compiled:
+        """cel-go's lists extension expands ``l.sortBy(e, key)`` to the list, bound once, sorted
+        by ``l.map(e, key)`` through ``@sortByAssociatedKeys``."""
+        if type(target) not in (ListLit, Select, Ident, Call):
+            raise CompileFailure(
+                "sortBy can only be applied to a list, identifier, comprehension, call or select expression"
+            )
+        hidden = "@__sortBy_input__"
+        items = self.compile(target, scope)
+        inner = {**scope, hidden: items.type, _LAZY + hidden: items.type}
+        keys = self._comprehension("map", Ident(hidden), args[:1], args[1:], inner)
+        matched = [
+            ov
+            for ov in FUNCTIONS[("@sortByAssociatedKeys", True)]
+            if all(unify(p, t, {}) for p, t in zip(ov.params, (items.type, keys.type), strict=True))
+        ]
+        if not matched:
+            raise _no_overload("@sortByAssociatedKeys", _applied([items.type, keys.type], True))
+        sort = build_call("@sortByAssociatedKeys", matched, [make_bind_ref(hidden), keys.fn], True)
+        return Compiled(items.type, make_bind(hidden, items.fn, sort), cost=items.cost + keys.cost + 1)
 
     def _opt_map(self, flat: bool, target: Any, args: tuple[Any, ...], scope: dict[str, Type]) -> Compiled:
         var = _var_name(args[0])
@@ -470,6 +530,21 @@ def _qualified_name(node: Any) -> str | None:
         prefix = _qualified_name(node.operand)
         return None if prefix is None else f"{prefix}.{node.field}"
     return None
+
+
+def _unconstrained(node: Any) -> bool:
+    """Whether ``node`` is an empty literal or ``optional.none()``, whose type parameter the
+    checker binds to whatever the rest of an aggregate literal has."""
+    if type(node) is ListLit:
+        return not node.elements
+    if type(node) is MapLit:
+        return not node.entries
+    return (
+        type(node) is Call
+        and not node.args
+        and _qualified_name(node.target or Ident("")) == "optional"
+        and (node.function == "none")
+    )
 
 
 def _optional_element_type(t: Type) -> Type:

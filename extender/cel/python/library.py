@@ -18,7 +18,7 @@ from typing import Any
 from extender.cel.python import k8s
 from extender.cel.python import strings as strs
 from extender.cel.runtime import conversions as conv
-from extender.cel.runtime import k8s_format, k8s_functions, net
+from extender.cel.runtime import k8s_format, k8s_functions, lists, net
 from extender.cel.runtime import timestamps as cel_time
 from extender.cel.runtime.formatting import format_string
 from extender.cel.runtime.semver import Semver
@@ -110,6 +110,8 @@ def _both(name: str, params: tuple[Type, ...], result: Type, impl: Callable[...,
 # --- operators -------------------------------------------------------------------------------
 
 _NUMERIC = (INT, UINT, DOUBLE)
+# Element types with an order: what the lists libraries' sort, min, max and isSorted take.
+SORTABLE = (INT, UINT, DOUBLE, DURATION, BOOL, TIMESTAMP, STRING, BYTES)
 
 # Loop variables of the declarations in this module, each reused for several kinds of values.
 _t: Type
@@ -221,7 +223,7 @@ _decl("format", True, (STRING, list_of(DYN)), STRING, format_string)
 # Declared per element type, as upstream: summable, and comparable for the others.
 for _t in (INT, UINT, DOUBLE, DURATION):
     _decl("sum", True, (list_of(_t),), _t, k8s.list_sum)
-for _t in (INT, UINT, DOUBLE, DURATION, BOOL, TIMESTAMP, STRING, BYTES):
+for _t in SORTABLE:
     _decl("isSorted", True, (list_of(_t),), BOOL, k8s.is_sorted)
     _decl("min", True, (list_of(_t),), _t, lambda items: k8s.extreme(items, -1, "min"))
     _decl("max", True, (list_of(_t),), _t, lambda items: k8s.extreme(items, 1, "max"))
@@ -242,6 +244,22 @@ _decl("sets.intersects", False, (list_of(A), list_of(A)), BOOL, k8s.sets_interse
 
 _decl("includes", True, (list_of(A), A), BOOL, k8s.includes)
 _decl("includes", True, (A, A), BOOL, k8s.includes)
+
+
+# --- cel-go lists extension (version 3) -------------------------------------------------------
+
+
+_decl("slice", True, (list_of(A), INT, INT), list_of(A), lists.slice_list)
+# flatten() takes a list of lists; with a depth any list (cel-go disables its type guards).
+_decl("flatten", True, (list_of(list_of(A)),), list_of(A), lists.flatten)
+_decl("flatten", True, (list_of(DYN), INT), list_of(DYN), lists.flatten)
+_decl("distinct", True, (list_of(A),), list_of(A), lists.distinct)
+_decl("reverse", True, (list_of(A),), list_of(A), lists.reverse)
+_decl("lists.range", False, (INT,), list_of(INT), lists.list_range)
+for _t in SORTABLE:
+    _decl("sort", True, (list_of(_t),), list_of(_t), lists.sort_list)
+    # What the sortBy macro expands to: the list, and its keys, one per element.
+    _decl("@sortByAssociatedKeys", True, (list_of(A), list_of(_t)), list_of(A), lists.sort_by_keys)
 
 
 # --- optional types --------------------------------------------------------------------------
