@@ -11,14 +11,19 @@ cannot create a missing claim or class, so they go to FailedAndUnresolvableNodes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from extender.allocator import Features
 from extender.model import ExactRequest, ResourceClaim, controlled_by
 from extender.model.pods import PodInfo, parse_pod
 from extender.model.refs import RESERVED_FOR_MAX
+from extender.scheduling.readiness import claim_readiness
 from extender.state import ClusterState
+
+# Upstream's Filter reason for an allocated claim the node cannot use (kubernetes/kubernetes
+# pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go).
+NOT_AVAILABLE = "resourceclaim not available on the node"
 
 
 class PodWaits(Exception):
@@ -32,9 +37,20 @@ class PodClaims:
     allocated: tuple[ResourceClaim, ...]
     # The claim an earlier bind created for the pod's DRA-backed extended resources (allocated).
     extended: ResourceClaim | None = None
+    # Why an allocated claim can be used on no node at all (see ``unusable_reason``); "" if none.
+    unusable: str = ""
 
     def with_extended(self, claim: ResourceClaim) -> PodClaims:
-        return PodClaims((*self.claims, claim), self.to_allocate, (*self.allocated, claim), claim)
+        allocated = (*self.allocated, claim)
+        return PodClaims((*self.claims, claim), self.to_allocate, allocated, claim, self.unusable)
+
+    def judged(self, state: ClusterState, features: Features) -> PodClaims:
+        """These claims with ``unusable`` set from the first allocated claim no node can use."""
+        for claim in self.allocated:
+            why = unusable_reason(state, features, claim)
+            if why is not None:
+                return replace(self, unusable=f"{NOT_AVAILABLE}: {why}")
+        return self
 
 
 def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:
@@ -127,3 +143,22 @@ def check_before_allocation(state: ClusterState, features: Features, pod: PodInf
 
 def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
     return any(ref.uid == pod_uid for ref in claim.reserved_for)
+
+
+def unusable_reason(state: ClusterState, features: Features, claim: ResourceClaim) -> str | None:
+    """Why an allocated claim can be used on no node whatever the node, or None.
+
+    With the binding gates on, a binding failure condition that is True or binding conditions
+    not all met within the binding timeout (upstream's Filter: isClaimReadyForBinding,
+    isClaimTimeout); with any gates, a device of the allocation that no slice publishes any more.
+    """
+    if claim.allocation is None:
+        return None
+    if features.binding:
+        readiness = claim_readiness(claim.raw)
+        if readiness.failed:
+            return readiness.message
+    for device in claim.allocation.devices:
+        if state.slices.device(device.id) is None:
+            return f"claim {claim.key}: device {'/'.join(device.id)} is no longer published"
+    return None

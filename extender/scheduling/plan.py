@@ -301,6 +301,7 @@ class PodPlan:
         if extended is not None:
             claims = _with_existing_extended_claim(ctx, pod, claims)
         check_before_allocation(ctx.state, ctx.features, pod, claims)
+        claims = claims.judged(ctx.state, ctx.features)
         # Only a pod that may allocate has results worth keeping for bind.
         keeps_results = _may_allocate(claims, extended)
         memory = ctx.memory
@@ -374,7 +375,7 @@ class PodPlan:
             return NodeVerdict(False, variant)
         claims = self.claims
         if claims.allocated:
-            reason = unavailable_on(claims, node)
+            reason = claims.unusable or unavailable_on(claims, node)
             if reason is not None:
                 self.outcomes[(phase, "unavailable")] += 1
                 return NodeVerdict(False, reason)
