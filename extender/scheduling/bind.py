@@ -22,10 +22,9 @@ from typing import Any
 from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
 from extender.model.refs import PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
-from extender.scheduling.claims import PodWaits, reserved_for
+from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
-from extender.scheduling.readiness import first_problem
 from extender.scheduling.turns import in_turns
 from extender.state import InFlight
 

@@ -1,4 +1,4 @@
-"""Which claims a pod needs, and why it must wait.
+"""Which claims a pod needs, why it must wait, and whether its allocated claims can be used.
 
 Upstream: the DynamicResources plugin's PreEnqueue/PreFilter (kubernetes/kubernetes
 ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``) and the claim
@@ -11,7 +11,9 @@ cannot create a missing claim or class, so they go to FailedAndUnresolvableNodes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from extender.allocator import Features
@@ -19,6 +21,10 @@ from extender.model import ExactRequest, ResourceClaim, controlled_by
 from extender.model.pods import PodInfo, parse_pod
 from extender.model.refs import RESERVED_FOR_MAX
 from extender.state import ClusterState
+
+# Upstream's Filter reason for an allocated claim the node cannot use (kubernetes/kubernetes
+# pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go).
+NOT_AVAILABLE = "resourceclaim not available on the node"
 
 
 class PodWaits(Exception):
@@ -32,9 +38,20 @@ class PodClaims:
     allocated: tuple[ResourceClaim, ...]
     # The claim an earlier bind created for the pod's DRA-backed extended resources (allocated).
     extended: ResourceClaim | None = None
+    # Why an allocated claim can be used on no node at all (see ``unusable_reason``); "" if none.
+    unusable: str = ""
 
     def with_extended(self, claim: ResourceClaim) -> PodClaims:
-        return PodClaims((*self.claims, claim), self.to_allocate, (*self.allocated, claim), claim)
+        allocated = (*self.allocated, claim)
+        return PodClaims((*self.claims, claim), self.to_allocate, allocated, claim, self.unusable)
+
+    def judged(self, state: ClusterState, features: Features) -> PodClaims:
+        """These claims with ``unusable`` set from the first allocated claim no node can use."""
+        for claim in self.allocated:
+            why = unusable_reason(state, features, claim)
+            if why is not None:
+                return replace(self, unusable=f"{NOT_AVAILABLE}: {why}")
+        return self
 
 
 def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:
@@ -127,3 +144,103 @@ def check_before_allocation(state: ClusterState, features: Features, pod: PodInf
 
 def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
     return any(ref.uid == pod_uid for ref in claim.reserved_for)
+
+
+def unusable_reason(state: ClusterState, features: Features, claim: ResourceClaim) -> str | None:
+    """Why an allocated claim can be used on no node whatever the node, or None.
+
+    With the binding gates on, a binding failure condition that is True or binding conditions
+    not all met within the binding timeout (upstream's Filter: isClaimReadyForBinding,
+    isClaimTimeout); with any gates, a device of the allocation that no slice publishes any more.
+    """
+    if claim.allocation is None:
+        return None
+    if features.binding:
+        readiness = claim_readiness(claim.raw)
+        if readiness.failed:
+            return readiness.message
+    for device in claim.allocation.devices:
+        if state.slices.device(device.id) is None:
+            return f"claim {claim.key}: device {'/'.join(device.id)} is no longer published"
+    return None
+
+
+# --- binding conditions (DRADeviceBindingConditions + DRAResourceClaimDeviceStatus) ---------
+#
+# Upstream's PreBind (kubernetes/kubernetes
+# ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``) polls until every
+# binding condition of the allocated devices is ``True`` in ``status.devices``. An extender
+# cannot hold a bind call that long (kube-scheduler's httpTimeout is seconds), so bind answers
+# with an ``Error`` while conditions are pending and keeps the claims allocated and reserved;
+# the scheduler retries the pod with backoff, filter then only admits the allocation's node,
+# and the next bind checks again. A failure condition, or ``allocationTimestamp`` older than
+# the binding timeout, makes the claim of no use on any node (``unusable_reason``, as
+# upstream's Filter): bind releases (and deallocates) the claims, and a filter that finds no
+# node has them released (``stale``), so that a later attempt allocates afresh.
+
+BINDING_TIMEOUT_S = 600.0  # DynamicResourcesArgs.bindingTimeout default
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    ready: bool
+    failed: bool
+    message: str
+
+
+READY = Readiness(True, False, "")
+
+
+def _conditions(status: Mapping[str, Any], driver: str, pool: str, device: str) -> dict[str, str]:
+    for entry in status.get("devices") or ():
+        if (entry.get("driver"), entry.get("pool"), entry.get("device")) == (driver, pool, device):
+            return {c.get("type"): c.get("status") for c in entry.get("conditions") or ()}
+    return {}
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def claim_readiness(raw: Mapping[str, Any], now: datetime | None = None) -> Readiness:
+    """Whether an allocated claim's devices may be used yet."""
+    status = raw.get("status") or {}
+    allocation = status.get("allocation") or {}
+    name = f"{(raw.get('metadata') or {}).get('namespace')}/{(raw.get('metadata') or {}).get('name')}"
+    pending: list[str] = []
+    for result in (allocation.get("devices") or {}).get("results") or ():
+        wanted, failing = result.get("bindingConditions") or (), result.get("bindingFailureConditions") or ()
+        if not wanted and not failing:
+            continue
+        device = f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}"
+        conditions = _conditions(status, result.get("driver"), result.get("pool"), result.get("device"))
+        for condition in failing:
+            if conditions.get(condition) == "True":
+                return Readiness(
+                    False, True, f"claim {name} binding failed: device {device}: {condition} is True"
+                )
+        pending.extend(f"{device}: {c}" for c in wanted if conditions.get(c) != "True")
+    if not pending:
+        return READY
+    started = _timestamp(allocation.get("allocationTimestamp"))
+    now = now or datetime.now(UTC)
+    if started is not None and (now - started).total_seconds() > BINDING_TIMEOUT_S:
+        return Readiness(False, True, f"claim {name}: device binding timeout ({', '.join(pending)})")
+    return Readiness(False, False, f"claim {name}: waiting for binding conditions ({', '.join(pending)})")
+
+
+def first_problem(claims: Iterable[Mapping[str, Any]]) -> Readiness:
+    """The first claim that is not ready (failed ones first), or READY."""
+    waiting = None
+    for raw in claims:
+        readiness = claim_readiness(raw)
+        if readiness.failed:
+            return readiness
+        if not readiness.ready and waiting is None:
+            waiting = readiness
+    return waiting or READY

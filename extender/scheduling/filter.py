@@ -6,6 +6,8 @@ How a node's verdict is reached is ``plan``'s business; here it is sorted into t
 * resolvable (devices held by other claims) → ``FailedNodes``: preemption may help;
 * otherwise → ``FailedAndUnresolvableNodes``;
 * a pod that must wait (``PodWaits``) → every node unresolvable with the reason;
+* no node fits → claims of the pod that no node can use are released in the background
+  (``stale``), so that the next attempt starts afresh;
 * fatal allocator errors (bad CEL, unknown class, limits, ``All`` on an incomplete pool):
   every node goes to ``FailedAndUnresolvableNodes`` with the error text, and ``Error`` stays
   empty. Upstream returns an ``Error`` status here, which for an extender means a scheduler
@@ -27,6 +29,7 @@ from extender.model.refs import PodRef
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
+from extender.scheduling.stale import release_stale
 
 
 @dataclass
@@ -70,6 +73,7 @@ def filter_nodes(
         plan = PodPlan.build(ctx, pod)
     except PodWaits as exc:
         out.unresolvable = dict.fromkeys(names, str(exc))
+        release_stale(ctx, pod)  # a leftover extended-resource claim, say
         return out
     if not plan.concerns_dra:
         out.passed = list(names)
@@ -94,6 +98,8 @@ def filter_nodes(
     plan.flush_metrics()
     if len(out.passed) == 1:
         _expect_sole_node(ctx, plan, out.passed[0])
+    elif not out.passed:
+        release_stale(ctx, pod)  # upstream's PostFilter
     return out
 
 

@@ -44,6 +44,7 @@ from extender.scheduling.extended_claim import (
     extended_status,
     find_extended_claim,
     in_memory_claim,
+    leftover_reason,
     mappings_of,
 )
 from extender.scheduling.turns import pause
@@ -301,6 +302,7 @@ class PodPlan:
         if extended is not None:
             claims = _with_existing_extended_claim(ctx, pod, claims)
         check_before_allocation(ctx.state, ctx.features, pod, claims)
+        claims = claims.judged(ctx.state, ctx.features)
         # Only a pod that may allocate has results worth keeping for bind.
         keeps_results = _may_allocate(claims, extended)
         memory = ctx.memory
@@ -374,7 +376,7 @@ class PodPlan:
             return NodeVerdict(False, variant)
         claims = self.claims
         if claims.allocated:
-            reason = unavailable_on(claims, node)
+            reason = claims.unusable or unavailable_on(claims, node)
             if reason is not None:
                 self.outcomes[(phase, "unavailable")] += 1
                 return NodeVerdict(False, reason)
@@ -502,22 +504,18 @@ class PodPlan:
 def _with_existing_extended_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) -> PodClaims:
     """Adopt the claim an earlier bind created for the pod's extended resources.
 
-    Allocated, it is used like any allocated claim (a bind waiting for binding conditions, or
-    one whose Binding timed out, left it reserved for the retry). Unallocated with requests, it
-    is a leftover of a failed bind that could not be cleaned up: upstream's PostFilter deletes
-    it and the pod retries, the extender (without PostFilter) reports it.
+    Allocated and reserved for the pod, it is used like any allocated claim (a bind waiting for
+    binding conditions, or one whose Binding timed out, left it so for the retry). Any other is
+    a leftover (``leftover_reason``) that makes the pod wait until it is deleted.
     """
     existing = find_extended_claim(ctx.state.claims.values(), pod)
     if existing is None or ctx.memory.was_deleted(existing.uid):
         return claims
-    key = f"{existing.namespace}/{existing.name}"
     if (existing.raw.get("metadata") or {}).get("deletionTimestamp"):
         raise PodWaits(f'resourceclaim "{existing.name}" is being deleted')
-    if existing.allocation is None:
-        raise PodWaits(
-            f"cannot schedule extended resource claim {key}: it was created by an earlier attempt "
-            "and is not allocated; it must be deleted for the pod to be scheduled anew"
-        )
+    leftover = leftover_reason(ctx.state, ctx.features, existing, pod.uid)
+    if leftover is not None:
+        raise PodWaits(leftover)  # filter has it deleted (``stale``)
     return claims.with_extended(existing)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -73,6 +74,23 @@ def allocated(
         },
         "reservedFor": [{"resource": "pods", "name": name, "uid": uid} for name, uid in reserved_for],
     }
+    return obj
+
+
+def reporting(obj: dict[str, Any], conditions: dict[str, str], age_s: float = 10.0) -> dict[str, Any]:
+    """An allocated claim, stamped ``age_s`` ago, whose devices report ``conditions`` (type: status)."""
+    status = obj["status"]
+    stamp = datetime.now(UTC) - timedelta(seconds=age_s)
+    status["allocation"]["allocationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    status["devices"] = [
+        {
+            "driver": r["driver"],
+            "pool": r["pool"],
+            "device": r["device"],
+            "conditions": [{"type": t, "status": s} for t, s in conditions.items()],
+        }
+        for r in status["allocation"]["devices"]["results"]
+    ]
     return obj
 
 
@@ -170,6 +188,30 @@ PRIORITIZED = claim_spec(
 RESERVED_FULL = [(f"p{i}", f"u{i}") for i in range(256)]
 GATED = {"bindingConditions": ["attached"], "bindingFailureConditions": ["broken"]}
 OTHER_NODES = "resource claim default/c is allocated for other nodes"
+
+NOT_AVAILABLE = "resourceclaim not available on the node"
+TWO_CONDITIONS = ("attached", "powered")
+GATED_NODES = [
+    device_class(),
+    *(
+        x
+        for n in ("node-0", "node-1")
+        for x in (node(n), node_slice(n, [{**gpu(g), **GATED} for g in ("gpu-0", "gpu-1")]))
+    ),
+]
+
+
+def gated_claim(
+    name: str, node_name: str, conditions: tuple[str, ...] = ("attached",), device: str = "gpu-0"
+) -> dict[str, Any]:
+    """A claim allocated on ``node_name`` with binding conditions, reserved for pod p."""
+    gates = {"bindingConditions": list(conditions), "bindingFailureConditions": ["broken"]}
+    return allocated(claim(name), node_name, [device], [("p", "p-uid")], **gates)
+
+
+def gated_pod(**claims: str) -> dict[str, Any]:
+    return with_uid(pod("p", claims=claims), "p-uid")
+
 
 CASES = [
     Case(
@@ -384,6 +426,94 @@ CASES = [
         ],
         ["node-0", "node-1"],
         {"node-0": "fits", "node-1": f"unresolvable: {OTHER_NODES}"},
+    ),
+    Case(
+        # Upstream's Filter: a claim whose binding failed can be used on no node.
+        "binding failed: the claim is available on no node",
+        [*GATED_NODES, reporting(gated_claim("c", "node-0"), {"broken": "True"}), gated_pod(c="c")],
+        ["node-0", "node-1"],
+        dict.fromkeys(
+            ("node-0", "node-1"),
+            f"unresolvable: {NOT_AVAILABLE}: claim default/c binding failed: "
+            f"device {DRIVER}/node-0/gpu-0: broken is True",
+        ),
+    ),
+    Case(
+        "binding timed out: the claim is available on no node",
+        [*GATED_NODES, reporting(gated_claim("c", "node-0"), {"attached": "False"}, 601), gated_pod(c="c")],
+        ["node-0", "node-1"],
+        dict.fromkeys(
+            ("node-0", "node-1"),
+            f"unresolvable: {NOT_AVAILABLE}: claim default/c: device binding "
+            f"timeout ({DRIVER}/node-0/gpu-0: attached)",
+        ),
+    ),
+    Case(
+        "mixed conditions within the timeout: still pending, the pod keeps its allocation's node",
+        [
+            *GATED_NODES,
+            reporting(gated_claim("c", "node-0", TWO_CONDITIONS), {"attached": "True", "broken": "False"}),
+            gated_pod(c="c"),
+        ],
+        ["node-0", "node-1"],
+        {"node-0": "fits", "node-1": f"unresolvable: {OTHER_NODES}"},
+    ),
+    Case(
+        "mixed conditions past the timeout: the pending one is named",
+        [
+            *GATED_NODES,
+            reporting(gated_claim("c", "node-0", TWO_CONDITIONS), {"attached": "True"}, age_s=601),
+            gated_pod(c="c"),
+        ],
+        ["node-0"],
+        {
+            "node-0": f"unresolvable: {NOT_AVAILABLE}: claim default/c: device binding timeout "
+            f"({DRIVER}/node-0/gpu-0: powered)"
+        },
+    ),
+    Case(
+        "mixed conditions with a failure condition true: failed, whatever else is true",
+        [
+            *GATED_NODES,
+            reporting(gated_claim("c", "node-0"), {"attached": "True", "broken": "True"}),
+            gated_pod(c="c"),
+        ],
+        ["node-0"],
+        {
+            "node-0": f"unresolvable: {NOT_AVAILABLE}: claim default/c binding failed: "
+            f"device {DRIVER}/node-0/gpu-0: broken is True"
+        },
+    ),
+    Case(
+        "two claims, one ready and one failed: the failed one is named on every node",
+        [
+            *GATED_NODES,
+            reporting(gated_claim("ok", "node-0"), {"attached": "True"}),
+            reporting(gated_claim("bad", "node-0", device="gpu-1"), {"broken": "True"}),
+            gated_pod(a="ok", b="bad"),
+        ],
+        ["node-0", "node-1"],
+        dict.fromkeys(
+            ("node-0", "node-1"),
+            f"unresolvable: {NOT_AVAILABLE}: claim default/bad binding "
+            f"failed: device {DRIVER}/node-0/gpu-1: broken is True",
+        ),
+    ),
+    Case(
+        "binding failed, but the binding gates are off: conditions mean nothing",
+        [*GATED_NODES, reporting(gated_claim("c", "node-0"), {"broken": "True"}), gated_pod(c="c")],
+        ["node-0"],
+        {"node-0": "fits"},
+        config={"feature_gates": parse_feature_gates("DRADeviceBindingConditions=false")},
+    ),
+    Case(
+        "allocated device no longer published: the claim is available on no node",
+        [*ONE_GPU, allocated(claim("c"), "node-0", ["gpu-7"], [("p", "p-uid")]), gated_pod(c="c")],
+        ["node-0"],
+        {
+            "node-0": f"unresolvable: {NOT_AVAILABLE}: claim default/c: device {DRIVER}/node-0/gpu-7 "
+            "is no longer published"
+        },
     ),
     Case("pod without claims", [*ONE_GPU, pod("p")], ["node-0"], "untouched"),
     Case(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from extender.scheduling.readiness import READY, claim_readiness, first_problem
+from extender.scheduling.claims import READY, claim_readiness, first_problem
 
 
 def claim(

@@ -1,0 +1,157 @@
+"""Claims that earlier attempts left to a pod and that no node can use: released so that the
+next attempt starts afresh (upstream's PostFilter, kubernetes/kubernetes
+``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``).
+
+Upstream's PostFilter runs when Filter found no node: it deallocates an allocated claim that
+is reserved for nobody or only the pod, and deletes an extended-resource claim an earlier
+cycle created. kube-scheduler has no PostFilter for extenders, so filter calls
+``release_stale`` when no candidate fits. Differences, and why:
+
+* A claim is judged on the whole cache, not on the scheduler's sample of candidates: it is
+  stale only when no node at all can use it. Its allocation's node selector matches no known
+  node, a device of it is no longer published, or (binding gates on) its binding failed or
+  timed out; the pod's extended-resource claim also when it cannot be taken over
+  (``extended_claim.leftover_reason``). Upstream releases a claim the sample could not use.
+* Never a claim reserved for another pod, one whose binding conditions are still pending
+  within the binding timeout, one in flight, or anything of a pod that is already bound.
+* filter never waits for it: the release runs as a task. The task holds the pod's bind slot
+  (``memory.begin_bind``), so no bind of the pod runs meanwhile; while one runs (or another
+  release), nothing is started.
+* A claim is re-read before it is written and left alone unless it is still at the
+  resourceVersion it was judged at; the binder conditions the deallocation itself on the
+  version it reads back after removing the reservation (``Binder.release_claim``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from extender.model import ResourceClaim
+from extender.model.pods import PodInfo
+from extender.model.refs import PodRef, resource_version
+from extender.scheduling.claims import PodWaits, claim_readiness, resolve, unusable_reason
+from extender.scheduling.context import SchedulingContext
+from extender.scheduling.extended import ExtendedNeeds
+from extender.scheduling.extended_claim import find_extended_claim, leftover_reason
+
+log = logging.getLogger(__name__)
+
+# Releases under way. The event loop keeps only weak references to tasks.
+_running: set[asyncio.Task[None]] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    claim: ResourceClaim
+    why: str
+    extended: bool  # the pod's extended-resource claim: deleted rather than deallocated
+
+
+def find_stale(ctx: SchedulingContext, pod: PodInfo) -> list[Stale]:
+    """The pod's claims that no node can use and that may be released (see the module docstring)."""
+    state = ctx.state
+    held = state.pod(pod.namespace, pod.name)
+    if held is None or held.uid != pod.uid or held.node_name:
+        return []
+    out = []
+    try:
+        allocated = resolve(state, held).allocated
+    except PodWaits:
+        allocated = ()
+    for claim in allocated:
+        why = _why_stale(ctx, claim, held.uid, extended=False)
+        if why is not None:
+            out.append(Stale(claim, why, extended=False))
+    if ExtendedNeeds.of(held, state.classes) is not None:
+        existing = find_extended_claim(state.claims.values(), held)
+        if (
+            existing is not None
+            and not ctx.memory.was_deleted(existing.uid)
+            and not (existing.raw.get("metadata") or {}).get("deletionTimestamp")
+        ):
+            why = _why_stale(ctx, existing, held.uid, extended=True)
+            if why is not None:
+                out.append(Stale(existing, why, extended=True))
+    return out
+
+
+def _why_stale(ctx: SchedulingContext, claim: ResourceClaim, pod_uid: str, extended: bool) -> str | None:
+    state, features = ctx.state, ctx.features
+    if any(ref.uid != pod_uid for ref in claim.reserved_for) or claim.uid in state.inuse.inflight:
+        return None
+    if claim.allocation is not None and features.binding:
+        readiness = claim_readiness(claim.raw)
+        if not readiness.ready and not readiness.failed:
+            return None  # the driver may still be preparing the devices
+    if extended:
+        why = leftover_reason(state, features, claim, pod_uid)
+    else:
+        why = unusable_reason(state, features, claim)
+    return why if why is not None else _node_gone(ctx, claim)
+
+
+def _node_gone(ctx: SchedulingContext, claim: ResourceClaim) -> str | None:
+    selector = claim.allocation.node_selector if claim.allocation is not None else None
+    if selector is None:
+        return None
+    try:
+        if any(selector.matches(node) for node in ctx.state.nodes.values()):
+            return None
+    except ValueError:
+        return None  # an invalid selector is reported per node; it is no proof of anything
+    return f"claim {claim.key} is allocated for nodes that no longer exist"
+
+
+def release_stale(ctx: SchedulingContext, pod: PodInfo) -> None:
+    """Start releasing the pod's stale claims, unless there are none or a bind of it is running.
+
+    Called by filter when no candidate fits. Only the leader writes.
+    """
+    if not ctx.leading:
+        return
+    stale = find_stale(ctx, pod)
+    if not stale or not ctx.memory.begin_bind(pod.uid):
+        return
+    ref = PodRef(pod.namespace, pod.name, pod.uid)
+    task = asyncio.get_running_loop().create_task(_release(ctx, ref, stale))
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+
+
+async def _release(ctx: SchedulingContext, ref: PodRef, stale: list[Stale]) -> None:
+    try:
+        for item in stale:
+            try:
+                await _release_one(ctx, ref, item)
+            except Exception as exc:
+                log.error(
+                    "releasing stale claim %s of pod %s/%s failed: %s",
+                    item.claim.key,
+                    ref.namespace,
+                    ref.name,
+                    exc,
+                )
+    finally:
+        ctx.memory.end_bind(ref.uid)
+
+
+async def _release_one(ctx: SchedulingContext, ref: PodRef, item: Stale) -> None:
+    claim = item.claim
+    current = await ctx.binder.read_claim(claim.namespace, claim.name)
+    if current is None or (current.get("metadata") or {}).get("uid") != claim.uid:
+        return
+    if resource_version(current) != resource_version(claim.raw):
+        # Changed since it was judged: the next filter judges it again on what it says now.
+        log.info("stale claim %s changed since it was judged; left alone", claim.key)
+        return
+    log.info("releasing claim %s of pod %s/%s: %s", claim.key, ref.namespace, ref.name, item.why)
+    if item.extended:
+        for obj in await ctx.binder.delete_extended_claims(ref):
+            ctx.memory.claim_deleted(str((obj.get("metadata") or {}).get("uid")))
+            ctx.state.delete("ResourceClaim", obj)
+        return
+    left = await ctx.binder.release_claim(claim, ref, deallocate=True)
+    if left is not None:
+        ctx.state.assume_claim_unless_older(left)
