@@ -203,3 +203,19 @@ def test_admin_access_needs_no_victims():
         return await preempt_call(client, svc.pod("hi"), {"node-0": meta()})
 
     assert svc.run(flow) == {"node-0": meta()}
+
+
+def test_explain_names_the_pods_that_would_have_to_go():
+    svc = full_node()
+
+    async def flow(client: httpx.AsyncClient) -> Any:
+        mid = prio(pod("mid", templates={"gpu": "two"}), 15)
+        svc.cluster.apply(mid)
+        hi = (await client.get("/debug/explain", params={"pod": "default/hi"})).json()
+        low = (await client.get("/debug/explain", params={"pod": "default/mid"})).json()
+        return hi["nodes"]["node-0"], low["nodes"]["node-0"]
+
+    hi, low = svc.run(flow)
+    assert not hi["fits"]
+    assert hi["preemption"] == {"evict": ["default/v20", "default/v10"], "pdbViolations": 0}
+    assert low["preemption"] == "evicting pods of lower priority than 15 makes no room"
