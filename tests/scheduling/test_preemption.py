@@ -38,7 +38,9 @@ def full_node(extra: list[dict[str, Any]] | None = None, **labels_by_pod: dict[s
     """One node with 4 GPUs held by four single-GPU pods of priority 10..40, plus the preemptor
     (priority 1000, 2 GPUs) and a latecomer (priority 5, 1 GPU), unbound."""
     objs = [*gpu_cluster(nodes=1, per_node=4), template("one"), template("two", claim_spec(request(count=2)))]
-    objs += [prio(pod(n, templates={"gpu": "one"}), p, **labels_by_pod.get(n, {})) for n, p in VICTIMS.items()]
+    objs += [
+        prio(pod(n, templates={"gpu": "one"}), p, **labels_by_pod.get(n, {})) for n, p in VICTIMS.items()
+    ]
     objs += [prio(pod("hi", templates={"gpu": "two"}), 1000), prio(pod("lo", templates={"gpu": "one"}), 5)]
     svc = Service([*objs, *(extra or [])])
 
