@@ -28,7 +28,7 @@ from extender.scheduling.claims import pod_for_request
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.explain import explain
 from extender.scheduling.filter import filter_nodes, report_no_fit
-from extender.scheduling.preempt import nodes_worth_preempting
+from extender.scheduling.preempt import preempt
 from extender.scheduling.score import score_nodes
 from extender.scheduling.turns import in_turns
 
@@ -136,8 +136,11 @@ def create_app(
         for node, victims in args.victims.items():
             _bounded(f"victims of node {node}", len(victims.uids), MAX_VICTIMS_PER_NODE)
         pod = request_pod(args.pod)
-        keep = await in_turns(nodes_worth_preempting, ctx, pod, {n: v.uids for n, v in args.victims.items()})
-        return wire.preemption_result({n: v for n, v in args.victims.items() if n in keep})
+        given = {n: (v.uids, v.pdb_violations) for n, v in args.victims.items()}
+        chosen = await in_turns(preempt, ctx, pod, given)
+        return wire.preemption_result(
+            {n: wire.Victims(list(v.uids), v.pdb_violations) for n, v in chosen.items()}
+        )
 
     verb("filter", do_filter)
     verb("prioritize", do_prioritize)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from extender.model.device_class import parse_device_class
+from extender.model.disruption import parse_pod_disruption_budget
 from extender.model.nodes import parse_node
 from extender.model.pods import parse_pod
 from extender.model.resource_claim import parse_resource_claim, parse_resource_claim_template
@@ -83,11 +84,16 @@ RESOURCE_CLAIM = Kind(
 )
 # All pods, not only ours: the state needs every pod that holds a claim.
 POD = Kind("Pod", "", "v1", "pods", True, parse_pod)
+# What preemption reads to reprieve the pods whose eviction would break a budget first.
+POD_DISRUPTION_BUDGET = Kind(
+    "PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, parse_pod_disruption_budget
+)
 
 # In the order a local load applies them: a kind that others refer to comes first (a pod's
 # claim template before the pod, a claim's class before the claim).
 KINDS: tuple[Kind[Any], ...] = (
     NODE, DEVICE_CLASS, RESOURCE_SLICE, DEVICE_TAINT_RULE, RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM, POD,
+    POD_DISRUPTION_BUDGET,
 )
 KIND_NAMES: tuple[str, ...] = tuple(k.name for k in KINDS)
 BY_NAME: Mapping[str, Kind[Any]] = {k.name: k for k in KINDS}

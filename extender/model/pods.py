@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata
@@ -50,6 +50,13 @@ class PodInfo:
     # status.extendedResourceClaimStatus.resourceClaimName ("" = not recorded).
     extended_claim_name: str
     raw: Mapping[str, Any]
+    # spec.priority as admission resolved it from the PriorityClass (absent: 0, as upstream's
+    # corev1helpers.PodPriority): who may preempt whom.
+    priority: int = 0
+    # status.nominatedNodeName: the node a preemption freed for this pod ("" = none).
+    nominated_node: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)  # what PodDisruptionBudgets select by
+    start_time: str = ""  # status.startTime (RFC 3339): among equal priorities, older pods matter more
 
     @property
     def key(self) -> tuple[str, str]:
@@ -161,6 +168,12 @@ def parse_pod(obj: Any) -> PodInfo:
         _container(item, False, f"spec.containers[{i}]", ref)
         for i, item in enumerate(_list(spec.get("containers"), "spec.containers", ref))
     ]
+    priority = spec.get("priority")
+    if priority is None:
+        priority = 0
+    elif isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"Pod {ref}: spec.priority: must be an integer, got {type(priority).__name__}")
+    labels = _map(meta.get("labels"), "metadata.labels", ref)  # check_metadata checked the values
     extended_status = _map(
         status.get("extendedResourceClaimStatus"), "status.extendedResourceClaimStatus", ref
     )
@@ -181,4 +194,8 @@ def parse_pod(obj: Any) -> PodInfo:
             ref,
         ),
         raw=obj,
+        priority=priority,
+        nominated_node=_str(status.get("nominatedNodeName"), "status.nominatedNodeName", ref),
+        labels=dict(labels),
+        start_time=_str(status.get("startTime"), "status.startTime", ref),
     )

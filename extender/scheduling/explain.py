@@ -1,7 +1,9 @@
 """/debug/explain: for one pod, per node and per claim, why it fits or not.
 
 A what-if view: nothing is remembered for bind and nothing is committed. Each claim is also
-tried on its own, so that with several claims the one that does not fit is named.
+tried on its own, so that with several claims the one that does not fit is named. Where the
+pod does not fit, ``preemption`` names the pods that would have to go for it to fit (the
+victims ``/preempt`` would add to a candidate kube-scheduler proposed without any).
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from extender.allocator import AllocationError, AllocationResult
-from extender.model import ResourceClaim
+from extender.model import Holdings, Node, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.plan import FatalAllocation, PodPlan, Variant, handles, wants_devices
+from extender.scheduling.preemption.nominated import holds
+from extender.scheduling.preemption.victims import NodePods, select_victims
 
 
 def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
@@ -50,6 +54,7 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
         for c in plan.claims.claims
     ]
     nodes: dict[str, Any] = {}
+    preemption = _Preemption(ctx, plan)
     for name in sorted(ctx.state.nodes):
         node = ctx.state.nodes[name]
         what_if = plan.what_if()
@@ -68,8 +73,11 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
                 f"{c.namespace}/{c.name}": _devices_by_request(r)
                 for c, r in zip(to_allocate, verdict.results, strict=True)
             }
-        elif len(to_allocate) > 1:
-            entry["perClaim"] = _per_claim(ctx, to_allocate, node, plan.deadline)
+        else:
+            if len(to_allocate) > 1:
+                entry["perClaim"] = _per_claim(ctx, to_allocate, node, plan.deadline)
+            if verdict.resolvable:
+                entry["preemption"] = preemption.on(node)
         nodes[name] = entry
     out["nodes"] = nodes
     out["verdict"] = f"fits on {sum(1 for n in nodes.values() if n['fits'])} of {len(nodes)} nodes"
@@ -84,7 +92,7 @@ def _devices_by_request(result: AllocationResult) -> dict[str, list[str]]:
 
 
 def _per_claim(
-    ctx: SchedulingContext, to_allocate: tuple[ResourceClaim, ...], node: Any, deadline: float
+    ctx: SchedulingContext, to_allocate: tuple[ResourceClaim, ...], node: Node, deadline: float
 ) -> dict[str, Any]:
     claims: dict[str, Any] = {}
     allocator = ctx.allocator(deadline=deadline)
@@ -99,3 +107,29 @@ def _per_claim(
             "reason": None if results is not None else allocator.last_failure,
         }
     return claims
+
+
+class _Preemption:
+    """Who would have to go on a node for the pod to fit there; the cluster is read once."""
+
+    def __init__(self, ctx: SchedulingContext, plan: PodPlan) -> None:
+        self.ctx, self.plan = ctx, plan
+        self._cluster: NodePods | None = None
+        self._held: dict[str, list[Holdings]] = {}
+
+    def on(self, node: Node) -> dict[str, Any] | str:
+        state = self.ctx.state
+        if self._cluster is None:
+            budgets = list(state.disruption_budgets.values())
+            self._cluster = NodePods.gather(state.pods.values(), state.claims.values(), budgets)
+            self._held = holds(self.ctx, self.plan.pod)
+        try:
+            victims = select_victims(
+                self.ctx, self.plan, node, (), 0, self._cluster, self._held.get(node.name, ())
+            )
+        except FatalAllocation as exc:
+            return str(exc)
+        if victims is None:
+            return f"evicting pods of lower priority than {self.plan.pod.priority} makes no room"
+        by_uid = {p.uid: p.ref for p in self._cluster.by_node.get(node.name, ())}
+        return {"evict": [by_uid[uid] for uid in victims.uids], "pdbViolations": victims.pdb_violations}

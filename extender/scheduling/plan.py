@@ -165,6 +165,10 @@ class Wiring(Protocol):
         self, allocated: AllocatedState | None = None, deadline: float | None = None
     ) -> Allocator: ...
 
+    def held_for(self, pod: PodInfo) -> Mapping[str, AllocatedState]:
+        """The in-use view ``pod`` gets where nominated pods hold devices, by node name."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Variant:
@@ -281,6 +285,10 @@ class PodPlan:
             remembered_on, keep = results.get, results.keep
         self._remembered_on, self._keep = remembered_on, keep
         self._allocator: Allocator | None = None
+        # Nodes where devices are held for pods a preemption nominated there (see
+        # ``preemption.nominated``): decided over that view, and never shared.
+        self.held: Mapping[str, AllocatedState] = {}
+        self._held_allocators: dict[str, Allocator] = {}
         self._shared_verdict = ctx.memory.shared_verdict
         self._plain = Variant.of(claims.to_allocate)
         self._variants: dict[tuple[str, ...], Variant] = {}
@@ -291,8 +299,10 @@ class PodPlan:
         self._rekeyed: dict[tuple[str, bool], NodeVerdict] = {}
 
     @classmethod
-    def build(cls, ctx: Wiring, pod: PodInfo) -> PodPlan:
+    def build(cls, ctx: Wiring, pod: PodInfo, holds: bool = True) -> PodPlan:
         """Raises PodWaits when the pod cannot be scheduled on any node yet.
+
+        ``holds=False`` ignores the devices held for nominated pods (how a hold is computed).
 
         Reads memory (deleted claims, expected placements, the pod's filter results) but
         expires nothing: each verb calls ``ctx.memory.expire()`` first.
@@ -316,14 +326,21 @@ class PodPlan:
                 f"resource claim {claim.namespace}/{claim.name} is in the process of being allocated "
                 f"(for another pod, on node {node})"
             )
-        return cls(ctx, pod, claims, extended, memory.results_for(pod.uid) if keeps_results else None)
+        plan = cls(ctx, pod, claims, extended, memory.results_for(pod.uid) if keeps_results else None)
+        if holds and keeps_results:
+            plan.held = ctx.held_for(pod)
+        return plan
 
     def what_if(self) -> PodPlan:
         """The same decision against another state; nothing of it is remembered or shared."""
-        return PodPlan(self.ctx, self.pod, self.claims, self.extended, remember=False, deadline=self.deadline)
+        plan = PodPlan(self.ctx, self.pod, self.claims, self.extended, remember=False, deadline=self.deadline)
+        plan.held = self.held
+        return plan
 
     def use_allocator(self, allocator: Allocator) -> None:
+        """Decide every node over ``allocator``'s state, which already counts any holds."""
         self._allocator = allocator
+        self.held = {}
 
     @property
     def may_allocate(self) -> bool:
@@ -385,8 +402,9 @@ class PodPlan:
         name = node.name
         state = self.ctx.state
         signature = state.node_signature(name)
-        held = state.nodes.get(name)
-        shareable = self.remember and (held is node or held == node)
+        cached = state.nodes.get(name)
+        view = self.held.get(name) if self.held else None
+        shareable = self.remember and view is None and (cached is node or cached == node)
         verdict = None
         key = (variant.spec, name)
         if shareable:
@@ -398,7 +416,7 @@ class PodPlan:
                     verdict = self._rekey(hit, variant.keys)
                 self.cache_hits[phase] += 1
         if verdict is None:
-            verdict = self._allocate(node, phase, variant.claims)
+            verdict = self._allocate(node, phase, variant.claims, view)
             if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
                 template = "" if verdict.fits else _reason_template(verdict.reason, variant.keys)
                 self.ctx.memory.share_verdict(key, SharedVerdict(signature, variant.keys, verdict, template))
@@ -420,7 +438,8 @@ class PodPlan:
         if isinstance(variant, str):
             return f"{where}: {variant}"
         results: tuple[AllocationResult, ...] = ()
-        remembered = self.remembered(node.name) if variant.claims else None
+        # A hold may have appeared since filter without changing the node's signature.
+        remembered = self.remembered(node.name) if variant.claims and node.name not in self.held else None
         if remembered is not None and remembered.claim_uids == variant.uids:
             results = remembered.results
         elif variant.claims:
@@ -474,10 +493,15 @@ class PodPlan:
         self.outcomes.clear()
         self.cache_hits.clear()
 
-    def _allocate(self, node: Node, phase: str, claims: tuple[ResourceClaim, ...]) -> NodeVerdict:
+    def _allocate(
+        self, node: Node, phase: str, claims: tuple[ResourceClaim, ...], view: AllocatedState | None
+    ) -> NodeVerdict:
         outcomes = self.outcomes
+        allocator = self.allocator if view is None else self._held_allocators.get(node.name)
+        if allocator is None:
+            allocator = self._held_allocators[node.name] = self.ctx.allocator(view, self.deadline)
         try:
-            results = self.allocator.allocate(node, claims)
+            results = allocator.allocate(node, claims)
         except AllocationTimeout:
             outcomes[(phase, "timeout")] += 1
             return NodeVerdict(False, TIMEOUT)
@@ -489,7 +513,7 @@ class PodPlan:
             raise FatalAllocation(exc.message) from None
         if results is None:
             outcomes[(phase, "nofit")] += 1
-            reason = self.allocator.last_failure or "cannot allocate all claims"
+            reason = allocator.last_failure or "cannot allocate all claims"
             return NodeVerdict(False, reason, resolvable=self._devices_in_use_near(node))
         outcomes[(phase, "fit")] += 1
         return NodeVerdict.fitting(tuple(results))

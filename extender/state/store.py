@@ -30,6 +30,7 @@ from extender.model import (
     apply_taint_rules,
     kinds,
 )
+from extender.model.disruption import PodDisruptionBudget
 from extender.model.kinds import KIND_NAMES, ObjKey
 from extender.model.pods import PodInfo
 from extender.model.refs import resource_version
@@ -93,6 +94,7 @@ class ClusterState:
         self.claims_by_uid: dict[str, ResourceClaim] = {}
         self.templates: dict[ObjKey, Mapping[str, Any]] = {}
         self.pods: dict[ObjKey, PodInfo] = {}
+        self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
         self.inuse = InUse(features)
         self.inventory_epoch = 0
         self._synced: set[str] = set()
@@ -153,6 +155,13 @@ class ClusterState:
                 raw=lambda key: _raw_of(self.pods.get(key)),
                 held=lambda: ((k, p.raw) for k, p in self.pods.items()),
                 count=lambda: len(self.pods),
+            ),
+            kinds.POD_DISRUPTION_BUDGET.name: _Shelf(
+                self._apply_budget,
+                self._delete_budget,
+                raw=lambda key: _raw_of(self.disruption_budgets.get(key)),
+                held=lambda: ((k, b.raw) for k, b in self.disruption_budgets.items()),
+                count=lambda: len(self.disruption_budgets),
             ),
         }
         if set(shelves) != set(KIND_NAMES):
@@ -259,6 +268,12 @@ class ClusterState:
 
     def _delete_pod(self, key: ObjKey) -> None:
         self.pods.pop(key, None)
+
+    def _apply_budget(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        self.disruption_budgets[key] = kinds.POD_DISRUPTION_BUDGET.parse(obj)
+
+    def _delete_budget(self, key: ObjKey) -> None:
+        self.disruption_budgets.pop(key, None)
 
     def _tainted(self, published: ResourceSlice) -> ResourceSlice:
         if not self._apply_taint_rules or not self.taint_rules:

@@ -31,6 +31,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  has_status=True),
     ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
+    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True,
+                 has_status=True),
 )
 
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {

@@ -69,7 +69,8 @@ async def test_initial_lists_fill_the_state_and_only_then_mark_it_synced(apiserv
         assert not state.synced
         await eventually(lambda: state.synced, what="all kinds synced")
         assert state.counts() == {"Node": 1, "DeviceClass": 1, "ResourceSlice": 1, "DeviceTaintRule": 0,
-                                  "ResourceClaim": 1, "ResourceClaimTemplate": 1, "Pod": 1}
+                                  "ResourceClaim": 1, "ResourceClaimTemplate": 1, "Pod": 1,
+                                  "PodDisruptionBudget": 0}
         cached = state.claim("default", "shared")
         assert cached is not None and cached.uid == claim["metadata"]["uid"]
         assert cached.allocation is not None

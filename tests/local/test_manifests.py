@@ -141,7 +141,9 @@ def test_serve_started_as_a_program_refuses_a_malformed_object_without_a_traceba
 def test_multi_document_directory_loads_every_kind(tmp_path: Path):
     rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "drain"},
             "spec": {"taint": {"key": "maintenance", "effect": "NoSchedule"}}}
-    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"}), rule]
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
+              "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}
+    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"}), rule, budget]
     (tmp_path / "a.yaml").write_text(yaml.safe_dump_all(objs[:3]))
     (tmp_path / "b.yaml").write_text(yaml.safe_dump_all(objs[3:]))
     (tmp_path / "ignored.txt").write_text("not yaml")
@@ -156,6 +158,7 @@ def test_multi_document_directory_loads_every_kind(tmp_path: Path):
         "ResourceClaim": 1,
         "ResourceClaimTemplate": 1,
         "Pod": 1,
+        "PodDisruptionBudget": 1,
     }
 
 

@@ -241,12 +241,31 @@ def _pod() -> dict[str, Any]:
                 {"name": "gpu", "resourceClaimTemplateName": "tmpl"},
                 {"name": "shared", "resourceClaimName": "free"},
             ],
+            "priority": 1000,
         },
         "status": {
             "phase": "Pending",
+            "nominatedNodeName": "n",
+            "startTime": "2026-01-01T00:00:00Z",
             "resourceClaimStatuses": [{"name": "other", "resourceClaimName": "other-claim"}],
             "extendedResourceClaimStatus": {"resourceClaimName": "held"},
         },
+    }
+
+
+def _budget() -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {
+            "minAvailable": 1,
+            "selector": {
+                "matchLabels": {"app": "train"},
+                "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["web"]}],
+            },
+        },
+        "status": {"disruptionsAllowed": 0, "disruptedPods": {"old": "2026-01-01T00:00:00Z"}},
     }
 
 
@@ -254,7 +273,7 @@ def valid_objects() -> list[dict[str, Any]]:
     """A small cluster holding one rich object of every kind (fresh copies on every call)."""
     return [
         _node(), _device_class(), _slice(), _selector_slice(), _taint_rule(),
-        _template(), _claim(), _allocated_claim(), _pod(),
+        _template(), _claim(), _allocated_claim(), _pod(), _budget(),
     ]
 
 

@@ -1,0 +1,138 @@
+"""Devices held for nominated pods: what a preemption freed stays free for its preemptor.
+
+After kube-scheduler evicts the victims it sets the preemptor's ``status.nominatedNodeName``;
+the victims' devices come free only when their claims are deallocated, seconds later, and the
+preemptor binds after that. Until it is bound (or deleted, or its nomination cleared), the
+devices it would get on its nominated node count as taken for every other pod of lower or
+equal priority, as kube-scheduler counts nominated pods' CPU and memory
+(``addGeneralNominatedPods`` in kubernetes/kubernetes pkg/scheduler/framework/runtime/framework.go).
+Higher-priority pods do not see the hold, as upstream.
+
+Nothing is stored: the holds are worked out afresh from the cache for each request, so they
+end by themselves when the nomination does. A nominated pod whose claims are allocated (or in
+flight) has nothing left to allocate and holds nothing beyond what the in-use sets already count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from extender.allocator import AllocatedState
+from extender.model import AllocationResult, Holdings, Node, holdings
+from extender.model.pods import PodInfo
+from extender.scheduling.claims import PodWaits
+from extender.scheduling.plan import FatalAllocation, PodPlan, Wiring, handles, wants_devices
+from extender.state import ClusterState
+from extender.state.inuse import Owner
+
+if TYPE_CHECKING:
+    from extender.config import Config
+
+
+class HoldWiring(Wiring, Protocol):
+    """What holds use of the ``context.SchedulingContext`` (which calls them: hence no import)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    def allocated_state(self) -> AllocatedState: ...
+
+
+def importance(pod: PodInfo) -> tuple[int, str]:
+    """Sort key, most important first: higher priority, then the earlier start (upstream's
+    ``MoreImportantPod``; a pod without a start time counts as started now)."""
+    return (-pod.priority, pod.start_time or "\uffff")
+
+
+def nominated_pods(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[PodInfo]]:
+    """Unbound pods nominated to a node whose holds ``pod`` must respect, by node."""
+    out: dict[str, list[PodInfo]] = {}
+    for other in ctx.state.pods.values():
+        if (
+            other.nominated_node
+            and not other.node_name
+            and not other.deleting
+            and other.uid != pod.uid
+            and other.priority >= pod.priority
+            and handles(ctx.config, other)
+            and wants_devices(other)
+        ):
+            out.setdefault(other.nominated_node, []).append(other)
+    return out
+
+
+def freed_soon(state: ClusterState) -> set[Owner]:
+    """Claims whose every consumer is a pod being deleted or gone: their deallocation is coming."""
+    live = {p.uid: p for p in state.pods.values()}
+    out: set[Owner] = set()
+    for claim in state.claims.values():
+        if claim.allocation is None or not claim.reserved_for:
+            continue
+        if all(ref.uid not in live or live[ref.uid].deleting for ref in claim.reserved_for):
+            out.add(("claim", claim.uid))
+    return out
+
+
+def holds(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[Holdings]]:
+    """What nominated pods of at least ``pod``'s priority hold, by node name."""
+    by_node = nominated_pods(ctx, pod)
+    if not by_node:
+        return {}
+    devices, shared, capacity = ctx.state.inuse.without(freed_soon(ctx.state))
+    out: dict[str, list[Holdings]] = {}
+    for node_name, pods in by_node.items():
+        node = ctx.state.nodes.get(node_name)
+        if node is None:
+            continue
+        held: list[Holdings] = []
+        # The more important pods pick first, and the others count with what they took.
+        for nominated in sorted(pods, key=importance):
+            view = with_holdings(AllocatedState(devices, shared, capacity), held)
+            held += [holdings(r, ctx.features) for r in _expected(ctx, nominated, node, view)]
+        if held:
+            out[node_name] = held
+    return out
+
+
+def held_views(ctx: HoldWiring, pod: PodInfo) -> dict[str, AllocatedState]:
+    """The in-use view ``pod`` gets on nodes where nominated pods hold devices, by node name."""
+    return {
+        name: with_holdings(ctx.allocated_state(), held) for name, held in holds(ctx, pod).items()
+    }
+
+
+def with_holdings(base: AllocatedState, held: Iterable[Holdings]) -> AllocatedState:
+    """A copy of ``base`` that also counts ``held`` as taken."""
+    extra = AllocatedState.from_holdings(held)
+    capacity = {device: dict(totals) for device, totals in base.aggregated_capacity.items()}
+    for device, consumed in extra.aggregated_capacity.items():
+        totals = capacity.setdefault(device, {})
+        for name, amount in consumed.items():
+            totals[name] = totals[name].add(amount) if name in totals else amount
+    return AllocatedState(
+        base.allocated_devices | extra.allocated_devices,
+        base.allocated_shared | extra.allocated_shared,
+        capacity,
+    )
+
+
+def _expected(
+    ctx: HoldWiring, pod: PodInfo, node: Node, view: AllocatedState
+) -> tuple[AllocationResult, ...]:
+    """What ``pod`` would be given on ``node`` over ``view`` (nothing if it does not fit)."""
+    try:
+        plan = PodPlan.build(ctx, pod, holds=False)
+    except PodWaits:
+        return ()
+    if not plan.may_allocate:
+        return ()
+    what_if = plan.what_if()
+    what_if.use_allocator(ctx.allocator(view, plan.deadline))
+    try:
+        verdict = what_if.evaluate(node, phase="hold")
+    except FatalAllocation:
+        return ()
+    finally:
+        what_if.flush_metrics()
+    return verdict.results if verdict.fits else ()
