@@ -131,7 +131,7 @@ def test_kubernetes_version_picks_that_releases_defaults_and_explicit_gates_win(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--kubernetes-version", "1.33"], "Kubernetes 1.33 is not supported: the extender needs 1.34 or newer"),
+        (["--kubernetes-version", "1.33"], "Kubernetes 1.33 is not supported: the extender needs 1.34"),
         (["--kubernetes-version", "one"], "expected MAJOR.MINOR"),
         (["--kubernetes-version", "1.34", "--feature-gates", "DRADeviceTaintRules=true"],
          "feature gate DRADeviceTaintRules does not exist in Kubernetes 1.34"),

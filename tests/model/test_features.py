@@ -34,15 +34,15 @@ def test_features_has_no_defaults_of_its_own() -> None:
 
 
 # Upstream's defaults per release (kube_features.go's versioned specs): the gates on by default.
+_ALWAYS = {"DRAAdminAccess", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus",
+           "DRASchedulerFilterTimeout"}
+_BETA_IN_1_36 = {"DRAPartitionableDevices", "DRADeviceTaints", "DRAConsumableCapacity",
+                 "DRADeviceBindingConditions", "DRAExtendedResource"}
 ON_BY_DEFAULT = {
-    "1.34": {"DRAAdminAccess", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus", "DRASchedulerFilterTimeout"},
-    "1.35": {"DRAAdminAccess", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus", "DRASchedulerFilterTimeout"},
-    "1.36": {"DRAAdminAccess", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus", "DRASchedulerFilterTimeout",
-             "DRAPartitionableDevices", "DRADeviceTaints", "DRAConsumableCapacity", "DRADeviceBindingConditions",
-             "DRAExtendedResource"},
-    "1.37": {"DRAAdminAccess", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus", "DRASchedulerFilterTimeout",
-             "DRAPartitionableDevices", "DRADeviceTaints", "DRAConsumableCapacity", "DRADeviceBindingConditions",
-             "DRAExtendedResource", "DRADeviceTaintRules"},
+    "1.34": _ALWAYS,
+    "1.35": _ALWAYS,
+    "1.36": _ALWAYS | _BETA_IN_1_36,
+    "1.37": _ALWAYS | _BETA_IN_1_36 | {"DRADeviceTaintRules"},
 }
 # The gates a release's kube-scheduler has, among those the extender reads (no-effect ones aside).
 NEW_IN = {
@@ -68,8 +68,7 @@ def test_defaults_per_release_are_upstreams(release: str) -> None:
 def test_1_35_and_1_37_differ_as_upstream() -> None:
     old, new = view(Features.defaults("1.35"), "1.35"), view(Features.defaults("1.37"), "1.37")
     changed = {name for name in old if old[name] != new[name]}
-    assert changed == {"DRAPartitionableDevices", "DRADeviceTaints", "DRADeviceTaintRules", "DRAConsumableCapacity",
-                       "DRADeviceBindingConditions", "DRAExtendedResource"}
+    assert changed == _BETA_IN_1_36 | {"DRADeviceTaintRules"}
     assert set(new) - set(old) == NEW_IN["1.36"] | NEW_IN["1.37"]
 
 
@@ -100,15 +99,15 @@ def test_explicit_gates_win_over_the_release_defaults() -> None:
 
 
 def test_a_gate_the_release_does_not_have_is_an_error() -> None:
-    with pytest.raises(ValueError, match="DRADeviceTaintRules does not exist in Kubernetes 1.34 .it does from 1.35"):
+    with pytest.raises(ValueError, match=r"TaintRules does not exist in Kubernetes 1\.34 \(it does from 1\.35"):
         Features.parse("DRADeviceTaintRules=true", "1.34")
-    with pytest.raises(ValueError, match="DRAListTypeAttributes does not exist in Kubernetes 1.35"):
+    with pytest.raises(ValueError, match=r"DRAListTypeAttributes does not exist in Kubernetes 1\.35"):
         Features.parse("DRAListTypeAttributes=false", "1.35")
 
 
 def test_an_unimplemented_gate_cannot_be_turned_on_but_may_be_turned_off() -> None:
     for gate in (g for g in GATES if g.support is Support.NOT_IMPLEMENTED):
-        with pytest.raises(ValueError, match=f"feature gate {gate.name} is not implemented by the extender"):
+        with pytest.raises(ValueError, match=f"{gate.name} is not implemented by the extender"):
             parse_overrides(f"{gate.name}=true")
         assert parse_overrides(f"{gate.name}=false") == {gate.name: False}
         with pytest.raises(ValueError, match="not implemented"):
@@ -119,8 +118,11 @@ def test_an_unimplemented_gate_cannot_be_turned_on_but_may_be_turned_off() -> No
 def test_an_unimplemented_gate_upstream_turns_on_is_shown_as_not_implemented(monkeypatch) -> None:
     # No release of the table has one on yet; a later column may (FractionalCapacityRange is on
     # in 1.37 under --min-compatibility-version=1.37).
-    gates = tuple(dataclasses.replace(g, cells=(*g.cells[:-1], "beta+")) if g.name == "DRAFractionalCapacityRange"
-                  else g for g in GATES)
+    gates = tuple(
+        dataclasses.replace(g, cells=(*g.cells[:-1], "beta+"))
+        if g.name == "DRAFractionalCapacityRange" else g
+        for g in GATES
+    )
     monkeypatch.setattr(features_module, "GATES", gates)
     shown = view(Features.defaults("1.37"), "1.37")
     assert shown["DRAFractionalCapacityRange"] == NOT_IMPLEMENTED
@@ -152,9 +154,9 @@ def test_text_sets_gates_over_the_defaults_and_round_trips() -> None:
     [
         ("DRAAdminAccess", "feature gate 'DRAAdminAccess': expected NAME=true or NAME=false"),
         ("DRAAdminAccess=yes", "expected NAME=true or NAME=false"),
-        ("DRAAdminAcess=true", "feature gate 'DRAAdminAcess' is unknown; DRA gates the extender reads: DRAAdminAccess, "),
+        ("DRAAdminAcess=true", "'DRAAdminAcess' is unknown; DRA gates the extender reads: DRAAdminAccess,"),
         # Accepted in a list of enabled gates, but setting it would change nothing.
-        ("DynamicResourceAllocation=true", "'DynamicResourceAllocation' changes nothing the extender decides"),
+        ("DynamicResourceAllocation=true", "'DynamicResourceAllocation' changes nothing the extender"),
     ],
 )
 def test_bad_text_is_an_error(text: str, message: str) -> None:
