@@ -99,7 +99,8 @@ def test_explicit_gates_win_over_the_release_defaults() -> None:
 
 
 def test_a_gate_the_release_does_not_have_is_an_error() -> None:
-    with pytest.raises(ValueError, match=r"TaintRules does not exist in Kubernetes 1\.34 \(it does from 1\.35"):
+    missing = r"DRADeviceTaintRules does not exist in Kubernetes 1\.34 \(it does from 1\.35"
+    with pytest.raises(ValueError, match=missing):
         Features.parse("DRADeviceTaintRules=true", "1.34")
     with pytest.raises(ValueError, match=r"DRAListTypeAttributes does not exist in Kubernetes 1\.35"):
         Features.parse("DRAListTypeAttributes=false", "1.35")
