@@ -406,11 +406,13 @@ def _non_resource(path: str, api: ApiServer) -> dict[str, Any] | None:
     parts = [p for p in path.split("/") if p]
     if parts == ["version"]:
         major, minor = api.version.removeprefix("v").split(".")[:2]
-        return {"major": major, "minor": minor, "gitVersion": api.version, "platform": "linux/amd64"}
+        return {"major": major, "minor": minor, "gitVersion": api.version, "gitCommit": "0" * 40,
+                "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
+                "compiler": "gc", "platform": "linux/amd64"}
     if (len(parts) == 3 and parts[0] == "apis") or parts == ["api", "v1"]:
         group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
-        resources = [{"name": t.plural, "namespaced": t.namespaced, "kind": t.kind,
-                      "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
+        resources = [{"name": t.plural, "singularName": t.kind.lower(), "namespaced": t.namespaced,
+                      "kind": t.kind, "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
                      for t in RESOURCE_TYPES if t.group == group and version in _versions(t, api.served)]
         if not resources:
             raise ApiError(404, f"the server could not find the requested resource {path}")
