@@ -411,8 +411,9 @@ def _non_resource(path: str, api: ApiServer) -> dict[str, Any] | None:
                 "compiler": "gc", "platform": "linux/amd64"}
     if (len(parts) == 3 and parts[0] == "apis") or parts == ["api", "v1"]:
         group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
+        verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
         resources = [{"name": t.plural, "singularName": t.kind.lower(), "namespaced": t.namespaced,
-                      "kind": t.kind, "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
+                      "kind": t.kind, "verbs": verbs}
                      for t in RESOURCE_TYPES if t.group == group and version in _versions(t, api.served)]
         if not resources:
             raise ApiError(404, f"the server could not find the requested resource {path}")
