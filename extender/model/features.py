@@ -152,8 +152,10 @@ def parse_overrides(text: str) -> dict[str, bool]:
         if gate is None or gate.support is Support.NO_EFFECT:
             readable = (g.name for g in GATES if g.support is not Support.NO_EFFECT)
             known = ", ".join(sorted(readable))
-            why = "changes nothing the extender decides" if gate else "is unknown"
-            raise ValueError(f"feature gate {name!r} {why}; DRA gates the extender reads: {known}")
+            what = f"feature gate {name!r} changes nothing the extender decides" if gate else (
+                f"unknown feature gate {name!r}"
+            )
+            raise ValueError(f"{what}; DRA gates the extender reads: {known}")
         if gate.support is Support.NOT_IMPLEMENTED and value == "true":
             raise ValueError(
                 f"feature gate {name} is not implemented by the extender: it cannot be turned on "

@@ -48,7 +48,7 @@ def test_feature_gates_default_to_the_newest_release_and_accept_overrides():
         ("DRAAdminAccess", "expected NAME=true"),
         ("DRAAdminAccess=maybe", "expected NAME=true"),
         ("DynamicResourceAllocation=true", "changes nothing the extender decides"),
-        ("DRANope=true", "feature gate 'DRANope' is unknown; DRA gates the extender reads: DRAAdminAccess, "),
+        ("DRANope=true", "unknown feature gate 'DRANope'; DRA gates the extender reads: DRAAdminAccess, "),
         ("DRAWorkloadResourceClaims=true", "DRAWorkloadResourceClaims is not implemented by the extender"),
     ],
 )
