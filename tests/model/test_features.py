@@ -155,7 +155,7 @@ def test_text_sets_gates_over_the_defaults_and_round_trips() -> None:
     [
         ("DRAAdminAccess", "feature gate 'DRAAdminAccess': expected NAME=true or NAME=false"),
         ("DRAAdminAccess=yes", "expected NAME=true or NAME=false"),
-        ("DRAAdminAcess=true", "unknown feature gate 'DRAAdminAcess'; DRA gates the extender reads: DRAAdmin"),
+        ("DRAAdminAcess=true", "unknown feature gate 'DRAAdminAcess'; DRA gates the extender reads: DRAAd"),
         # Accepted in a list of enabled gates, but setting it would change nothing.
         ("DynamicResourceAllocation=true", "'DynamicResourceAllocation' changes nothing the extender"),
     ],
