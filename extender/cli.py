@@ -275,7 +275,8 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     if api_client is not None:
         config = _cluster_release(config, RawClient(api_client))
     elif config.kubernetes_version is None:
-        config = config.with_release(DEFAULT_RELEASE)
+        # A Config made in code: its gates stand as given (local runs default to the newest).
+        config = replace(config, kubernetes_version=DEFAULT_RELEASE)
     state = ClusterState(config.feature_gates)
     if api_client is not None:
         parts = _kube_parts(config, state, api_client)
