@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 from fastapi import FastAPI
 
 from extender.api import create_app
@@ -28,10 +29,11 @@ from extender.config import (
     Config,
     ConfigError,
     parse_body_limits,
-    parse_feature_gates,
+    parse_gate_overrides,
+    parse_release,
 )
 from extender.kube.binder import KubeBinder
-from extender.kube.client import RawClient, load_api_client
+from extender.kube.client import KubeApiError, RawClient, load_api_client
 from extender.kube.events import EventRecorder
 from extender.kube.leader import LeaderElector, default_identity
 from extender.kube.source import run_kube_source
@@ -39,6 +41,7 @@ from extender.local.binder import LocalBinder
 from extender.local.cluster import load_local
 from extender.local.store import ManifestError
 from extender.metrics import Metrics
+from extender.model.features import DEFAULT_RELEASE, RELEASES
 from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState
 
@@ -55,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8888)
     serve.add_argument("--feature-gates", default="", help="kube-scheduler syntax: A=true,B=false")
+    serve.add_argument(
+        "--kubernetes-version", metavar="MAJOR.MINOR",
+        help=f"whose feature-gate defaults apply ({', '.join(RELEASES)}; newer ones get {DEFAULT_RELEASE}'s; "
+        f"default: with --kube the API server's, locally {DEFAULT_RELEASE})",
+    )
+    serve.add_argument(
+        "--node-filter-timeout", type=float, default=Config.node_filter_timeout_s, metavar="SECONDS",
+        help="with DRASchedulerFilterTimeout: give up on one node's allocation after this long, as "
+        "the DynamicResources plugin's filterTimeout (default %(default)s; 0: no limit but the request's)",
+    )
     serve.add_argument("--cel-engine", choices=ENGINE_CHOICES, default="auto")
     serve.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack")
     serve.add_argument(
@@ -140,16 +153,19 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
+    """The configuration; with --kube and no --kubernetes-version, the gates wait for the API
+    server's version (``_cluster_release``)."""
     kwargs: dict[str, Any] = {}
     if args.scheduler_name:
         kwargs["scheduler_names"] = tuple(args.scheduler_name)
-    return Config(
+    config = Config(
         state_dir=args.state,
         kube=args.kube,
         kubeconfig=args.kubeconfig,
         host=args.host,
         port=args.port,
-        feature_gates=parse_feature_gates(args.feature_gates),
+        feature_gate_overrides=parse_gate_overrides(args.feature_gates),
+        node_filter_timeout_s=args.node_filter_timeout,
         cel_engine=args.cel_engine,
         score_policy=args.score_policy,
         body_limits=parse_body_limits(args.max_body_bytes) if args.max_body_bytes else dict(BODY_LIMITS),
@@ -160,6 +176,25 @@ def config_from_args(args: argparse.Namespace) -> Config:
         client_allowed_names=args.client_allowed_names,
         **kwargs,
     )
+    if args.kubernetes_version is not None:
+        return config.with_release(parse_release(args.kubernetes_version))
+    return config if args.kube else config.with_release(DEFAULT_RELEASE)
+
+
+def _cluster_release(config: Config, raw: RawClient) -> Config:
+    """With --kube and no --kubernetes-version: the gate defaults of the API server's release."""
+    if config.kubernetes_version is not None:
+        return config
+    try:
+        version = raw.server_version()
+    except KubeApiError as exc:
+        raise ConfigError(
+            f"--kube: cannot read the API server's version ({exc}); --kubernetes-version names it instead"
+        ) from None
+    release = parse_release(version)
+    newer = "" if version.removeprefix("v").startswith(f"{release}.") else f", newer than {release}"
+    log.info("API server %s%s: %s gate defaults", version, newer, release)
+    return config.with_release(release)
 
 
 def _cel_environment(engine: str) -> Environment:
@@ -183,12 +218,15 @@ class _KubeParts:
     events: EventRecorder
 
 
-def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
-    """The Kubernetes watch, binder, leader election and event recorder."""
+def _api_client(config: Config) -> kubernetes.client.ApiClient:
     try:
-        api_client = load_api_client(config.kubeconfig)
+        return load_api_client(config.kubeconfig)
     except Exception as exc:  # the kubernetes client raises several unrelated types here
         raise ConfigError(f"--kube: cannot load a cluster configuration: {exc}") from None
+
+
+def _kube_parts(config: Config, state: ClusterState, api_client: kubernetes.client.ApiClient) -> _KubeParts:
+    """The Kubernetes watch, binder, leader election and event recorder."""
     raw = RawClient(api_client)
 
     async def watch() -> None:
@@ -233,9 +271,15 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     cel = _cel_environment(config.cel_engine)
     config = replace(config, cel_engine_in_use=cel.engine_name)
     debug = config.local if debug_endpoints is None else debug_endpoints
+    api_client = _api_client(config) if config.kube else None
+    if api_client is not None:
+        config = _cluster_release(config, RawClient(api_client))
+    elif config.kubernetes_version is None:
+        # A Config made in code: its gates stand as given (local runs default to the newest).
+        config = replace(config, kubernetes_version=DEFAULT_RELEASE)
     state = ClusterState(config.feature_gates)
-    if config.kube:
-        parts = _kube_parts(config, state)
+    if api_client is not None:
+        parts = _kube_parts(config, state, api_client)
         ctx = SchedulingContext(
             config, state, parts.binder, Metrics(), cel, is_leader=parts.is_leader, events=parts.events
         )

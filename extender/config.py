@@ -1,18 +1,19 @@
 """Runtime configuration of the service: flags turned into one immutable value.
 
-Feature gates use kube-scheduler's ``--feature-gates`` syntax over the defaults of the newest
-Kubernetes release the gate table knows (``extender.model.features``), so a local run behaves
-like a current cluster unless told otherwise.
+Feature gates use kube-scheduler's ``--feature-gates`` syntax over the defaults of one Kubernetes
+release of the gate table (``extender.model.features``): ``--kubernetes-version``, else with
+``--kube`` the API server's (read at start), else the newest, so a local run behaves like a
+current cluster unless told otherwise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from extender.cel.engine import ENGINE_CHOICES
-from extender.model.features import Features
+from extender.model.features import DEFAULT_RELEASE, Features, parse_overrides, release_of, view
 
 SCORE_POLICIES = ("binpack", "spread", "none")
 # The name the manifests deploy, and the one extender-protocol.md's examples use.
@@ -65,10 +66,27 @@ def _size(text: str) -> int:
     return int(digits) * unit
 
 
-def parse_feature_gates(text: str) -> Features:
-    """Parse ``A=true,B=false`` over the defaults; unknown gates and bad values are errors."""
+def parse_feature_gates(text: str, release: str = DEFAULT_RELEASE) -> Features:
+    """Parse ``A=true,B=false`` over ``release``'s defaults; unknown gates and bad values are errors."""
     try:
-        return Features.parse(text)
+        return Features.parse(text, release)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def parse_gate_overrides(text: str) -> dict[str, bool]:
+    """The gates ``--feature-gates`` sets, before the release is known (see with_release)."""
+    try:
+        return parse_overrides(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def parse_release(version: str) -> str:
+    """The gate table's release for a Kubernetes version (newer ones get the newest release's
+    defaults); ConfigError for one older than the extender supports."""
+    try:
+        return release_of(version)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -80,7 +98,12 @@ class Config:
     kubeconfig: str | None = None
     host: str = "127.0.0.1"
     port: int = 8888
-    # One value for the cluster-state cache and the allocator alike.
+    # The release whose gate defaults apply (a RELEASES entry). None: not known yet; with --kube
+    # the API server's, read at start (with_release), locally the newest.
+    kubernetes_version: str | None = None
+    # What --feature-gates set, kept to apply over the defaults once the release is known.
+    feature_gate_overrides: Mapping[str, bool] = field(default_factory=dict)
+    # The gates in force: one value for the cluster-state cache and the allocator alike.
     feature_gates: Features = field(default_factory=Features.defaults)
     cel_engine: str = "auto"
     cel_engine_in_use: str | None = None  # what "auto" resolved to, filled in at start-up
@@ -95,8 +118,12 @@ class Config:
     # Per route (see BODY_LIMITS); parse_body_limits reads the flag's syntax.
     body_limits: Mapping[str, int] = field(default_factory=lambda: dict(BODY_LIMITS))
     max_json_elements: int = MAX_JSON_ELEMENTS
-    # Allocation budget for one filter call, below kube-scheduler's 5 s extender timeout.
+    # Allocation budget for one filter (prioritize, preempt) call, whatever the gates: it must
+    # answer within kube-scheduler's httpTimeout for the extender (10 s in manifests/).
     filter_timeout_s: float = 4.0
+    # With DRASchedulerFilterTimeout on: the limit on one node's allocation within that budget,
+    # upstream's DynamicResourcesArgs.filterTimeout (default 10 s); 0 means none.
+    node_filter_timeout_s: float = 10.0
     # How long a filter result is remembered for bind (the pod is usually bound within ms).
     result_ttl_s: float = 30.0
     # Bounds an in-flight commit: a bind that crashes or hangs frees its devices after this.
@@ -132,6 +159,8 @@ class Config:
             raise ConfigError("the JSON element limit must be positive")
         if self.state_dir is not None and self.kube:
             raise ConfigError("--state and --kube exclude each other")
+        if self.node_filter_timeout_s < 0:
+            raise ConfigError("the per-node filter timeout must be zero (none) or positive")
         if self.fence_after_s <= 0:
             raise ConfigError("the fence delay must be positive")
         if self.inflight_ttl_s <= self.bind_timeout_s:
@@ -150,6 +179,23 @@ class Config:
     def local(self) -> bool:
         return not self.kube
 
+    @property
+    def node_timeout_s(self) -> float | None:
+        """How long one node's allocation may take within a request's budget (None: no limit
+        of its own), as upstream's DynamicResources Filter does."""
+        if self.feature_gates.scheduler_filter_timeout and self.node_filter_timeout_s > 0:
+            return self.node_filter_timeout_s
+        return None
+
+    def with_release(self, release: str) -> Config:
+        """This configuration with ``release``'s gate defaults under the --feature-gates
+        overrides; ConfigError for an override that release's kube-scheduler does not have."""
+        try:
+            features = Features.for_release(release, self.feature_gate_overrides)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return replace(self, kubernetes_version=release, feature_gates=features)
+
     def describe(self) -> dict[str, object]:
         """What /debug/config shows: everything in force, nothing secret."""
         return {
@@ -158,7 +204,8 @@ class Config:
             "kubeconfig": self.kubeconfig,
             "host": self.host,
             "port": self.port,
-            "featureGates": dict(sorted(self.feature_gates.gates().items())),
+            "kubernetesVersion": self.kubernetes_version,
+            "featureGates": view(self.feature_gates, self.kubernetes_version or DEFAULT_RELEASE),
             "celEngine": self.cel_engine,
             "celEngineInUse": self.cel_engine_in_use,
             "scorePolicy": self.score_policy,
@@ -166,6 +213,7 @@ class Config:
             "maxBodyBytes": dict(self.body_limits),
             "maxJSONElements": self.max_json_elements,
             "filterTimeoutSeconds": self.filter_timeout_s,
+            "nodeFilterTimeoutSeconds": self.node_timeout_s,
             "resultTTLSeconds": self.result_ttl_s,
             "inflightTTLSeconds": self.inflight_ttl_s,
             "fenceAfterSeconds": self.fence_after_s,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from extender.allocator.counters import CounterValues
@@ -37,12 +38,15 @@ class Allocator:
         cel: Environment,
         deadline: float | None = None,
         pause: Callable[[], None] | None = None,
+        node_timeout: float | None = None,
     ) -> None:
         self.features = features
         self.allocated = allocated
         self.classes = classes
         self.slices = slices
         self.deadline = deadline
+        # Seconds one ``allocate`` may take before ``deadline`` (DRASchedulerFilterTimeout).
+        self.node_timeout = node_timeout
         # Called every few milliseconds of a search: the service lets other requests run there.
         self.pause = pause
         self.last_failure = ""
@@ -65,10 +69,15 @@ class Allocator:
         invalid pools and nothing fitted) or AllocationTimeout.
         """
         self.last_failure = ""
+        deadline = self.deadline
+        if self.node_timeout is not None:
+            # Upstream's limit covers the whole Allocate call, gathering the pools included.
+            node_deadline = time.monotonic() + self.node_timeout
+            deadline = node_deadline if deadline is None else min(deadline, node_deadline)
         pools = self.pools_for(node)
         search = Search(
             self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
-            self.deadline, self.pause,
+            deadline, self.pause,
         )
         search.prepare(validate_claims(claims, self.features, self.classes, search.fill_all))
         if not search.run():

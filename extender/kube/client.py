@@ -98,6 +98,29 @@ class RawClient:
             raise KubeApiError(response.status, f"{method} {path}: response is not a JSON object")
         return result
 
+    def server_version(self) -> str:
+        """The API server's version as ``/version`` reports it (gitVersion, e.g. "v1.35.2")."""
+        info = self.request("GET", "/version")
+        version = info.get("gitVersion")
+        if isinstance(version, str) and version:
+            return version
+        major, minor = info.get("major"), info.get("minor")
+        if isinstance(major, str) and isinstance(minor, str):
+            return f"{major}.{minor}"
+        raise KubeApiError(0, f"GET /version: no gitVersion or major/minor in {str(info)[:200]}")
+
+    def serves(self, group: str, version: str, plural: str) -> bool:
+        """Whether the API server serves ``plural`` at ``group/version`` (its discovery document)."""
+        try:
+            resources = self.request("GET", f"/apis/{group}/{version}").get("resources")
+        except KubeApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return isinstance(resources, list) and any(
+            isinstance(r, dict) and r.get("name") == plural for r in resources
+        )
+
     def watch(self, path: str, query: dict[str, Any], read_timeout: float) -> WatchStream:
         """Open a watch; the stream yields decoded events until the server ends it."""
         query = {**query, "watch": "true"}

@@ -35,12 +35,22 @@ class Kind:
     # A cluster may not serve an optional kind (its API is off): a 404 on the list then means
     # "none of these", the kind counts as synced and empty, and the list is retried later.
     optional: bool = False
+    # The kind at older API versions, newest first. With some, each (re)list first asks the API
+    # server's discovery which version it serves, and reads the newest of them.
+    older: tuple[Kind, ...] = ()
+
+    @property
+    def plural(self) -> str:
+        return self.path.rsplit("/", 1)[1]
+
+
+def _of(kind: model_kinds.Kind[Any]) -> Kind:
+    older = tuple(_of(kind.at_version(version)) for version in kind.older_versions)
+    return Kind(kind.name, kind.api_version, kind.path, optional=kind.optional, older=older)
 
 
 # One reflector per kind of the table (extender.model.kinds).
-KINDS: tuple[Kind, ...] = tuple(
-    Kind(k.name, k.api_version, k.path, optional=k.optional) for k in model_kinds.KINDS
-)
+KINDS: tuple[Kind, ...] = tuple(_of(k) for k in model_kinds.KINDS)
 
 
 class StateSink(Protocol):
@@ -133,17 +143,19 @@ class KubeSource:
         cursor = _Cursor()
         synced = False
         failures = 0
+        served = kind
         while not self._stop.is_set():
             try:
                 if cursor.resource_version is None:
-                    items, cursor.resource_version = self._list(kind)
+                    served = self._served(kind, served)
+                    items, cursor.resource_version = self._list(served)
                     emit(self._state.replace, kind.name, items)
                     if not synced:
                         emit(self._state.mark_synced, kind.name)
                         synced = True
                     log.info("listed %d %s at resourceVersion %s", len(items), kind.name,
                              cursor.resource_version)
-                self._watch(kind, cursor, emit)
+                self._watch(served, cursor, emit)
                 failures = 0
             except _Gone:
                 log.info("%s watch expired (410); relisting", kind.name)
@@ -167,6 +179,21 @@ class KubeSource:
                 delay = self._backoff.delay(failures)
                 log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name, exc, delay)
                 self._stop.wait(delay)
+
+    def _served(self, kind: Kind, previous: Kind) -> Kind:
+        """The version of ``kind`` to read: the newest the API server serves. Raises a 404
+        KubeApiError when it serves none (for an optional kind: none of these objects)."""
+        if not kind.older:
+            return kind
+        for candidate in (kind, *kind.older):
+            group, _, version = candidate.api_version.rpartition("/")
+            if self._client.serves(group, version, candidate.plural):
+                if candidate != previous:
+                    log.info("%s: reading %s, the newest version this cluster serves", kind.name,
+                             candidate.api_version)
+                return candidate
+        raise KubeApiError(404, f"the cluster serves {kind.name} at none of "
+                                f"{', '.join(k.api_version for k in (kind, *kind.older))}")
 
     def _list(self, kind: Kind) -> tuple[list[dict[str, Any]], str]:
         items: list[dict[str, Any]] = []

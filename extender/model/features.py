@@ -13,52 +13,173 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+from enum import Enum
 
-# The Kubernetes releases whose gate defaults the table lists: one entry of ``Gate.defaults``
-# per release, in this order. The defaults are those of the development branch after 1.36
-# (kubernetes/kubernetes pkg/features, the versioned feature specs). Picking defaults by release
-# means adding a column here and one value to each row.
-RELEASES: tuple[str, ...] = ("1.37",)
-DEFAULT_RELEASE = "1.37"
+# The Kubernetes releases whose gate defaults the table lists, oldest first: one cell of each
+# gate's ``stages`` per release. The cells follow upstream's versioned feature specs
+# (staging/src/k8s.io/kube-scheduler/pkg/features/kube_features.go, kubernetes/kubernetes
+# 080d02a09a47; for 1.34/1.35 also pkg/features/kube_features.go of the 1.35 cycle): a release's
+# default is that of the newest spec not newer than the release. Picking defaults for a new
+# release means adding a column here and one cell to each row.
+RELEASES: tuple[str, ...] = ("1.34", "1.35", "1.36", "1.37")
+OLDEST_RELEASE = RELEASES[0]  # resource.k8s.io/v1, which the extender reads, is GA from 1.34
+DEFAULT_RELEASE = RELEASES[-1]  # without a cluster to ask (local mode): the newest
+
+# What /debug/config shows for a gate the extender does not implement, in a release whose
+# kube-scheduler has it on by default: neither "on" (it is not) nor "off" (upstream's is on).
+NOT_IMPLEMENTED = "not implemented"
+
+
+class Support(Enum):
+    IMPLEMENTED = "implemented"  # sets a Features field
+    # Changes allocation upstream, but the extender does not do it yet: off whatever the release
+    # says, and --feature-gates NAME=true is an error rather than a switch that does nothing.
+    NOT_IMPLEMENTED = "not implemented"
+    # Changes nothing the extender decides (a component other than the scheduler reads it, or it
+    # is locked on): a list of enabled gates may name it, --feature-gates may not.
+    NO_EFFECT = "no effect"
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A gate in one release: its maturity ("" when the release does not have the gate) and
+    its default there."""
+
+    stage: str
+    default: bool
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.stage)
+
+    @classmethod
+    def of(cls, cell: str) -> Stage:
+        """From a table cell: "-" (not in that release), or alpha, beta or GA, with "+" when on
+        by default ("beta+": beta, on; "alpha": alpha, off)."""
+        if cell == "-":
+            return cls("", False)
+        stage = cell.removesuffix("+")
+        if stage not in ("alpha", "beta", "GA"):
+            raise AssertionError(f"bad gate table cell {cell!r}")
+        return cls(stage, cell.endswith("+"))
 
 
 @dataclass(frozen=True, slots=True)
 class Gate:
     name: str  # as Kubernetes spells it in --feature-gates
-    # The Features field it sets. None: the gate changes nothing the extender decides; a list of
-    # enabled gates may name it (ignored), --feature-gates may not (there is nothing to set).
-    field: str | None
-    defaults: tuple[bool, ...] = ()  # one per RELEASES entry; none for an ignored gate
+    field: str | None  # the Features field it sets; None unless IMPLEMENTED
+    cells: tuple[str, ...]  # one Stage.of cell per RELEASES entry
+    support: Support = Support.IMPLEMENTED
+
+    def stage(self, release: str) -> Stage:
+        return Stage.of(self.cells[RELEASES.index(release)])
+
+    def first_release(self) -> str | None:
+        return next((r for r in RELEASES if self.stage(r).exists), None)
 
 
+_NI, _NE = Support.NOT_IMPLEMENTED, Support.NO_EFFECT
 GATES: tuple[Gate, ...] = (
-    #    Kubernetes name                  Features field                  1.37
-    Gate("DRAAdminAccess",                "admin_access",                 (True,)),
-    Gate("DRAPrioritizedList",            "prioritized_list",             (True,)),
-    Gate("DRAPartitionableDevices",       "partitionable_devices",        (True,)),
-    Gate("DRADeviceTaints",               "device_taints",                (True,)),
-    Gate("DRADeviceTaintRules",           "device_taint_rules",           (True,)),
-    Gate("DRAConsumableCapacity",         "consumable_capacity",          (True,)),
-    Gate("DRADeviceBindingConditions",    "device_binding_conditions",    (True,)),
-    Gate("DRAResourceClaimDeviceStatus",  "resource_claim_device_status", (True,)),
-    Gate("DRAExtendedResource",           "extended_resource",            (True,)),
-    Gate("DRAListTypeAttributes",         "list_type_attributes",         (False,)),
-    # Documented DRA gates that change nothing the extender decides: a gate list copied from
-    # a scheduler configuration works, while a typo is still an error.
-    Gate("DynamicResourceAllocation",     None),
-    Gate("DRASchedulerFilterTimeout",     None),
-    Gate("DRANodeAllocatableResources",   None),
-    Gate("DRAWorkloadResourceClaims",     None),
-    Gate("DRAFractionalCapacityRange",    None),
-    Gate("DRAOptionalNodeOperations",     None),
-    Gate("DRAPartitionableDevicesType",   None),
-    Gate("DRADerivedAttributes",          None),
-    Gate("DRADeviceCompatibilityGroups",  None),
+    # Kubernetes name, Features field, one cell per release: 1.34, 1.35, 1.36, 1.37
+    Gate("DRAAdminAccess", "admin_access", ("beta+", "beta+", "GA+", "GA+")),
+    Gate("DRAPrioritizedList", "prioritized_list", ("beta+", "beta+", "GA+", "GA+")),
+    Gate("DRAPartitionableDevices", "partitionable_devices", ("alpha", "alpha", "beta+", "beta+")),
+    Gate("DRADeviceTaints", "device_taints", ("alpha", "alpha", "beta+", "GA+")),
+    # 1.36's beta API (resource.k8s.io/v1beta2) is off by default; the source reads whichever
+    # version the API server serves (extender.kube.source).
+    Gate("DRADeviceTaintRules", "device_taint_rules", ("-", "alpha", "beta", "GA+")),
+    Gate("DRAConsumableCapacity", "consumable_capacity", ("alpha", "alpha", "beta+", "beta+")),
+    Gate("DRADeviceBindingConditions", "device_binding_conditions", ("alpha", "alpha", "beta+", "beta+")),
+    Gate("DRAResourceClaimDeviceStatus", "resource_claim_device_status", ("beta+", "beta+", "beta+", "GA+")),
+    Gate("DRAExtendedResource", "extended_resource", ("alpha", "alpha", "beta+", "GA+")),
+    Gate("DRAListTypeAttributes", "list_type_attributes", ("-", "-", "alpha", "alpha")),
+    # A per-node limit on Filter's allocation (docs/usage.md, "Timeouts").
+    Gate("DRASchedulerFilterTimeout", "scheduler_filter_timeout", ("beta+", "beta+", "beta+", "beta+")),
+    # 1.37 lists it twice: beta off, and beta on only with --min-compatibility-version=1.37;
+    # kube-scheduler's default minimum compatibility is the previous release, so: off.
+    Gate("DRAFractionalCapacityRange", None, ("-", "-", "-", "beta"), _NI),
+    Gate("DRAWorkloadResourceClaims", None, ("-", "-", "alpha", "beta"), _NI),
+    Gate("DRAOptionalNodeOperations", None, ("-", "-", "-", "alpha"), _NI),
+    Gate("DRADeviceCompatibilityGroups", None, ("-", "-", "-", "alpha"), _NI),
+    Gate("DRANodeAllocatableResources", None, ("-", "-", "alpha", "alpha"), _NI),
+    Gate("DRADerivedAttributes", None, ("-", "-", "-", "alpha"), _NI),
+    # Locked on from 1.35: the extender is DRA.
+    Gate("DynamicResourceAllocation", None, ("GA+", "GA+", "GA+", "GA+"), _NE),
+    # Read by kube-apiserver and kube-controller-manager (ResourcePoolStatusRequest), not the scheduler.
+    Gate("DRAPartitionableDevicesType", None, ("-", "-", "-", "alpha"), _NE),
 )
 
 BY_NAME: Mapping[str, Gate] = {gate.name: gate for gate in GATES}
-# The gates that set something, in table order: what --feature-gates may set and /debug shows.
-SETTABLE: tuple[Gate, ...] = tuple(gate for gate in GATES if gate.field is not None)
+# The gates that set something, in table order.
+SETTABLE: tuple[Gate, ...] = tuple(gate for gate in GATES if gate.support is Support.IMPLEMENTED)
+
+
+def release_of(version: str) -> str:
+    """The RELEASES entry whose defaults apply to Kubernetes ``version`` ("1.35", "v1.35.2",
+    "v1.36.0-rc.1", "v1.35.3-gke.100"): a newer release than the table knows gets the newest
+    column. Raises ValueError for an older release or text that names none."""
+    text = version.strip().removeprefix("v")
+    parts = text.split(".")
+    minor_digits = parts[1].split("-")[0].split("+")[0] if len(parts) > 1 else ""
+    if parts[0] != "1" or not minor_digits.isdigit():
+        raise ValueError(f"Kubernetes version {version!r}: expected MAJOR.MINOR such as {DEFAULT_RELEASE}")
+    minor = int(minor_digits)
+    oldest, newest = (int(r.split(".")[1]) for r in (OLDEST_RELEASE, DEFAULT_RELEASE))
+    if minor < oldest:
+        raise ValueError(
+            f"Kubernetes 1.{minor} is not supported: the extender needs {OLDEST_RELEASE} or newer "
+            "(resource.k8s.io/v1)"
+        )
+    return f"1.{min(minor, newest)}"
+
+
+def parse_overrides(text: str) -> dict[str, bool]:
+    """kube-scheduler's ``--feature-gates`` syntax (``A=true,B=false``), checked against the table
+    but not yet against a release. Raises ValueError.
+
+    Only gates that set something may be named (a typo must not silently mean "off"); a gate the
+    extender does not implement may be set to false (what it does anyway), not to true.
+    """
+    values: dict[str, bool] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip().lower()
+        if not sep or value not in ("true", "false"):
+            raise ValueError(f"feature gate {item!r}: expected NAME=true or NAME=false")
+        gate = BY_NAME.get(name)
+        if gate is None or gate.support is Support.NO_EFFECT:
+            readable = (g.name for g in GATES if g.support is not Support.NO_EFFECT)
+            known = ", ".join(sorted(readable))
+            what = f"feature gate {name!r} changes nothing the extender decides" if gate else (
+                f"unknown feature gate {name!r}"
+            )
+            raise ValueError(f"{what}; DRA gates the extender reads: {known}")
+        if gate.support is Support.NOT_IMPLEMENTED and value == "true":
+            raise ValueError(
+                f"feature gate {name} is not implemented by the extender: it cannot be turned on "
+                "(see docs/deploy.md, supported gates)"
+            )
+        values[name] = value == "true"
+    return values
+
+
+def view(features: Features, release: str) -> dict[str, bool | str]:
+    """What /debug/config shows: every gate ``release``'s kube-scheduler has and the extender
+    reads, by name; a gate it does not implement is false, or NOT_IMPLEMENTED where upstream has
+    it on by default."""
+    values = features.gates()
+    shown: dict[str, bool | str] = {}
+    for gate in sorted(GATES, key=lambda g: g.name):
+        stage = gate.stage(release)
+        if not stage.exists or gate.support is Support.NO_EFFECT:
+            continue
+        if gate.support is Support.NOT_IMPLEMENTED:
+            shown[gate.name] = NOT_IMPLEMENTED if stage.default else False
+        else:
+            shown[gate.name] = values[gate.name]
+    return shown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,42 +197,48 @@ class Features:
     resource_claim_device_status: bool
     extended_resource: bool
     list_type_attributes: bool
+    scheduler_filter_timeout: bool  # read by the scheduling context (per-node allocation limit)
 
     @classmethod
-    def defaults(cls) -> Features:
-        """Every gate at its default in DEFAULT_RELEASE."""
-        column = RELEASES.index(DEFAULT_RELEASE)
-        return cls._of({gate.name: gate.defaults[column] for gate in SETTABLE})
+    def defaults(cls, release: str = DEFAULT_RELEASE) -> Features:
+        """Every gate at its default in ``release`` (a RELEASES entry); a gate the release does
+        not have is off."""
+        return cls._of({gate.name: gate.stage(release).default for gate in SETTABLE})
 
     @classmethod
-    def parse(cls, text: str) -> Features:
-        """kube-scheduler's ``--feature-gates`` syntax (``A=true,B=false``) over the defaults.
-
-        Only gates that set something may be named: a typo must not silently mean "off".
-        Raises ValueError.
-        """
-        values = cls.defaults().gates()
-        for item in (part.strip() for part in text.split(",")):
-            if not item:
-                continue
-            name, sep, value = item.partition("=")
-            name, value = name.strip(), value.strip().lower()
-            if not sep or value not in ("true", "false"):
-                raise ValueError(f"feature gate {item!r}: expected NAME=true or NAME=false")
-            if name not in values:
-                known = ", ".join(sorted(values))
-                raise ValueError(f"unknown feature gate {name!r}; known DRA gates: {known}")
-            values[name] = value == "true"
+    def for_release(cls, release: str, overrides: Mapping[str, bool]) -> Features:
+        """``overrides`` (from parse_overrides) over ``release``'s defaults. Raises ValueError
+        for a gate that ``release``'s kube-scheduler does not have: it would refuse the flag."""
+        values = cls.defaults(release).gates()
+        for name, value in overrides.items():
+            gate = BY_NAME[name]
+            if not gate.stage(release).exists:
+                first = gate.first_release()
+                raise ValueError(
+                    f"feature gate {name} does not exist in Kubernetes {release} (it does from {first}); "
+                    "--kubernetes-version names the release of your kube-scheduler"
+                )
+            if gate.support is Support.IMPLEMENTED:
+                values[name] = value
         return cls._of(values)
 
     @classmethod
+    def parse(cls, text: str, release: str = DEFAULT_RELEASE) -> Features:
+        """kube-scheduler's ``--feature-gates`` syntax over ``release``'s defaults. Raises ValueError."""
+        return cls.for_release(release, parse_overrides(text))
+
+    @classmethod
     def from_gate_names(cls, names: Iterable[str]) -> Features:
-        """The named gates on, every other one off; ignored gates are accepted, an unknown
-        name is an error (ValueError) rather than silently ignored."""
+        """The named gates on, every other one off; gates with no effect are accepted, an unknown
+        name or one the extender does not implement is an error (ValueError) rather than silently
+        off."""
         values = dict.fromkeys((gate.name for gate in SETTABLE), False)
         for name in names:
-            if name not in BY_NAME:
+            gate = BY_NAME.get(name)
+            if gate is None:
                 raise ValueError(f"unknown DRA feature gate {name!r}; known: {', '.join(BY_NAME)}")
+            if gate.support is Support.NOT_IMPLEMENTED:
+                raise ValueError(f"DRA feature gate {name} is not implemented by the extender")
             if name in values:
                 values[name] = True
         return cls._of(values)
@@ -133,17 +260,19 @@ class Features:
 
 
 def _check_table() -> None:
-    """The table and Features must name the same fields, and every settable gate needs a
-    default per release: a mismatch is a programming error, caught at import."""
+    """The table and Features must name the same fields, and every gate needs a valid cell per
+    release: a mismatch is a programming error, caught at import."""
     table = {gate.field for gate in SETTABLE if gate.field is not None}
     declared = {f.name for f in fields(Features)}
     if table != declared:
         raise AssertionError(f"feature table and Features disagree: {sorted(table ^ declared)}")
     for gate in GATES:
-        expected = len(RELEASES) if gate.field is not None else 0
-        if len(gate.defaults) != expected:
-            count = len(gate.defaults)
-            raise AssertionError(f"gate {gate.name}: {count} defaults for {len(RELEASES)} releases")
+        if (gate.field is not None) != (gate.support is Support.IMPLEMENTED):
+            raise AssertionError(f"gate {gate.name}: a field exactly when implemented")
+        if len(gate.cells) != len(RELEASES):
+            raise AssertionError(f"gate {gate.name}: {len(gate.cells)} cells for {len(RELEASES)} releases")
+        for cell in gate.cells:
+            Stage.of(cell)
 
 
 _check_table()

@@ -8,6 +8,7 @@ HTTP surface all read this table instead of listing kinds of their own.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -37,6 +38,9 @@ class Kind(Generic[T]):
     parse: Callable[[dict[str, Any]], T]
     # A cluster may not serve the kind (its API is off): the watch then treats it as empty.
     optional: bool = False
+    # Older API versions a cluster may serve the kind at instead of ``version``, newest first;
+    # the objects' fields the parser reads must be the same at each.
+    older_versions: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -47,6 +51,10 @@ class Kind(Generic[T]):
         """The cluster-wide list/watch path."""
         prefix = f"/apis/{self.group}" if self.group else "/api"
         return f"{prefix}/{self.version}/{self.plural}"
+
+    def at_version(self, version: str) -> Kind[T]:
+        """The same kind as served at another API version."""
+        return dataclasses.replace(self, version=version, older_versions=())
 
     def key(self, obj: Any) -> ObjKey:
         """(namespace, name) of an object of this kind; ValueError when it cannot be identified.
@@ -70,10 +78,12 @@ DEVICE_CLASS = Kind(
 RESOURCE_SLICE = Kind(
     "ResourceSlice", RESOURCE_GROUP, "v1", "resourceslices", False, parse_resource_slice
 )
-# Its API is off by default before Kubernetes 1.37 (DRADeviceTaintRules).
+# Before Kubernetes 1.37 its API is off by default (DRADeviceTaintRules), and at v1beta2 (1.36)
+# or v1alpha3 (1.35) where turned on; from 1.35 the three have the same selector and taint
+# fields (kubernetes#134152 dropped the class and CEL selectors).
 DEVICE_TAINT_RULE = Kind(
     "DeviceTaintRule", RESOURCE_GROUP, "v1", "devicetaintrules", False, parse_device_taint_rule,
-    optional=True,
+    optional=True, older_versions=("v1beta2", "v1alpha3"),
 )
 RESOURCE_CLAIM_TEMPLATE = Kind(
     "ResourceClaimTemplate", RESOURCE_GROUP, "v1", "resourceclaimtemplates", True,

@@ -95,4 +95,5 @@ class SchedulingContext:
             self.cel,
             deadline=self.deadline() if deadline is None else deadline,
             pause=pause,
+            node_timeout=self.config.node_timeout_s,
         )

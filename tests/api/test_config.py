@@ -11,18 +11,26 @@ from extender import cli
 from extender.config import Config, ConfigError, parse_feature_gates
 from extender.model.features import Features
 
-# What /debug/config showed before the gate table existed: keep it exactly.
+# What /debug/config shows for 1.37, the newest release: what it showed before the gate table
+# knew releases, plus the gates the extender does not implement (off) and the filter timeout.
 DEFAULT_VIEW = {
     "DRAAdminAccess": True,
     "DRAConsumableCapacity": True,
+    "DRADerivedAttributes": False,
     "DRADeviceBindingConditions": True,
+    "DRADeviceCompatibilityGroups": False,
     "DRADeviceTaintRules": True,
     "DRADeviceTaints": True,
     "DRAExtendedResource": True,
+    "DRAFractionalCapacityRange": False,
     "DRAListTypeAttributes": False,
+    "DRANodeAllocatableResources": False,
+    "DRAOptionalNodeOperations": False,
     "DRAPartitionableDevices": True,
     "DRAPrioritizedList": True,
     "DRAResourceClaimDeviceStatus": True,
+    "DRASchedulerFilterTimeout": True,
+    "DRAWorkloadResourceClaims": False,
 }
 
 
@@ -39,8 +47,9 @@ def test_feature_gates_default_to_the_newest_release_and_accept_overrides():
     [
         ("DRAAdminAccess", "expected NAME=true"),
         ("DRAAdminAccess=maybe", "expected NAME=true"),
-        ("DynamicResourceAllocation=true", "unknown feature gate"),
-        ("DRANope=true", "unknown feature gate 'DRANope'; known DRA gates: DRAAdminAccess, "),
+        ("DynamicResourceAllocation=true", "changes nothing the extender decides"),
+        ("DRANope=true", "unknown feature gate 'DRANope'; DRA gates the extender reads: DRAAdminAccess, "),
+        ("DRAWorkloadResourceClaims=true", "DRAWorkloadResourceClaims is not implemented by the extender"),
     ],
 )
 def test_bad_feature_gates_are_errors(text, message):
@@ -84,13 +93,61 @@ def test_kube_mode_with_an_unreadable_kubeconfig_fails_cleanly(tmp_path, capsys)
     assert "cannot load a cluster configuration" in capsys.readouterr().err
 
 
-def test_debug_config_names_the_cel_engine_in_use():
-    app = cli.build_app(Config(cel_engine="python"))
-
+def debug_config(app) -> dict:
     async def call():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
             return (await client.get("/debug/config")).json()
 
-    view = asyncio.run(call())
+    return asyncio.run(call())
+
+
+def test_debug_config_names_the_cel_engine_in_use():
+    view = debug_config(cli.build_app(Config(cel_engine="python")))
     assert (view["celEngine"], view["celEngineInUse"]) == ("python", "python")
+
+
+def served(*flags: str) -> dict:
+    """/debug/config of the local service started with ``flags``."""
+    args = cli._parser().parse_args(["serve", "--cel-engine", "python", *flags])
+    return debug_config(cli.build_app(cli.config_from_args(args)))
+
+
+def test_kubernetes_version_picks_that_releases_defaults_and_explicit_gates_win():
+    assert served()["kubernetesVersion"] == "1.37" and served()["featureGates"] == DEFAULT_VIEW
+    old = served("--kubernetes-version", "1.35")
+    assert old["kubernetesVersion"] == "1.35"
+    assert old["featureGates"] == {
+        "DRAAdminAccess": True, "DRAConsumableCapacity": False, "DRADeviceBindingConditions": False,
+        "DRADeviceTaintRules": False, "DRADeviceTaints": False, "DRAExtendedResource": False,
+        "DRAPartitionableDevices": False, "DRAPrioritizedList": True, "DRAResourceClaimDeviceStatus": True,
+        "DRASchedulerFilterTimeout": True,
+    }
+    assert served("--kubernetes-version", "v1.40.2")["kubernetesVersion"] == "1.37"
+    pinned = served("--kubernetes-version", "1.35", "--feature-gates", "DRAExtendedResource=true")
+    assert pinned["featureGates"] == {**old["featureGates"], "DRAExtendedResource": True}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--kubernetes-version", "1.33"], "Kubernetes 1.33 is not supported: the extender needs 1.34"),
+        (["--kubernetes-version", "one"], "expected MAJOR.MINOR"),
+        (["--kubernetes-version", "1.34", "--feature-gates", "DRADeviceTaintRules=true"],
+         "feature gate DRADeviceTaintRules does not exist in Kubernetes 1.34"),
+        (["--feature-gates", "DRAOptionalNodeOperations=true"],
+         "feature gate DRAOptionalNodeOperations is not implemented by the extender"),
+        (["--node-filter-timeout", "-1"], "per-node filter timeout must be zero"),
+    ],
+)
+def test_bad_release_flags_stop_the_start(flags, message, capsys):
+    assert cli.main(["serve", *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_node_filter_timeout_follows_its_gate():
+    assert served()["nodeFilterTimeoutSeconds"] == 10.0
+    assert served("--node-filter-timeout", "0.5")["nodeFilterTimeoutSeconds"] == 0.5
+    assert served("--node-filter-timeout", "0")["nodeFilterTimeoutSeconds"] is None
+    off = served("--feature-gates", "DRASchedulerFilterTimeout=false")
+    assert off["nodeFilterTimeoutSeconds"] is None and off["filterTimeoutSeconds"] == 4.0

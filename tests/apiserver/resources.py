@@ -35,7 +35,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
                  has_status=True),
 )
 
-BY_PATH: dict[tuple[str, str, str], ResourceType] = {
-    (t.group, t.version, t.plural): t for t in RESOURCE_TYPES
-}
+# By (group, plural): the server may serve a resource at other versions than its own (ApiServer's
+# ``served``); the store keeps each object once, at the resource's own version.
+BY_PLURAL: dict[tuple[str, str], ResourceType] = {(t.group, t.plural): t for t in RESOURCE_TYPES}
 BY_KIND: dict[str, ResourceType] = {t.kind: t for t in RESOURCE_TYPES}

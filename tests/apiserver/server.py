@@ -23,7 +23,7 @@ import kubernetes
 import yaml
 
 from tests.apiserver.faults import Faults
-from tests.apiserver.resources import BY_PATH, ResourceType
+from tests.apiserver.resources import BY_PLURAL, RESOURCE_TYPES, ResourceType
 from tests.apiserver.store import ApiError, Store, WatchEvent
 
 # A held request goes on by itself after this long, so a test that forgets to release it
@@ -51,10 +51,21 @@ class _Route:
     namespace: str | None
     name: str | None
     subresource: str | None
+    api_version: str  # as requested: a resource served at another version shows that one
+
+
+# kube-apiserver's release by default: the newest the extender's gate table knows.
+DEFAULT_VERSION = "v1.37.0"
 
 
 class ApiServer:
-    def __init__(self, history_size: int = 1000, bookmark_interval: float = 1.0) -> None:
+    def __init__(self, history_size: int = 1000, bookmark_interval: float = 1.0,
+                 version: str = DEFAULT_VERSION, served: dict[str, tuple[str, ...]] | None = None) -> None:
+        """``version`` is what ``/version`` reports (its gitVersion); ``served`` maps a resource's
+        plural to the API versions it is served at instead of its own (an API that a release
+        serves at an older version, or not at all: an empty tuple)."""
+        self.version = version
+        self.served = dict(served or {})
         self.store = Store(history_size)
         self.faults = Faults()
         self.bookmark_interval = bookmark_interval
@@ -193,7 +204,10 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         try:
             body = self._read_body()
-            route = _route(url.path)
+            if method == "GET" and (info := _non_resource(url.path, self.api)) is not None:
+                self._send_json(200, info)
+                return
+            route = _route(url.path, self.api.served)
             verb = _verb(method, route, query)
             self.api.record(Call(method, verb, route.rtype.plural, route.subresource, route.namespace,
                                  route.name, query, body))
@@ -239,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
         if verb in ("create", "update", "patch") and not isinstance(body, dict):
             raise ApiError(400, f"{verb} needs a JSON object body")
         if verb == "get":
-            return 200, store.get(rtype, ns, route.name or "")
+            return 200, _as_version(store.get(rtype, ns, route.name or ""), route)
         if verb == "list":
             return 200, self._list(route, query)
         if verb == "create" and route.subresource == "binding":
@@ -278,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
         for item in items:
             item.pop("kind", None)
             item.pop("apiVersion", None)
-        return {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta,
+        return {"kind": f"{rtype.kind}List", "apiVersion": route.api_version, "metadata": meta,
                 "items": items}
 
     def _watch(self, route: _Route, query: dict[str, str]) -> None:
@@ -304,7 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
             next_bookmark = time.monotonic() + api.bookmark_interval
             while True:
                 for event in pending:
-                    self._chunk({"type": event.type, "object": event.obj})
+                    self._chunk({"type": event.type, "object": _as_version(event.obj, route)})
                     last_rv = max(last_rv, event.rv)
                 now = time.monotonic()
                 if api.stopping or now >= deadline:
@@ -331,7 +345,7 @@ class _Handler(BaseHTTPRequestHandler):
                     last_rv = bookmark_rv
                     next_bookmark = now + api.bookmark_interval
                     self._chunk({"type": "BOOKMARK", "object": {
-                        "kind": rtype.kind, "apiVersion": rtype.api_version,
+                        "kind": rtype.kind, "apiVersion": route.api_version,
                         "metadata": {"resourceVersion": str(bookmark_rv)}}})
             self._end_chunks()
         except ApiError as exc:
@@ -375,7 +389,41 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-def _route(path: str) -> _Route:
+def _as_version(obj: dict[str, Any], route: _Route) -> dict[str, Any]:
+    """The object as the requested API version shows it (the store keeps one version)."""
+    if "apiVersion" not in obj or obj["apiVersion"] == route.api_version:
+        return obj
+    return {**obj, "apiVersion": route.api_version}
+
+
+def _versions(rtype: ResourceType, served: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    return served.get(rtype.plural, (rtype.version,))
+
+
+def _non_resource(path: str, api: ApiServer) -> dict[str, Any] | None:
+    """``/version`` and the discovery document of one group version (which resources it serves);
+    None for any other path."""
+    parts = [p for p in path.split("/") if p]
+    if parts == ["version"]:
+        major, minor = api.version.removeprefix("v").split(".")[:2]
+        return {"major": major, "minor": minor, "gitVersion": api.version, "gitCommit": "0" * 40,
+                "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
+                "compiler": "gc", "platform": "linux/amd64"}
+    if (len(parts) == 3 and parts[0] == "apis") or parts == ["api", "v1"]:
+        group, version = ("", "v1") if parts[0] == "api" else (parts[1], parts[2])
+        verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
+        resources = [{"name": t.plural, "singularName": t.kind.lower(), "namespaced": t.namespaced,
+                      "kind": t.kind, "verbs": verbs}
+                     for t in RESOURCE_TYPES if t.group == group and version in _versions(t, api.served)]
+        if not resources:
+            raise ApiError(404, f"the server could not find the requested resource {path}")
+        group_version = f"{group}/{version}" if group else version
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+                "resources": resources}
+    return None
+
+
+def _route(path: str, served: dict[str, tuple[str, ...]]) -> _Route:
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", parts[2:]
@@ -386,14 +434,16 @@ def _route(path: str) -> _Route:
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces":
         namespace, rest = rest[1], rest[2:]
-    rtype = BY_PATH.get((group, version, rest[0])) if rest else None
+    rtype = BY_PLURAL.get((group, rest[0])) if rest else None
+    if rtype is not None and version not in _versions(rtype, served):
+        rtype = None
     if rtype is None or len(rest) > 3 or (namespace is not None and not rtype.namespaced):
         raise ApiError(404, f"the server could not find the requested resource {path}")
     name = rest[1] if len(rest) > 1 else None
     subresource = rest[2] if len(rest) > 2 else None
     if rtype.namespaced and name is not None and namespace is None:
         raise ApiError(404, f"namespaced resource {rtype.plural} needs a namespace in {path}")
-    return _Route(rtype, namespace, name, subresource)
+    return _Route(rtype, namespace, name, subresource, f"{group}/{version}" if group else version)
 
 
 def _verb(method: str, route: _Route, query: dict[str, str]) -> str:

@@ -287,3 +287,20 @@ def test_random_faults_strike_only_matching_requests_and_are_counted(server: Api
     raw.request("POST", "/api/v1/nodes", body=objects.node("spared"))
     raw.request("GET", "/api/v1/nodes")
     assert server.faults.fired == 1
+
+
+def test_version_and_discovery_as_the_official_client_reads_them() -> None:
+    with ApiServer(version="v1.36.2", served={"devicetaintrules": ("v1beta2",)}) as s:
+        client = s.api_client()
+        assert kubernetes.client.VersionApi(client).get_code().git_version == "v1.36.2"
+        v1 = {r.name for r in kubernetes.client.ResourceV1Api(client).get_api_resources().resources}
+        assert "resourceclaims" in v1 and "devicetaintrules" not in v1
+        raw = RawClient(client)
+        assert raw.serves("resource.k8s.io", "v1beta2", "devicetaintrules")
+        assert not raw.serves("resource.k8s.io", "v1", "devicetaintrules")
+        assert not raw.serves("resource.k8s.io", "v1alpha3", "devicetaintrules")  # no such group version
+        with pytest.raises(KubeApiError) as exc:
+            raw.request("GET", "/apis/resource.k8s.io/v1/devicetaintrules")
+        assert exc.value.not_found
+        listed = raw.request("GET", "/apis/resource.k8s.io/v1beta2/devicetaintrules")
+        assert listed["apiVersion"] == "resource.k8s.io/v1beta2"

@@ -10,7 +10,8 @@ import yaml
 
 from extender.cli import _parser, config_from_args
 from extender.config import Config
-from tests.manifests.loader import one
+from extender.model.features import Features
+from tests.manifests.loader import MANIFESTS, one
 
 
 def scheduler_config() -> dict[str, Any]:
@@ -103,3 +104,17 @@ def test_example_workload_uses_the_scheduler_and_an_existing_class() -> None:
     assert workload["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     assert one("DeviceClass", request["exactly"]["deviceClassName"])
+
+
+def test_the_extender_uses_the_feature_gates_of_the_kube_scheduler_it_ships_with() -> None:
+    with (MANIFESTS / "kustomization.yaml").open() as f:
+        images = {image["name"]: image for image in yaml.safe_load(f)["images"]}
+    container = one("Deployment", "dra-extender-scheduler")["spec"]["template"]["spec"]["containers"][0]
+    name, _, tag = container["image"].partition(":")
+    pinned = images[name]["newTag"]
+    assert tag == pinned, "the Deployment's tag and kustomization.yaml's must agree"
+    minor = ".".join(pinned.removeprefix("v").split(".")[:2])
+    args = one("Deployment", "dra-extender")["spec"]["template"]["spec"]["containers"][0]["args"]
+    config = config_from_args(_parser().parse_args(args))
+    assert config.kubernetes_version == minor
+    assert config.feature_gates == Features.defaults(minor)

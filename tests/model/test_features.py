@@ -1,4 +1,4 @@
-"""The one table of feature gates and the Features value built from it."""
+"""The one table of feature gates, its releases, and the Features value built from it."""
 
 from __future__ import annotations
 
@@ -6,18 +6,128 @@ import dataclasses
 
 import pytest
 
-from extender.model.features import GATES, RELEASES, SETTABLE, Features
+from extender.model import features as features_module
+from extender.model.features import (
+    GATES,
+    NOT_IMPLEMENTED,
+    RELEASES,
+    SETTABLE,
+    Features,
+    Gate,
+    Support,
+    parse_overrides,
+    release_of,
+    view,
+)
 
 
-def test_every_gate_that_sets_something_has_a_default_per_release_and_ignored_ones_have_none() -> None:
+def test_every_gate_has_a_cell_per_release_and_a_field_exactly_when_implemented() -> None:
     for gate in GATES:
-        assert len(gate.defaults) == (len(RELEASES) if gate.field else 0), gate.name
+        assert len(gate.cells) == len(RELEASES), gate.name
+        assert (gate.field is not None) == (gate.support is Support.IMPLEMENTED), gate.name
     assert {gate.field for gate in SETTABLE} == {f.name for f in dataclasses.fields(Features)}
 
 
 def test_features_has_no_defaults_of_its_own() -> None:
     with pytest.raises(TypeError):
         Features()  # type: ignore[call-arg]
+
+
+# Upstream's defaults per release (kube_features.go's versioned specs): the gates on by default.
+_ALWAYS = {"DRAAdminAccess", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus",
+           "DRASchedulerFilterTimeout"}
+_BETA_IN_1_36 = {"DRAPartitionableDevices", "DRADeviceTaints", "DRAConsumableCapacity",
+                 "DRADeviceBindingConditions", "DRAExtendedResource"}
+ON_BY_DEFAULT = {
+    "1.34": _ALWAYS,
+    "1.35": _ALWAYS,
+    "1.36": _ALWAYS | _BETA_IN_1_36,
+    "1.37": _ALWAYS | _BETA_IN_1_36 | {"DRADeviceTaintRules"},
+}
+# The gates a release's kube-scheduler has, among those the extender reads (no-effect ones aside).
+NEW_IN = {
+    "1.35": {"DRADeviceTaintRules"},
+    "1.36": {"DRAListTypeAttributes", "DRANodeAllocatableResources", "DRAWorkloadResourceClaims"},
+    "1.37": {"DRAFractionalCapacityRange", "DRAOptionalNodeOperations", "DRADeviceCompatibilityGroups",
+             "DRADerivedAttributes"},
+}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_defaults_per_release_are_upstreams(release: str) -> None:
+    on = {name for name, value in Features.defaults(release).gates().items() if value}
+    assert on == ON_BY_DEFAULT[release]
+    shown = view(Features.defaults(release), release)
+    existing = set(view(Features.defaults("1.34"), "1.34"))
+    for later in RELEASES[1:RELEASES.index(release) + 1]:
+        existing |= NEW_IN[later]
+    assert set(shown) == existing
+    assert {name for name, value in shown.items() if value is True} == ON_BY_DEFAULT[release]
+
+
+def test_1_35_and_1_37_differ_as_upstream() -> None:
+    old, new = view(Features.defaults("1.35"), "1.35"), view(Features.defaults("1.37"), "1.37")
+    changed = {name for name in old if old[name] != new[name]}
+    assert changed == _BETA_IN_1_36 | {"DRADeviceTaintRules"}
+    assert set(new) - set(old) == NEW_IN["1.36"] | NEW_IN["1.37"]
+
+
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [("1.34", "1.34"), ("v1.35.2", "1.35"), ("v1.36.0-rc.1", "1.36"), ("v1.35.3-gke.100", "1.35"),
+     ("1.35+", "1.35"), ("v1.37.0", "1.37"), ("v1.41.1", "1.37")],
+)
+def test_a_version_picks_its_release_and_newer_ones_the_newest(version: str, release: str) -> None:
+    assert release_of(version) == release
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [("v1.33.5", "Kubernetes 1.33 is not supported: the extender needs 1.34 or newer"),
+     ("2.0", "expected MAJOR.MINOR"), ("latest", "expected MAJOR.MINOR"), ("1", "expected MAJOR.MINOR")],
+)
+def test_an_older_or_unreadable_version_is_an_error(version: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        release_of(version)
+
+
+def test_explicit_gates_win_over_the_release_defaults() -> None:
+    features = Features.parse("DRAExtendedResource=true,DRAPrioritizedList=false", "1.35")
+    assert features.extended_resource and not features.prioritized_list
+    assert not Features.defaults("1.35").extended_resource
+    assert Features.parse("DRAExtendedResource=false", "1.37").extended_resource is False
+
+
+def test_a_gate_the_release_does_not_have_is_an_error() -> None:
+    missing = r"DRADeviceTaintRules does not exist in Kubernetes 1\.34 \(it does from 1\.35"
+    with pytest.raises(ValueError, match=missing):
+        Features.parse("DRADeviceTaintRules=true", "1.34")
+    with pytest.raises(ValueError, match=r"DRAListTypeAttributes does not exist in Kubernetes 1\.35"):
+        Features.parse("DRAListTypeAttributes=false", "1.35")
+
+
+def test_an_unimplemented_gate_cannot_be_turned_on_but_may_be_turned_off() -> None:
+    for gate in (g for g in GATES if g.support is Support.NOT_IMPLEMENTED):
+        with pytest.raises(ValueError, match=f"{gate.name} is not implemented by the extender"):
+            parse_overrides(f"{gate.name}=true")
+        assert parse_overrides(f"{gate.name}=false") == {gate.name: False}
+        with pytest.raises(ValueError, match="not implemented"):
+            Features.from_gate_names([gate.name])
+    assert Features.parse("DRAWorkloadResourceClaims=false", "1.36") == Features.defaults("1.36")
+
+
+def test_an_unimplemented_gate_upstream_turns_on_is_shown_as_not_implemented(monkeypatch) -> None:
+    # No release of the table has one on yet; a later column may (FractionalCapacityRange is on
+    # in 1.37 under --min-compatibility-version=1.37).
+    gates = tuple(
+        dataclasses.replace(g, cells=(*g.cells[:-1], "beta+"))
+        if g.name == "DRAFractionalCapacityRange" else g
+        for g in GATES
+    )
+    monkeypatch.setattr(features_module, "GATES", gates)
+    shown = view(Features.defaults("1.37"), "1.37")
+    assert shown["DRAFractionalCapacityRange"] == NOT_IMPLEMENTED
+    assert shown["DRAOptionalNodeOperations"] is False
 
 
 def test_gate_names_turn_on_exactly_the_named_gates() -> None:
@@ -45,11 +155,16 @@ def test_text_sets_gates_over_the_defaults_and_round_trips() -> None:
     [
         ("DRAAdminAccess", "feature gate 'DRAAdminAccess': expected NAME=true or NAME=false"),
         ("DRAAdminAccess=yes", "expected NAME=true or NAME=false"),
-        ("DRAAdminAcess=true", "unknown feature gate 'DRAAdminAcess'; known DRA gates: DRAAdminAccess, "),
+        ("DRAAdminAcess=true", "unknown feature gate 'DRAAdminAcess'; DRA gates the extender reads: DRAAd"),
         # Accepted in a list of enabled gates, but setting it would change nothing.
-        ("DynamicResourceAllocation=true", "unknown feature gate 'DynamicResourceAllocation'"),
+        ("DynamicResourceAllocation=true", "'DynamicResourceAllocation' changes nothing the extender"),
     ],
 )
 def test_bad_text_is_an_error(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Features.parse(text)
+
+
+def test_gate_cells_are_checked() -> None:
+    with pytest.raises(AssertionError, match="bad gate table cell 'beta on'"):
+        Gate("X", None, ("-", "-", "-", "beta on"), Support.NO_EFFECT).stage("1.37")
