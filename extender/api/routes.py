@@ -75,7 +75,9 @@ def create_app(
     app = FastAPI(title="dra-extender", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     state, metrics = ctx.state, ctx.metrics
     bodies = Bodies(ctx.config.body_limits, ctx.config.max_json_elements)
-    metrics.watch_state(state.counts, lambda: len(state.inuse.inflight))
+    metrics.watch_service(
+        state.counts, lambda: len(state.inuse.inflight), lambda: state.synced, lambda: ctx.leading
+    )
     metrics.watch_cel(ctx.cel.stats)
 
     def verb(name: str, handler: Handler) -> None:
@@ -83,13 +85,13 @@ def create_app(
             started = time.perf_counter()
             try:
                 async with bodies.read(request, name) as body:
-                    return json_reply(await handler(body))
+                    response = json_reply(await handler(body))
             except UnknownPod as exc:
-                return problem(404, f"{name}: {exc.args[0]}")
+                response = problem(404, f"{name}: {exc.args[0]}")
             except Exception as exc:
-                return failed(name, exc)
-            finally:
-                metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
+                response = failed(name, exc)
+            metrics.request(name, response.status_code, time.perf_counter() - started)
+            return response
 
         # A plain Starlette route: FastAPI's parameter machinery has nothing to do here and
         # costs a noticeable share of a filter call.

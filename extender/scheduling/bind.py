@@ -157,32 +157,41 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
     either way, and only a 200 reply gets its reason into the scheduler's log and events.
     """
     if not ctx.leading:
-        return "this dra-extender replica is not the leader; binds go to the leader"
+        return _refused(ctx, "this dra-extender replica is not the leader; binds go to the leader")
     memory = ctx.memory
     memory.expire()
     pod = ctx.state.pod(namespace, name)
     if pod is None:
-        return f"pod {namespace}/{name} is not known to the extender"
+        return _refused(ctx, f"pod {namespace}/{name} is not known to the extender")
     if uid and pod.uid != uid:
-        return f"pod {namespace}/{name} has UID {pod.uid}, not {uid}"
+        return _refused(ctx, f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
     if not handles(ctx.config, pod):
         # Filter let it pass untouched, so nothing was decided for its claims: binding it would
         # leave them unallocated (or race the allocator of the scheduler it belongs to).
         names = ", ".join(ctx.config.handled_scheduler_names or ())
-        return (f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds only pods "
-                f"of {names}")
+        return _refused(ctx, f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds "
+                             f"only pods of {names}")
     if not memory.begin_bind(pod.uid):
-        return f"a bind of pod {pod.ref} is already in progress"
+        return _refused(ctx, f"a bind of pod {pod.ref} is already in progress")
     ref = PodRef(namespace, name, pod.uid)
     try:
         if pod.node_name and pod.node_name != node:
-            return f"pod {pod.ref} is already bound to node {pod.node_name}"
+            return _refused(ctx, f"pod {pod.ref} is already bound to node {pod.node_name}")
         error = await _bind(ctx, pod.ref, ref, node)
+    except Exception:
+        ctx.metrics.bind_outcomes.labels("error").inc()  # a bug: the request answers 500
+        raise
     finally:
         memory.end_bind(pod.uid)
     if error and ctx.events is not None:
         ctx.events.bind_failed(ref, error)
     return error
+
+
+def _refused(ctx: SchedulingContext, reason: str) -> str:
+    """A bind turned down before it starts: nothing was committed or written."""
+    ctx.metrics.bind_outcomes.labels("refused").inc()
+    return reason
 
 
 async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) -> str:
@@ -250,7 +259,8 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             # reservations are dropped by the resourceclaim controller.
             metrics.bind_outcomes.labels("failed").inc()
             what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
-            return f"binding pod {pod_ref} to node {node}: {what_happened}; its claims stay reserved for the retry"
+            return (f"binding pod {pod_ref} to node {node}: {what_happened}; "
+                    "its claims stay reserved for the retry")
         except Exception as exc:
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:
