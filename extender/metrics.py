@@ -42,7 +42,7 @@ WATCH_RESTART_REASONS = ("ended", "expired", "error")
 # A `_created` sample per counter and histogram child doubles the series count for a timestamp
 # nobody graphs (the process start time is in process_start_time_seconds). The switch is
 # process-wide in prometheus_client; every registry of this process is ours.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 def package_version() -> str:
