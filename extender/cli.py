@@ -183,28 +183,29 @@ class _KubeParts:
     events: EventRecorder
 
 
-def _kube_parts(config: Config, state: ClusterState) -> _KubeParts:
+def _kube_parts(config: Config, state: ClusterState, metrics: Metrics) -> _KubeParts:
     """The Kubernetes watch, binder, leader election and event recorder."""
     try:
         api_client = load_api_client(config.kubeconfig)
     except Exception as exc:  # the kubernetes client raises several unrelated types here
         raise ConfigError(f"--kube: cannot load a cluster configuration: {exc}") from None
-    raw = RawClient(api_client)
+    raw = RawClient(api_client, metrics=metrics)
 
     async def watch() -> None:
-        await run_kube_source(state, client=raw)
+        await run_kube_source(state, client=raw, metrics=metrics)
 
     background: list[Callable[[], Awaitable[None]]] = [watch]
     is_leader = None
     identity = default_identity()
     if config.leader_elect:
         elector = LeaderElector(
-            raw, name=config.lease_name, namespace=config.lease_namespace, identity=identity
+            raw, name=config.lease_name, namespace=config.lease_namespace, identity=identity, metrics=metrics
         )
         background.append(elector.run)
         is_leader = elector.is_leader
     recorder = EventRecorder(raw, instance=identity)
-    return _KubeParts(KubeBinder(api_client, is_leader=is_leader), background, is_leader, recorder)
+    binder = KubeBinder(api_client, is_leader=is_leader, metrics=metrics)
+    return _KubeParts(binder, background, is_leader, recorder)
 
 
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
@@ -234,14 +235,15 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     config = replace(config, cel_engine_in_use=cel.engine_name)
     debug = config.local if debug_endpoints is None else debug_endpoints
     state = ClusterState(config.feature_gates)
+    metrics = Metrics()
     if config.kube:
-        parts = _kube_parts(config, state)
+        parts = _kube_parts(config, state, metrics)
         ctx = SchedulingContext(
-            config, state, parts.binder, Metrics(), cel, is_leader=parts.is_leader, events=parts.events
+            config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events
         )
         return create_app(ctx, background=parts.background, debug=debug)
     cluster = load_local(state, config.state_dir)
-    ctx = SchedulingContext(config, state, LocalBinder(cluster), Metrics(), cel)
+    ctx = SchedulingContext(config, state, LocalBinder(cluster), metrics, cel)
     return create_app(ctx, cluster=cluster, debug=debug)
 
 
