@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from extender import logs
 from extender.api import create_app
 from extender.api.connections import ConnectionLimits
 from extender.api.server import serve, servers
@@ -129,6 +130,10 @@ def _parser() -> argparse.ArgumentParser:
         help="serve /debug/* (default: on locally, off with --kube: they expose every claim and pod)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-format", default="text", choices=logs.FORMATS,
+        help="text lines, or one JSON object per line (fields: docs/usage.md)",
+    )
     return parser
 
 
@@ -249,8 +254,7 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    log_format = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    logging.basicConfig(level=args.log_level.upper(), format=log_format)
+    logs.configure(args.log_level, args.log_format)
     try:
         config = config_from_args(args)
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:

@@ -1,0 +1,97 @@
+"""Log output: JSON and text lines with the same fields, uvicorn's lines in the same format, and
+urllib3's own warnings left out (our retry messages say it)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import socket
+from collections.abc import Iterator
+
+import pytest
+import urllib3
+
+from extender import logs
+from extender.api.server import servers
+
+
+@pytest.fixture
+def output() -> Iterator[io.StringIO]:
+    """The root logger's configuration as ``logs.configure`` leaves it, restored afterwards."""
+    root, urllib3_logger = logging.getLogger(), logging.getLogger("urllib3")
+    saved = root.handlers[:], root.level, urllib3_logger.level
+    uvicorn_saved = {name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate)
+                     for name in ("uvicorn", "uvicorn.error", "uvicorn.access")}
+    buffer = io.StringIO()
+    try:
+        yield buffer
+    finally:
+        root.handlers[:], level, urllib3_level = saved
+        root.setLevel(level)
+        urllib3_logger.setLevel(urllib3_level)
+        for name, (handlers, propagate) in uvicorn_saved.items():
+            logging.getLogger(name).handlers[:] = handlers
+            logging.getLogger(name).propagate = propagate
+
+
+def lines(buffer: io.StringIO) -> list[str]:
+    return buffer.getvalue().splitlines()
+
+
+def test_json_lines_carry_the_standard_and_the_extra_fields(output):
+    logs.configure("info", "json", output)
+    fields = {"pod": "default/p", "passed": 1, "reasons": {"n": "x y"}}
+    logging.getLogger("extender.decisions").info("filter default/p: 1 of 2 nodes pass", extra=fields)
+    logging.getLogger("extender.x").debug("below the level")
+    (line,) = lines(output)
+    record = json.loads(line)
+    assert record["level"] == "info" and record["logger"] == "extender.decisions"
+    assert record["msg"] == "filter default/p: 1 of 2 nodes pass"
+    assert record["pod"] == "default/p" and record["passed"] == 1 and record["reasons"] == {"n": "x y"}
+    assert record["ts"].endswith("Z") and "T" in record["ts"]
+    assert set(record) == {"ts", "level", "logger", "msg", "pod", "passed", "reasons"}
+
+
+def test_a_traceback_stays_inside_its_json_line(output):
+    logs.configure("info", "json", output)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        logging.getLogger("extender").exception("failed")
+    (line,) = lines(output)
+    record = json.loads(line)
+    assert record["level"] == "error" and "RuntimeError: boom" in record["exc"]
+
+
+def test_text_lines_append_the_same_fields_as_key_value(output):
+    logs.configure("debug", "text", output)
+    logging.getLogger("extender.decisions").info(
+        "bind default/p to node-0: bound", extra={"pod": "default/p", "error": "", "note": "two words"}
+    )
+    (line,) = lines(output)
+    assert line.split(" ", 2)[2] == (
+        'INFO extender.decisions: bind default/p to node-0: bound pod=default/p error="" note="two words"'
+    )
+
+
+def test_uvicorn_logs_in_our_format(output):
+    logs.configure("info", "json", output)
+    servers(object(), "127.0.0.1", 0)  # configures uvicorn's logging, as serving does
+    logging.getLogger("uvicorn.error").info("Started server process")
+    uvicorn_lines = [json.loads(line) for line in lines(output) if '"uvicorn.error"' in line]
+    assert [r["msg"] for r in uvicorn_lines] == ["Started server process"]
+    assert "color_message" not in uvicorn_lines[0]
+
+
+def test_urllib3_warnings_are_left_out(output):
+    logs.configure("info", "text", output)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(urllib3.exceptions.MaxRetryError):
+        urllib3.PoolManager().request("GET", f"http://127.0.0.1:{port}/", retries=2)
+    logging.getLogger("extender.kube.source").warning("Node list/watch failed (...); retrying in 1.0s")
+    assert [line.split(" ", 3)[3] for line in lines(output)] == [
+        "extender.kube.source: Node list/watch failed (...); retrying in 1.0s"
+    ]
