@@ -120,4 +120,3 @@ def test_sample_json_lines_of_a_filter_and_a_bind(svc):
                                 "unresolvable", "verb", "status", "duration_ms"}
     assert set(bind_line) == {"ts", "level", "logger", "msg", "pod", "node", "outcome", "allocation",
                               "verb", "status", "duration_ms"}
-    print(json.dumps(filter_line), json.dumps(bind_line), sep="\n")
