@@ -14,6 +14,7 @@ import urllib3
 
 from extender import logs
 from extender.api.server import servers
+from extender.cli import _parser
 
 
 @pytest.fixture
@@ -95,3 +96,10 @@ def test_urllib3_warnings_are_left_out(output):
     assert [line.split(" ", 3)[3] for line in lines(output)] == [
         "extender.kube.source: Node list/watch failed (...); retrying in 1.0s"
     ]
+
+
+def test_the_cli_takes_text_or_json() -> None:
+    assert _parser().parse_args(["serve"]).log_format == "text"
+    assert _parser().parse_args(["serve", "--log-format", "json"]).log_format == "json"
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["serve", "--log-format", "xml"])

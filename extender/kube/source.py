@@ -178,7 +178,8 @@ class KubeSource:
                     cursor.resource_version = None
                 failures += 1
                 delay = self._backoff.delay(failures)
-                log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name, exc, delay)
+                log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name, exc, delay,
+                            extra={"kind": kind.name, "failures": failures})
                 self._stop.wait(delay)
 
     def _list(self, kind: Kind) -> tuple[list[dict[str, Any]], str]:
