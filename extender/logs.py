@@ -71,11 +71,17 @@ def _text_value(value: Any) -> str:
     return orjson.dumps(value, default=str).decode()
 
 
-def configure(level: str, fmt: str, stream: TextIO | None = None) -> None:
-    """Send every logger's records, uvicorn's included, to one handler in format ``fmt``."""
+def configure(level: str, fmt: str, stream: TextIO | None = None, *, force: bool = False) -> None:
+    """Send every logger's records, uvicorn's included, to one handler in format ``fmt``.
+
+    As with ``logging.basicConfig``, a root logger that already has handlers (a test runner's,
+    an embedding program's) is left alone unless ``force``.
+    """
+    root = logging.getLogger()
+    if root.handlers and not force:
+        return
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # Every API request goes through extender.kube.client with urllib3's retries off; each caller

@@ -7,6 +7,8 @@ import io
 import json
 import logging
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -41,7 +43,7 @@ def lines(buffer: io.StringIO) -> list[str]:
 
 
 def test_json_lines_carry_the_standard_and_the_extra_fields(output):
-    logs.configure("info", "json", output)
+    logs.configure("info", "json", output, force=True)
     fields = {"pod": "default/p", "passed": 1, "reasons": {"n": "x y"}}
     logging.getLogger("extender.decisions").info("filter default/p: 1 of 2 nodes pass", extra=fields)
     logging.getLogger("extender.x").debug("below the level")
@@ -55,7 +57,7 @@ def test_json_lines_carry_the_standard_and_the_extra_fields(output):
 
 
 def test_a_traceback_stays_inside_its_json_line(output):
-    logs.configure("info", "json", output)
+    logs.configure("info", "json", output, force=True)
     try:
         raise RuntimeError("boom")
     except RuntimeError:
@@ -66,7 +68,7 @@ def test_a_traceback_stays_inside_its_json_line(output):
 
 
 def test_text_lines_append_the_same_fields_as_key_value(output):
-    logs.configure("debug", "text", output)
+    logs.configure("debug", "text", output, force=True)
     logging.getLogger("extender.decisions").info(
         "bind default/p to node-0: bound", extra={"pod": "default/p", "error": "", "note": "two words"}
     )
@@ -77,7 +79,7 @@ def test_text_lines_append_the_same_fields_as_key_value(output):
 
 
 def test_uvicorn_logs_in_our_format(output):
-    logs.configure("info", "json", output)
+    logs.configure("info", "json", output, force=True)
     servers(object(), "127.0.0.1", 0)  # configures uvicorn's logging, as serving does
     logging.getLogger("uvicorn.error").info("Started server process")
     uvicorn_lines = [json.loads(line) for line in lines(output) if '"uvicorn.error"' in line]
@@ -86,7 +88,7 @@ def test_uvicorn_logs_in_our_format(output):
 
 
 def test_urllib3_warnings_are_left_out(output):
-    logs.configure("info", "text", output)
+    logs.configure("info", "text", output, force=True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -103,3 +105,33 @@ def test_the_cli_takes_text_or_json() -> None:
     assert _parser().parse_args(["serve", "--log-format", "json"]).log_format == "json"
     with pytest.raises(SystemExit):
         _parser().parse_args(["serve", "--log-format", "xml"])
+
+
+def test_a_root_logger_with_handlers_is_left_alone_unless_forced(output):
+    logging.getLogger().addHandler(logging.NullHandler())  # as a test runner or host program would
+    logs.configure("info", "json", output)
+    logging.getLogger("extender").warning("not ours to format")
+    assert lines(output) == []
+
+
+def test_the_served_program_logs_every_line_as_json(tmp_path):
+    """``dra-extender serve --log-format json`` from start-up to shutdown, uvicorn's lines included."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "extender", "serve", "--port", str(port), "--log-format", "json"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        seen = []
+        for line in process.stderr:  # type: ignore[union-attr]
+            seen.append(json.loads(line))
+            if "Uvicorn running" in seen[-1]["msg"]:
+                break
+    finally:
+        process.terminate()
+        rest, _ = process.communicate(timeout=20)
+    seen += [json.loads(line) for line in (rest or "").splitlines()]
+    assert {"extender", "extender.api.server", "uvicorn.error"} <= {r["logger"] for r in seen}
+    assert all(set(r) >= {"ts", "level", "logger", "msg"} for r in seen)

@@ -104,7 +104,7 @@ def test_sample_json_lines_of_a_filter_and_a_bind(svc):
     saved = root.handlers[:], root.level
     out = io.StringIO()
     try:
-        logs.configure("info", "json", out)
+        logs.configure("info", "json", out, force=True)
 
         async def call(client):
             await filter_call(client, svc.pod("p"), NODES)
