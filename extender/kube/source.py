@@ -241,5 +241,5 @@ async def run_kube_source(state: StateSink, *, kubeconfig: str | None = None, cl
                           kinds: tuple[Kind, ...] = KINDS, metrics: Metrics | None = None) -> None:
     """The ``--kube`` source: list+watch into ``state`` until cancelled."""
     if client is None:
-        client = RawClient(load_api_client(kubeconfig))
+        client = RawClient(load_api_client(kubeconfig), metrics=metrics)
     await KubeSource(client, state, kinds=kinds, metrics=metrics).run()
