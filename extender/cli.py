@@ -16,6 +16,7 @@ from typing import Any
 import kubernetes
 from fastapi import FastAPI
 
+from extender import logs
 from extender.api import create_app
 from extender.api.connections import ConnectionLimits
 from extender.api.server import serve, servers
@@ -142,6 +143,10 @@ def _parser() -> argparse.ArgumentParser:
         help="serve /debug/* (default: on locally, off with --kube: they expose every claim and pod)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-format", default="text", choices=logs.FORMATS,
+        help="text lines, or one JSON object per line (fields: docs/usage.md)",
+    )
     return parser
 
 
@@ -225,24 +230,27 @@ def _api_client(config: Config) -> kubernetes.client.ApiClient:
         raise ConfigError(f"--kube: cannot load a cluster configuration: {exc}") from None
 
 
-def _kube_parts(config: Config, state: ClusterState, api_client: kubernetes.client.ApiClient) -> _KubeParts:
+def _kube_parts(
+    config: Config, state: ClusterState, api_client: kubernetes.client.ApiClient, metrics: Metrics
+) -> _KubeParts:
     """The Kubernetes watch, binder, leader election and event recorder."""
-    raw = RawClient(api_client)
+    raw = RawClient(api_client, metrics=metrics)
 
     async def watch() -> None:
-        await run_kube_source(state, client=raw)
+        await run_kube_source(state, client=raw, metrics=metrics)
 
     background: list[Callable[[], Awaitable[None]]] = [watch]
     is_leader = None
     identity = default_identity()
     if config.leader_elect:
         elector = LeaderElector(
-            raw, name=config.lease_name, namespace=config.lease_namespace, identity=identity
+            raw, name=config.lease_name, namespace=config.lease_namespace, identity=identity, metrics=metrics
         )
         background.append(elector.run)
         is_leader = elector.is_leader
     recorder = EventRecorder(raw, instance=identity)
-    return _KubeParts(KubeBinder(api_client, is_leader=is_leader), background, is_leader, recorder)
+    binder = KubeBinder(api_client, is_leader=is_leader, metrics=metrics)
+    return _KubeParts(binder, background, is_leader, recorder)
 
 
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
@@ -278,21 +286,21 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
         # A Config made in code: its gates stand as given (local runs default to the newest).
         config = replace(config, kubernetes_version=DEFAULT_RELEASE)
     state = ClusterState(config.feature_gates)
+    metrics = Metrics()
     if api_client is not None:
-        parts = _kube_parts(config, state, api_client)
+        parts = _kube_parts(config, state, api_client, metrics)
         ctx = SchedulingContext(
-            config, state, parts.binder, Metrics(), cel, is_leader=parts.is_leader, events=parts.events
+            config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events
         )
         return create_app(ctx, background=parts.background, debug=debug)
     cluster = load_local(state, config.state_dir)
-    ctx = SchedulingContext(config, state, LocalBinder(cluster), Metrics(), cel)
+    ctx = SchedulingContext(config, state, LocalBinder(cluster), metrics, cel)
     return create_app(ctx, cluster=cluster, debug=debug)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    log_format = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    logging.basicConfig(level=args.log_level.upper(), format=log_format)
+    logs.configure(args.log_level, args.log_format)
     try:
         config = config_from_args(args)
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cel",),
     ("allocator",),
     ("state",),
-    ("config", "metrics"),
+    ("config", "metrics", "logs"),
     ("scheduling",),
     ("kube", "local"),
     ("api",),

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request, Response
 
-from extender.api import wire
+from extender import logs
+from extender.api import decisions, wire
 from extender.api.bodies import Bodies
 from extender.api.local_routes import add_local_routes
 from extender.api.replies import failed, json_reply, problem
@@ -75,21 +76,30 @@ def create_app(
     app = FastAPI(title="dra-extender", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     state, metrics = ctx.state, ctx.metrics
     bodies = Bodies(ctx.config.body_limits, ctx.config.max_json_elements)
-    metrics.watch_state(state.counts, lambda: len(state.inuse.inflight))
+    metrics.watch_service(
+        state.counts, lambda: len(state.inuse.inflight), lambda: state.synced, lambda: ctx.leading
+    )
     metrics.watch_cel(ctx.cel.stats)
 
     def verb(name: str, handler: Handler) -> None:
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
-            try:
-                async with bodies.read(request, name) as body:
-                    return json_reply(await handler(body))
-            except UnknownPod as exc:
-                return problem(404, f"{name}: {exc.args[0]}")
-            except Exception as exc:
-                return failed(name, exc)
-            finally:
-                metrics.request_seconds.labels(name).observe(time.perf_counter() - started)
+            fields = decisions.start(name)
+            with logs.recording(fields):
+                try:
+                    async with bodies.read(request, name) as body:
+                        response = json_reply(await handler(body))
+                except UnknownPod as exc:
+                    response = problem(404, f"{name}: {exc.args[0]}")
+                    logs.note(error=exc.args[0])
+                except Exception as exc:
+                    response = failed(name, exc)
+                    logs.note(error=str(exc))
+            seconds = time.perf_counter() - started
+            metrics.request(name, response.status_code, seconds)
+            if fields is not None:
+                decisions.finish(name, fields, response.status_code, seconds)
+            return response
 
         # A plain Starlette route: FastAPI's parameter machinery has nothing to do here and
         # costs a noticeable share of a filter call.
@@ -117,17 +127,23 @@ def create_app(
         pod = request_pod(args.pod)  # after the structural checks: a malformed body is a 400 first
         out = await in_turns(filter_nodes, ctx, pod, args.node_names, given)
         report_no_fit(ctx, pod, out)
+        decisions.filtered(pod, len(args.node_names), out)
         return wire.filter_result(args, out.passed, out.failed, out.unresolvable, out.error)
 
     async def do_prioritize(body: bytes) -> Any:
         args = wire.extender_args(body)
         _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
         pod = request_pod(args.pod)
-        return wire.host_priorities(await in_turns(score_nodes, ctx, pod, args.node_names))
+        scores = await in_turns(score_nodes, ctx, pod, args.node_names)
+        decisions.prioritized(pod, scores)
+        return wire.host_priorities(scores)
 
     async def do_bind(body: bytes) -> Any:
         args = wire.binding_args(body)
+        logs.note(pod=f"{args.pod_namespace}/{args.pod_name}", node=args.node)
         error = await bind_pod(ctx, args.pod_namespace, args.pod_name, args.pod_uid, args.node)
+        if error:
+            logs.note(error=error)
         return {"Error": error}
 
     async def do_preempt(body: bytes) -> Any:
@@ -138,6 +154,7 @@ def create_app(
         pod = request_pod(args.pod)
         given = {n: (v.uids, v.pdb_violations) for n, v in args.victims.items()}
         chosen = await in_turns(preempt, ctx, pod, given)
+        decisions.preempted(pod, len(args.victims), chosen)
         return wire.preemption_result(
             {n: wire.Victims(list(v.uids), v.pdb_violations) for n, v in chosen.items()}
         )

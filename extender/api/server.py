@@ -77,6 +77,7 @@ def servers(
             host=host,
             port=port_,
             log_level=log_level,
+            log_config=None,  # uvicorn's records go to the root handler (extender.logs), not its own
             access_log=False,
             http=protocol_class(pool, limits, context, parser, clients),
             ws="none",  # an upgraded connection would leave the pool's sight; nothing here uses one

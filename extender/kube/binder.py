@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import kubernetes
 
 from extender.kube.client import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
+from extender.metrics import Metrics
 from extender.model import ResourceClaim
 from extender.model.extended import is_extended_claim_of
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef, resource_version
@@ -68,9 +69,10 @@ class KubeBinder:
         retry_delay: float = 0.01,
         request_timeout: float = 10.0,
         workers: int = 16,
+        metrics: Metrics | None = None,
     ) -> None:
         if not isinstance(api_client, RawClient):
-            api_client = RawClient(api_client, request_timeout)
+            api_client = RawClient(api_client, request_timeout, metrics=metrics)
         self._client = api_client
         self._is_leader = is_leader
         self._attempts = attempts

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
 import orjson
 import urllib3
+
+from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +70,11 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
 class RawClient:
     """Requests by path; bodies in and out are plain dicts."""
 
-    def __init__(self, api_client: kubernetes.client.ApiClient, request_timeout: float = 30.0) -> None:
+    def __init__(self, api_client: kubernetes.client.ApiClient, request_timeout: float = 30.0,
+                 metrics: Metrics | None = None) -> None:
         self.api_client = api_client
         self.request_timeout = request_timeout
+        self._metrics = metrics
         # One request per call: urllib3's default re-sends a PUT whose reply timed out up to three
         # times, unseen by our retry loops, so an abandoned write could outlive its bind by minutes.
         # Every caller has its own retry policy (bounded by its deadline) instead.
@@ -81,13 +86,19 @@ class RawClient:
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None,
                 body: dict[str, Any] | None = None, content_type: str = JSON,
                 timeout: float | None = None) -> dict[str, Any]:
-        response = self._send(method, path, query, body, content_type, timeout or self.request_timeout)
+        started = time.perf_counter()
+        code = "error"
         try:
-            data = response.read()
-        except urllib3.exceptions.HTTPError as exc:
-            raise KubeApiError(0, f"{method} {path}: reading the response failed: {exc}") from exc
+            response = self._send(method, path, query, body, content_type, timeout or self.request_timeout)
+            try:
+                data = response.read()
+            except urllib3.exceptions.HTTPError as exc:
+                raise KubeApiError(0, f"{method} {path}: reading the response failed: {exc}") from exc
+            finally:
+                response.release_conn()
+            code = str(response.status)
         finally:
-            response.release_conn()
+            self._count(method, path, code, started)
         if not 200 <= response.status < 300:
             raise _error(response.status, data, method, path)
         try:
@@ -124,12 +135,23 @@ class RawClient:
     def watch(self, path: str, query: dict[str, Any], read_timeout: float) -> WatchStream:
         """Open a watch; the stream yields decoded events until the server ends it."""
         query = {**query, "watch": "true"}
-        response = self._send("GET", path, query, None, JSON, (10.0, read_timeout))
+        started = time.perf_counter()
+        code = "error"
+        try:
+            response = self._send("GET", path, query, None, JSON, (10.0, read_timeout))
+            code = str(response.status)
+        finally:
+            self._count("WATCH", path, code, started)
         if response.status != 200:
             data = response.read()
             response.release_conn()
             raise _error(response.status, data, "WATCH", path)
         return WatchStream(response, path)
+
+    def _count(self, method: str, path: str, code: str, started: float) -> None:
+        if self._metrics is not None:
+            verb, resource = api_verb_and_resource(method, path)
+            self._metrics.api_request(verb, resource, code, time.perf_counter() - started)
 
     def _send(self, method: str, path: str, query: dict[str, Any] | None, body: dict[str, Any] | None,
               content_type: str, timeout: float | tuple[float, float]) -> urllib3.HTTPResponse:
@@ -191,6 +213,25 @@ class WatchStream:
             self._response.shutdown()
         self._response.close()
         self._response.release_conn()
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "WATCH": "watch"}
+
+
+def api_verb_and_resource(method: str, path: str) -> tuple[str, str]:
+    """The API server's names for a request: ("get", "pods"), ("create", "pods/binding"), ...
+
+    Paths are /api/v1/... or /apis/GROUP/VERSION/..., then optionally namespaces/NAMESPACE/,
+    then RESOURCE[/NAME[/SUBRESOURCE]]; a GET without a NAME is a list.
+    """
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if len(rest) > 2 and rest[0] == "namespaces":
+        rest = rest[2:]
+    resource = "/".join(rest[0:3:2])  # RESOURCE, and /SUBRESOURCE when there is one
+    if method == "GET":
+        return ("get" if len(rest) > 1 else "list"), resource
+    return _VERBS.get(method, method.lower()), resource
 
 
 def _error(status: int, data: bytes, method: str, path: str) -> KubeApiError:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.kube.client import KubeApiError, RawClient
+from extender.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def default_identity() -> str:
 class LeaderElector:
     def __init__(self, client: RawClient, *, name: str, namespace: str, identity: str | None = None,
                  lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, metrics: Metrics | None = None) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError("leader election needs lease_duration > renew_deadline > retry_period > 0, got "
                              f"{lease_duration}, {renew_deadline}, {retry_period}")
@@ -51,6 +52,7 @@ class LeaderElector:
         self._renew_deadline = renew_deadline
         self._retry_period = retry_period
         self._clock = clock
+        self._metrics = metrics
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         # Monotonic time of our last successful acquire/renew; None while not leading.
         self._renewed_at: float | None = None
@@ -101,6 +103,8 @@ class LeaderElector:
     def _set_leading(self, leading: bool) -> None:
         if not leading:
             self._renewed_at = None
+        if self._metrics is not None:
+            self._metrics.leader_changes.labels("acquired" if leading else "lost").inc()
         self.changed.set()
         self.changed = asyncio.Event()
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from extender.kube.client import KubeApiError, RawClient, load_api_client
+from extender.metrics import Metrics
 from extender.model import kinds as model_kinds
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,9 @@ class _Cursor:
 class KubeSource:
     def __init__(self, client: RawClient, state: StateSink, *, kinds: tuple[Kind, ...] = KINDS,
                  page_size: int = 500, watch_timeout: int = 300, backoff: Backoff | None = None,
-                 unserved_retry_s: float = 300.0) -> None:
+                 unserved_retry_s: float = 300.0, metrics: Metrics | None = None) -> None:
         self._client = client
+        self._metrics = metrics
         self._state = state
         self._kinds = kinds
         self._page_size = page_size
@@ -144,9 +146,17 @@ class KubeSource:
         synced = False
         failures = 0
         served = kind
+        restart = None  # why the last watch ended, counted when the next one is opened
+        if self._metrics is not None:
+            self._metrics.reflector_started(kind.name)
         while not self._stop.is_set():
             try:
+                if self._metrics is not None and restart is not None:
+                    self._metrics.watch_restarts.labels(kind.name, restart).inc()
+                restart = "error"
                 if cursor.resource_version is None:
+                    if self._metrics is not None and synced:
+                        self._metrics.relists.labels(kind.name).inc()
                     served = self._served(kind, served)
                     items, cursor.resource_version = self._list(served)
                     emit(self._state.replace, kind.name, items)
@@ -156,9 +166,11 @@ class KubeSource:
                     log.info("listed %d %s at resourceVersion %s", len(items), kind.name,
                              cursor.resource_version)
                 self._watch(served, cursor, emit)
+                restart = "ended"
                 failures = 0
             except _Gone:
                 log.info("%s watch expired (410); relisting", kind.name)
+                restart = "expired"
                 cursor.resource_version = None
             except Exception as exc:
                 if self._stop.is_set() or loop.is_closed():
@@ -167,6 +179,7 @@ class KubeSource:
                     log.info("%s is not served by this cluster (%s); treating it as empty",
                              kind.name, kind.path)
                     cursor.resource_version = None
+                    restart = None  # no watch was open: the list is retried, nothing restarts
                     emit(self._state.replace, kind.name, [])
                     if not synced:
                         emit(self._state.mark_synced, kind.name)
@@ -177,7 +190,8 @@ class KubeSource:
                     cursor.resource_version = None
                 failures += 1
                 delay = self._backoff.delay(failures)
-                log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name, exc, delay)
+                log.warning("%s list/watch failed (%s); retrying in %.1fs", kind.name, exc, delay,
+                            extra={"kind": kind.name, "failures": failures})
                 self._stop.wait(delay)
 
     def _served(self, kind: Kind, previous: Kind) -> Kind:
@@ -251,8 +265,8 @@ class KubeSource:
 
 
 async def run_kube_source(state: StateSink, *, kubeconfig: str | None = None, client: RawClient | None = None,
-                          kinds: tuple[Kind, ...] = KINDS) -> None:
+                          kinds: tuple[Kind, ...] = KINDS, metrics: Metrics | None = None) -> None:
     """The ``--kube`` source: list+watch into ``state`` until cancelled."""
     if client is None:
-        client = RawClient(load_api_client(kubeconfig))
-    await KubeSource(client, state, kinds=kinds).run()
+        client = RawClient(load_api_client(kubeconfig), metrics=metrics)
+    await KubeSource(client, state, kinds=kinds, metrics=metrics).run()

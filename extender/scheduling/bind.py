@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from extender.logs import decision_fields, note
 from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
 from extender.model.refs import PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
@@ -156,32 +157,59 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
     either way, and only a 200 reply gets its reason into the scheduler's log and events.
     """
     if not ctx.leading:
-        return "this dra-extender replica is not the leader; binds go to the leader"
+        return _refused(ctx, "this dra-extender replica is not the leader; binds go to the leader")
     memory = ctx.memory
     memory.expire()
     pod = ctx.state.pod(namespace, name)
     if pod is None:
-        return f"pod {namespace}/{name} is not known to the extender"
+        return _refused(ctx, f"pod {namespace}/{name} is not known to the extender")
     if uid and pod.uid != uid:
-        return f"pod {namespace}/{name} has UID {pod.uid}, not {uid}"
+        return _refused(ctx, f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
     if not handles(ctx.config, pod):
         # Filter let it pass untouched, so nothing was decided for its claims: binding it would
         # leave them unallocated (or race the allocator of the scheduler it belongs to).
         names = ", ".join(ctx.config.handled_scheduler_names or ())
-        return (f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds only pods "
-                f"of {names}")
+        return _refused(ctx, f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds "
+                             f"only pods of {names}")
     if not memory.begin_bind(pod.uid):
-        return f"a bind of pod {pod.ref} is already in progress"
+        return _refused(ctx, f"a bind of pod {pod.ref} is already in progress")
     ref = PodRef(namespace, name, pod.uid)
     try:
         if pod.node_name and pod.node_name != node:
-            return f"pod {pod.ref} is already bound to node {pod.node_name}"
+            return _refused(ctx, f"pod {pod.ref} is already bound to node {pod.node_name}")
         error = await _bind(ctx, pod.ref, ref, node)
+    except Exception:
+        _outcome(ctx, "error")  # a bug: the request answers 500
+        raise
     finally:
         memory.end_bind(pod.uid)
     if error and ctx.events is not None:
         ctx.events.bind_failed(ref, error)
     return error
+
+
+def _outcome(ctx: SchedulingContext, outcome: str) -> None:
+    ctx.metrics.bind_outcomes.labels(outcome).inc()
+    note(outcome=outcome)
+
+
+def _refused(ctx: SchedulingContext, reason: str) -> str:
+    """A bind turned down before it starts: nothing was committed or written."""
+    _outcome(ctx, "refused")
+    return reason
+
+
+def _chosen(writes: list[_Write]) -> dict[str, dict[str, list[str]]]:
+    """The devices a bind allocates, per claim and request: {"ns/claim": {"gpu": ["driver/pool/dev"]}}."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for write in writes:
+        if write.allocation is None:
+            continue
+        per_request = out.setdefault(f"{write.claim.namespace}/{write.claim.name}", {})
+        for result in (write.allocation.get("devices") or {}).get("results") or ():
+            device = f"{result['driver']}/{result['pool']}/{result['device']}"
+            per_request.setdefault(result["request"], []).append(device)
+    return out
 
 
 async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) -> str:
@@ -196,10 +224,12 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
         else:
             commit = _Commit([])
     except (PodWaits, BindFailed) as exc:
-        metrics.bind_outcomes.labels("rejected").inc()
+        _outcome(ctx, "rejected")
         return str(exc)
 
     writes = commit.writes
+    if (fields := decision_fields()) is not None:
+        fields["allocation"] = _chosen(writes)
     written: list[_Write] = []
     # The extended-resource claim this bind created (by temporary UID): rollback deletes it.
     created: dict[str, ResourceClaim] = {}
@@ -238,7 +268,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
                 written = []
                 raise BindFailed(readiness.message)
             if not readiness.ready:
-                metrics.bind_outcomes.labels("waiting").inc()
+                _outcome(ctx, "waiting")
                 return readiness.message  # claims stay allocated and reserved for the retry
         try:
             await asyncio.wait_for(ctx.binder.bind_pod(ref, node), ctx.config.bind_timeout_s)
@@ -247,7 +277,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             # bound without them (kubelet would never start it), so they stay reserved: the
             # scheduler's retry adopts them (nothing left to write), and a deleted pod's
             # reservations are dropped by the resourceclaim controller.
-            metrics.bind_outcomes.labels("failed").inc()
+            _outcome(ctx, "failed")
             what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
             return (f"binding pod {pod_ref} to node {node}: {what_happened}; "
                     "its claims stay reserved for the retry")
@@ -255,14 +285,14 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:
         await _release(ctx, ref, [w for w in written if w.create is None], commit.creates_claim)
-        metrics.bind_outcomes.labels("failed").inc()
+        _outcome(ctx, "failed")
         return str(exc)
     finally:
         for write in writes:
             if write.newly_allocated and write.claim.uid not in unknown:
                 ctx.state.remove_inflight(write.claim.uid)
     ctx.memory.bound(ref.uid)
-    metrics.bind_outcomes.labels("bound").inc()
+    _outcome(ctx, "bound")
     return ""
 
 
