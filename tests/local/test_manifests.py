@@ -94,7 +94,7 @@ def test_invalid_file_is_rejected_with_its_name(tmp_path: Path):
 
 
 def test_cli_exits_non_zero_on_bad_state_and_bad_gates(tmp_path: Path, capsys):
-    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"kind": "Gadget", "metadata": {"name": "x"}}))
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"kind": "Node", "metadata": {"labels": {}}}))
     assert main(["serve", "--state", str(tmp_path)]) != 0
     assert "bad.yaml" in capsys.readouterr().err
     assert main(["serve", "--feature-gates", "DRANope=true"]) != 0
