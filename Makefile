@@ -7,8 +7,10 @@ setup: .venv/.installed
 	bash scripts/setup.sh
 	touch $@
 
+# make run PORT=9000 ARGS="--state my-manifests/"
+PORT ?= 8888
 run: setup
-	.venv/bin/dra-extender serve
+	.venv/bin/dra-extender serve --port $(PORT) $(ARGS)
 
 lint: setup
 	.venv/bin/ruff check .

@@ -1,4 +1,5 @@
-"""``dra-extender serve``: flags → Config → state + source + binder → the HTTP app."""
+"""``dra-extender serve``: flags → Config → state + source + binder → the HTTP app;
+``dra-extender explain``: ask a running extender why a pod is placed where it is, or pending."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import gc
 import logging
 import os
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +18,7 @@ from typing import Any
 import kubernetes
 from fastapi import FastAPI
 
-from extender import logs
+from extender import __version__, logs
 from extender.api import create_app
 from extender.api.connections import ConnectionLimits
 from extender.api.server import serve, servers
@@ -45,20 +47,53 @@ from extender.metrics import Metrics
 from extender.model.features import DEFAULT_RELEASE, RELEASES
 from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState
+from extender.tools import explain as explain_tool
 
 log = logging.getLogger("extender")
 
 
+DESCRIPTION = """\
+A kube-scheduler extender that allocates devices of Dynamic Resource Allocation
+(resource.k8s.io/v1) with the upstream structured allocator's semantics.
+
+  dra-extender serve                 the extender on a built-in demo cluster (no cluster needed)
+  dra-extender serve --state DIR     ... on the Kubernetes objects in DIR/*.yaml
+  dra-extender serve --kube          ... on the cluster of the kubeconfig (or in-cluster config)
+  dra-extender explain NS/POD        ask a running extender why a pod fits where, or not
+
+Documentation: docs/usage.md, docs/deploy.md and docs/troubleshooting.md in the source tree."""
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Each flag's default value in its help line (unless it has none, or says it in words),
+    and descriptions kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, "", (), False) or default is argparse.SUPPRESS:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dra-extender", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the scheduler extender")
+    parser = argparse.ArgumentParser(prog="dra-extender", description=DESCRIPTION, formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve", help="run the scheduler extender", description="Run the scheduler extender.",
+        formatter_class=_Help,
+    )
     serve.add_argument("--state", type=Path, help="directory of *.yaml manifests (default: the demo cluster)")
     serve.add_argument("--kube", action="store_true", help="watch a real cluster and write through its API")
     serve.add_argument("--kubeconfig", help="for --kube (default: in-cluster config, then ~/.kube/config)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8888)
-    serve.add_argument("--feature-gates", default="", help="kube-scheduler syntax: A=true,B=false")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    serve.add_argument("--port", type=int, default=8888, help="port of the extender's HTTP(S) API")
+    serve.add_argument(
+        "--feature-gates", default="", metavar="GATE=BOOL,...",
+        help="kube-scheduler syntax, over the defaults of --kubernetes-version; /debug/config shows "
+        "what is in force",
+    )
     serve.add_argument(
         "--kubernetes-version", metavar="MAJOR.MINOR",
         help=f"whose feature-gate defaults apply ({', '.join(RELEASES)}; newer ones get {DEFAULT_RELEASE}'s; "
@@ -67,10 +102,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--node-filter-timeout", type=float, default=Config.node_filter_timeout_s, metavar="SECONDS",
         help="with DRASchedulerFilterTimeout: give up on one node's allocation after this long, as "
-        "the DynamicResources plugin's filterTimeout (default %(default)s; 0: no limit but the request's)",
+        "the DynamicResources plugin's filterTimeout (0: no limit but the request's)",
     )
-    serve.add_argument("--cel-engine", choices=ENGINE_CHOICES, default="auto")
-    serve.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack")
+    serve.add_argument(
+        "--cel-engine", choices=ENGINE_CHOICES, default="auto",
+        help="CEL engine for device selectors (auto: the C++ runtime when installed, else Python)",
+    )
+    serve.add_argument(
+        "--score-policy", choices=SCORE_POLICIES, default="binpack",
+        help="how prioritize ranks nodes that fit (docs/scheduling-policy.md)",
+    )
     serve.add_argument(
         "--scheduler-name",
         action="append",
@@ -93,8 +134,11 @@ def _parser() -> argparse.ArgumentParser:
         default=True,
         help="with --kube: only the holder of the Lease binds; standbys report not ready",
     )
-    serve.add_argument("--lease-name", default="dra-extender")
-    serve.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE") or "dra-system")
+    serve.add_argument("--lease-name", default="dra-extender", help="with --leader-elect: the Lease's name")
+    serve.add_argument(
+        "--lease-namespace", default=os.environ.get("POD_NAMESPACE") or "dra-system",
+        help="with --leader-elect: the Lease's namespace ($POD_NAMESPACE when set)",
+    )
     serve.add_argument(
         "--tls-cert-file", type=Path, help="serve HTTPS with this certificate (PEM; reloaded on change)"
     )
@@ -120,21 +164,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--header-timeout", type=float, default=limits.header_timeout, metavar="SECONDS",
         help="close a connection that has not sent a request's complete headers this long after it "
-        "opened (TLS handshake included) or after the request began (default %(default)s)",
+        "opened (TLS handshake included) or after the request began",
     )
     serve.add_argument(
         "--body-timeout", type=float, default=limits.body_timeout, metavar="SECONDS",
         help="answer 408 and close when a request body is not complete this long after its headers "
-        "(default %(default)s)",
     )
     serve.add_argument(
         "--keepalive-timeout", type=float, default=limits.keepalive_timeout, metavar="SECONDS",
-        help="close a kept-alive connection idle this long between requests (default %(default)s)",
+        help="close a kept-alive connection idle this long between requests",
     )
     serve.add_argument(
         "--max-connections", type=int, default=limits.max_connections, metavar="N",
         help="open connections, both ports together; a new one beyond closes the one that has waited "
-        "longest for its client's request (default %(default)s, fewer if the descriptor limit is lower)",
+        "longest for its client's request (fewer if the descriptor limit is lower)",
     )
     serve.add_argument(
         "--enable-debug-endpoints",
@@ -142,11 +185,15 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="serve /debug/* (default: on locally, off with --kube: they expose every claim and pod)",
     )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="info: one line per filter, preempt and bind decision; debug: also prioritize",
+    )
     serve.add_argument(
         "--log-format", default="text", choices=logs.FORMATS,
         help="text lines, or one JSON object per line (fields: docs/usage.md)",
     )
+    explain_tool.add_parser(sub, _Help)
     return parser
 
 
@@ -298,14 +345,30 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     return create_app(ctx, cluster=cluster, debug=debug)
 
 
+def _port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on, or None: said in one line before anything starts
+    rather than in uvicorn's traceback after the cluster is loaded."""
+    try:
+        with socket.create_server((host, port), reuse_port=False):
+            return None
+    except OSError as exc:
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "explain":
+        return explain_tool.run(args)
     logs.configure(args.log_level, args.log_format)
     try:
         config = config_from_args(args)
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:
             raise ConfigError(f"--probe-port {args.probe_port}: out of range or the same as --port")
         tls = tls_from_args(args)
+        for port in (config.port, args.probe_port) if args.probe_port else (config.port,):
+            taken = _port_taken(config.host, port)
+            if taken:
+                raise ConfigError(taken)
         limits = ConnectionLimits(
             args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections
         )
