@@ -25,6 +25,8 @@ class ContainerResources:
 
     name: str
     init: bool
+    # An init container with ``restartPolicy: Always``: it keeps running next to the regular ones.
+    sidecar: bool
     # Every requested resource name, sorted: a request's index here names the claim request
     # made for it (``container-<i>-request-<j>``, as kube-scheduler's createDeviceRequests
     # names them).
@@ -112,9 +114,11 @@ def _container(item: Any, init: bool, path: str, pod: str) -> ContainerResources
         for key, value in requests.items()
         if is_dra_extended_name(key)
     }
+    restart_policy = _str(item.get("restartPolicy"), f"{path}.restartPolicy", pod)
     return ContainerResources(
         name=_str(item.get("name"), f"{path}.name", pod),
         init=init,
+        sidecar=init and restart_policy == "Always",
         request_names=tuple(sorted(requests)),
         extended=extended,
     )

@@ -5,8 +5,9 @@ Upstream (the DynamicResources plugin, kubernetes/kubernetes
 while scheduling, with one node-specific variant per set of resources the node leaves to DRA,
 and created in the API only at bind, under ``generateName: <pod>-extended-resources-``. Its
 requests are ``container-<i>-request-<j>`` (``i`` counts init containers, then regular ones;
-``j`` is the resource's index among the container's sorted request names); the pod's
-``status.extendedResourceClaimStatus`` tells the kubelet which container gets which request.
+``j`` is the resource's index among the container's sorted request names), init containers
+sharing them (``_shares``); the pod's ``status.extendedResourceClaimStatus`` tells the kubelet
+which container gets which requests.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from extender.model import Features, ResourceClaim, parse_resource_claim
 from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION, is_extended_claim_of
-from extender.model.pods import PodInfo
+from extender.model.pods import ContainerResources, PodInfo
 from extender.scheduling.claims import unusable_reason
 from extender.state import ClusterState
 
@@ -61,33 +62,80 @@ def _plain(value: Any) -> Any:
 def requests_and_mappings(
     pod: PodInfo, via_dra: Iterable[str], classes: Mapping[str, str]
 ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """One ExactCount request per (container, resource) with a non-zero whole request.
+    """The claim's ExactCount requests, sorted by name, and the container mappings.
 
-    ``i`` counts init containers first, then regular ones; ``j`` is the resource's index among
-    all of that container's requested names in sorted order. Requests are sorted by name, as
-    upstream sorts them; mappings go resource by resource, containers in order.
+    As upstream's ``createRequestsAndMappings`` makes them: resource by resource in sorted
+    order, see ``_shares``.
     """
     requests: list[dict[str, Any]] = []
     mappings: list[dict[str, str]] = []
     for resource in sorted(via_dra):
-        for i, container in enumerate(pod.containers):
-            count = container.extended.get(resource, 0)
-            if count <= 0:
-                continue
-            name = f"container-{i}-request-{container.request_names.index(resource)}"
-            requests.append(
-                {
-                    "name": name,
-                    "exactly": {
-                        "deviceClassName": classes[resource],
-                        "allocationMode": "ExactCount",
-                        "count": count,
-                    },
-                }
-            )
-            mappings.append({"containerName": container.name, "resourceName": resource, "requestName": name})
+        made, mapped = _shares(pod, resource)
+        for name, count in made:
+            exactly = {"deviceClassName": classes[resource], "allocationMode": "ExactCount", "count": count}
+            requests.append({"name": name, "exactly": exactly})
+        mappings += ({"containerName": c, "resourceName": resource, "requestName": r} for c, r in mapped)
     requests.sort(key=lambda r: r["name"])
     return requests, mappings
+
+
+def _shares(pod: PodInfo, resource: str) -> tuple[list[tuple[str, int]], list[tuple[str, str]]]:
+    """(request name, count) and (container name, request name) for one resource.
+
+    Long-lived containers (sidecars and regular ones) each get a request of their own. Plain
+    init containers run one at a time before the regular ones start and while only the
+    sidecars started before them run, so each first uses the long-lived requests of the
+    containers after it, then asks for what they leave short; of those asks only the largest
+    (the first, on a tie) is made, and every init container that asked maps to it instead.
+    Mappings list the long-lived containers first, then the init ones, each in pod order.
+    """
+    containers = pod.containers
+    long_lived: list[tuple[str, int] | None] = [None] * len(containers)
+    long_mapped: list[tuple[str, str]] = []
+    for i, container in enumerate(containers):
+        if not container.init or container.sidecar:
+            long_lived[i], mapped = _container_share(i, container, resource, ())
+            long_mapped += mapped
+    largest: tuple[str, int] | None = None
+    asked: set[str] = set()
+    init_mapped: list[tuple[str, str]] = []
+    for i, container in enumerate(containers):
+        if container.init and not container.sidecar:
+            later = [r for r in long_lived[i:] if r is not None]
+            own, mapped = _container_share(i, container, resource, later)
+            if own is not None:
+                asked.add(own[0])
+                if largest is None or largest[1] < own[1]:
+                    largest = own
+            init_mapped += mapped
+    made = [r for r in long_lived if r is not None]
+    if largest is not None:
+        made.append(largest)
+        init_mapped = [(c, largest[0] if r in asked else r) for c, r in init_mapped]
+    return made, long_mapped + init_mapped
+
+
+def _container_share(
+    i: int, container: ContainerResources, resource: str, reusable: Iterable[tuple[str, int]]
+) -> tuple[tuple[str, int] | None, list[tuple[str, str]]]:
+    """The container's own request for ``resource`` (None when it needs none) and its mappings.
+
+    It maps to the ``reusable`` requests in order until they hold what it needs; the rest
+    is its own request, ``container-<i>-request-<j>``.
+    """
+    need = container.extended.get(resource, 0)
+    if need <= 0:
+        return None, []
+    mapped: list[tuple[str, str]] = []
+    held = 0
+    for name, count in reusable:
+        held += count
+        mapped.append((container.name, name))
+        if held >= need:
+            return None, mapped
+    name = f"container-{i}-request-{container.request_names.index(resource)}"
+    mapped.append((container.name, name))
+    return (name, need - held), mapped
 
 
 def in_memory_claim(pod: PodInfo, via_dra: Iterable[str], classes: Mapping[str, str]) -> ExtendedClaim:
@@ -124,18 +172,29 @@ def extended_status(claim_name: str, mappings: Iterable[Mapping[str, str]]) -> d
 
 
 def mappings_of(pod: PodInfo, claim: ResourceClaim) -> list[dict[str, str]]:
-    """The request mappings of an existing claim, read back from its request names.
+    """The request mappings of an existing claim, made again for the resources it names.
 
-    Raises ValueError when a request does not name one of the pod's container requests.
+    Each request name names a container's resource; the pod makes exactly the claim's
+    requests for those resources, or the claim was not made for it. Raises ValueError then.
     """
-    out = []
+    resources = set()
     for request in claim.requests:
         i, j = _indices(request.name)
         if i is None or j is None or i >= len(pod.containers) or j >= len(pod.containers[i].request_names):
             raise ValueError(f"claim {claim.key}: request {request.name} names no request of pod {pod.ref}")
-        container = pod.containers[i]
-        resource = container.request_names[j]
-        out.append({"containerName": container.name, "resourceName": resource, "requestName": request.name})
+        resources.add(pod.containers[i].request_names[j])
+    out: list[dict[str, str]] = []
+    made: list[str] = []
+    for resource in sorted(resources):
+        requests, mapped = _shares(pod, resource)
+        made += (name for name, _ in requests)
+        out += ({"containerName": c, "resourceName": resource, "requestName": r} for c, r in mapped)
+    names = sorted(r.name for r in claim.requests)
+    if sorted(made) != names:
+        raise ValueError(
+            f"claim {claim.key}: requests {', '.join(names)} are not those pod {pod.ref} makes "
+            "for its extended resources"
+        )
     return out
 
 

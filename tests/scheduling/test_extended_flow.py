@@ -77,7 +77,7 @@ def dra_node(name: str, devices: int) -> list[dict[str, Any]]:
 
 def test_pod_gets_a_created_claim_with_allocation_reservation_and_status_mapping():
     objs = [mapped_class(), *dra_node("n", 4)]
-    objs.append(extended_pod("p", {"cpu": "1", RESOURCE: "2"}, init={RESOURCE: "1"}))
+    objs.append(extended_pod("p", {"cpu": "1", RESOURCE: "2"}, init={RESOURCE: "3"}))
     svc = Service(objs)
     p = svc.pod("p")
     node_name, error = svc.run(lambda c: schedule(c, p, ["n"]))
@@ -93,6 +93,7 @@ def test_pod_gets_a_created_claim_with_allocation_reservation_and_status_mapping
     ]
     assert "resource.kubernetes.io/delete-protection" in meta["finalizers"]
     # i: init containers first; j: index among the container's sorted request names (cpu first).
+    # The init container needs 3: main's 2 (main has not started yet) and 1 of its own.
     assert written["spec"]["devices"]["requests"] == [
         {"name": "container-0-request-0",
          "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}},
@@ -112,8 +113,9 @@ def test_pod_gets_a_created_claim_with_allocation_reservation_and_status_mapping
     assert bound["status"]["extendedResourceClaimStatus"] == {
         "resourceClaimName": name,
         "requestMappings": [
-            {"containerName": "setup", "resourceName": RESOURCE, "requestName": "container-0-request-0"},
             {"containerName": "main", "resourceName": RESOURCE, "requestName": "container-1-request-1"},
+            {"containerName": "setup", "resourceName": RESOURCE, "requestName": "container-1-request-1"},
+            {"containerName": "setup", "resourceName": RESOURCE, "requestName": "container-0-request-0"},
         ],
     }
 

@@ -149,17 +149,17 @@ def test_request_names_follow_container_index_and_sorted_resource_index():
     )
     classes_of = {"example.com/gpu": "gpu-class", "vendor.io/nic": "nic-class"}
     requests, mappings = requests_and_mappings(pod, ("vendor.io/nic", "example.com/gpu"), classes_of)
+    # The init container i0 (index 0) runs before c0 starts: c0's request serves it too.
     assert [(r["name"], r["exactly"]["deviceClassName"], r["exactly"]["count"]) for r in requests] == [
-        ("container-0-request-0", "gpu-class", 1),  # init container i0
         ("container-1-request-1", "gpu-class", 2),  # c0: cpu, example.com/gpu, vendor.io/nic
         ("container-1-request-2", "nic-class", 1),
         ("container-3-request-0", "nic-class", 3),  # c2
     ]
     assert all(r["exactly"]["allocationMode"] == "ExactCount" for r in requests)
-    # Resource by resource (sorted), containers in order.
+    # Resource by resource (sorted); regular containers in order, then the init ones.
     assert [(m["containerName"], m["resourceName"], m["requestName"]) for m in mappings] == [
-        ("i0", "example.com/gpu", "container-0-request-0"),
         ("c0", "example.com/gpu", "container-1-request-1"),
+        ("i0", "example.com/gpu", "container-1-request-1"),
         ("c0", "vendor.io/nic", "container-1-request-2"),
         ("c2", "vendor.io/nic", "container-3-request-0"),
     ]
@@ -181,7 +181,7 @@ def test_only_the_resources_the_node_leaves_to_dra_get_requests():
 
 
 def test_in_memory_claim_has_upstreams_shape_and_mappings_read_back():
-    pod = pod_with({"cpu": "1", "example.com/gpu": "2"}, init=({"example.com/gpu": "1"},))
+    pod = pod_with({"cpu": "1", "example.com/gpu": "2"}, init=({"example.com/gpu": "3"},))
     extended = in_memory_claim(pod, ("example.com/gpu",), {"example.com/gpu": "gpu"})
     claim = extended.claim
     assert (claim.namespace, claim.name) == ("ns", "<extended-resources>")
