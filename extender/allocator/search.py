@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 
 from extender.allocator.capacity import capacity_fits, consumed_capacity
 from extender.allocator.constraints import ConstraintState, new_state
-from extender.allocator.counters import CounterLedger, CounterValues
+from extender.allocator.counters import CounterLedger, CounterValues, PoolKey
 from extender.allocator.errors import AllocationError, AllocationTimeout
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
@@ -50,7 +50,7 @@ class Search:
         pools: Sequence[Pool],
         claims: Sequence[ResourceClaim],
         selectors: SelectorCache,
-        counter_cache: dict[str, CounterValues],
+        counter_cache: dict[PoolKey, CounterValues],
         deadline: float | None,
         pause: Callable[[], None] | None = None,
     ) -> None:
