@@ -107,6 +107,7 @@ class Search:
             candidate.device,
             self.state.aggregated_capacity.get(dev_id),
             self.allocating_capacity.get(dev_id),
+            fractional=self.features.fractional_capacity_range,
         )
 
     def fill_all(self, data: RequestData) -> None:
@@ -285,7 +286,9 @@ class Search:
             if not self.fits(data, candidate):
                 return None
             if multi:
-                consumed = consumed_capacity(data.exact.capacity_requests, device)
+                consumed = consumed_capacity(
+                    data.exact.capacity_requests, device, fractional=features.fractional_capacity_range
+                )
                 share_id = str(uuid.uuid4())
                 _add_capacity(self.allocating_capacity.setdefault(dev_id, {}), consumed, +1)
         results = self.results[c]
