@@ -29,6 +29,9 @@ from extender.model.quantity import Quantity
 # firstAvailable parent try its next subrequest and is turned into FAIL at claim boundaries.
 FAIL, DONE, MAX_SIZE = 0, 1, 2
 
+# The Node Declared Features name a kubelet publishes when it can skip node operations.
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
+
 # How often a long search offers its ``pause`` hook the chance to let other work run.
 PAUSE_EVERY_S = 0.002
 
@@ -253,6 +256,8 @@ class Search:
             return None
         if not data.admin and (dev_id in self.state.allocated_devices or holders):
             return None
+        if candidate.slice.skip_node_operations and not _node_operations_optional(features, self.node):
+            return None
         if not features.partitionable_devices and device.consumes_counters:
             return None
         counted = False
@@ -314,6 +319,14 @@ class Search:
             variants[self.selected_sub[c].get(r, 0)] if variants[0].has_parent else variants[0]
             for r, variants in enumerate(self.requests[c])
         ]
+
+
+def _node_operations_optional(features: Features, node: Node | None) -> bool:
+    """Whether a device whose slice skips node operations may go to ``node``: the gate is on
+    and the node's kubelet declares that it can skip them (upstream allocateDevice)."""
+    return features.optional_node_operations and node is not None and (
+        OPTIONAL_NODE_OPERATIONS in node.declared_features
+    )
 
 
 def _add_capacity(target: dict[str, Quantity], amounts: Mapping[str, Quantity], sign: int) -> None:

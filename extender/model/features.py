@@ -99,7 +99,7 @@ GATES: tuple[Gate, ...] = (
     # kube-scheduler's default minimum compatibility is the previous release, so: off.
     Gate("DRAFractionalCapacityRange", "fractional_capacity_range", ("-", "-", "-", "beta")),
     Gate("DRAWorkloadResourceClaims", None, ("-", "-", "alpha", "beta"), _NI),
-    Gate("DRAOptionalNodeOperations", None, ("-", "-", "-", "alpha"), _NI),
+    Gate("DRAOptionalNodeOperations", "optional_node_operations", ("-", "-", "-", "alpha")),
     Gate("DRADeviceCompatibilityGroups", None, ("-", "-", "-", "alpha"), _NI),
     Gate("DRANodeAllocatableResources", None, ("-", "-", "alpha", "alpha"), _NI),
     Gate("DRADerivedAttributes", None, ("-", "-", "-", "alpha"), _NI),
@@ -199,6 +199,7 @@ class Features:
     list_type_attributes: bool
     scheduler_filter_timeout: bool  # read by the scheduling context (per-node allocation limit)
     fractional_capacity_range: bool
+    optional_node_operations: bool
 
     @classmethod
     def defaults(cls, release: str = DEFAULT_RELEASE) -> Features:

@@ -126,6 +126,8 @@ class ResourceSlice:
     devices: tuple[Device, ...]
     shared_counters: tuple[CounterSet, ...]
     has_binding_conditions: bool
+    # node-local operations the kubelet skips for this slice's devices (DRAOptionalNodeOperations)
+    skip_node_operations: tuple[str, ...]
     raw: Mapping[str, Any]
 
 
@@ -310,5 +312,6 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
         devices=devices,
         shared_counters=_counter_sets(f, spec.get("sharedCounters"), "spec.sharedCounters", "name"),
         has_binding_conditions=any(d.binding_conditions for d in devices),
+        skip_node_operations=f.strings(spec.get("skipNodeOperations"), "spec.skipNodeOperations"),
         raw=obj,
     )
