@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 
 from extender.allocator.capacity import capacity_fits, consumed_capacity
+from extender.allocator.compatibility import GroupLedger
 from extender.allocator.constraints import ConstraintState, new_state
 from extender.allocator.counters import CounterLedger, CounterValues, PoolKey
 from extender.allocator.errors import AllocationError, AllocationTimeout
@@ -71,6 +72,7 @@ class Search:
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
         self.counters = CounterLedger(counter_cache, state)
+        self.groups = GroupLedger(state)
         self.results: list[list[Pick]] = [[] for _ in claims]
         self.selected_sub: list[dict[int, int]] = [{} for _ in claims]
         self.requests: list[ClaimRequests] = []
@@ -261,13 +263,26 @@ class Search:
         if not features.partitionable_devices and device.consumes_counters:
             return None
         counted = False
+        # Undoes the compatibility groups this pick folded in; upstream rolls them back on
+        # every later rejection as well as on backtracking.
+        ungroup: Undo | None = None
         if device.consumes_counters and not (
             multi and (dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity)
         ):
+            if features.device_compatibility_groups:
+                ungroup = self.groups.try_consume(candidate.pool, device)
+                if ungroup is None:
+                    return None
+            elif self.groups.unenforceable(candidate.pool, device):
+                return None
             if not self.counters.try_consume(candidate.pool, device):
+                if ungroup is not None:
+                    ungroup()
                 return None
             counted = True
         if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
+            if ungroup is not None:
+                ungroup()
             return None
         states = self.constraints[c]
         accepted: list[ConstraintState] = []
@@ -276,6 +291,8 @@ class Search:
             if not constraint.add(data.parent, device):
                 for done in accepted:
                     done.remove(data.parent, device)
+                if ungroup is not None:
+                    ungroup()
                 if must:
                     raise AllocationError(
                         f"claim {data.claim_key}, request {data.exact.name}: cannot add device "
@@ -289,6 +306,8 @@ class Search:
         consumed: dict[str, Quantity] | None = None
         if features.consumable_capacity:
             if not self.fits(data, candidate):
+                if ungroup is not None:
+                    ungroup()
                 return None
             if multi:
                 consumed = consumed_capacity(
@@ -302,6 +321,8 @@ class Search:
         def undo() -> None:
             for constraint in accepted:
                 constraint.remove(data.parent, device)
+            if ungroup is not None:
+                ungroup()
             if multi:
                 if consumed:
                     _add_capacity(self.allocating_capacity[dev_id], consumed, -1)

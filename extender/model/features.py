@@ -100,7 +100,7 @@ GATES: tuple[Gate, ...] = (
     Gate("DRAFractionalCapacityRange", "fractional_capacity_range", ("-", "-", "-", "beta")),
     Gate("DRAWorkloadResourceClaims", None, ("-", "-", "alpha", "beta"), _NI),
     Gate("DRAOptionalNodeOperations", "optional_node_operations", ("-", "-", "-", "alpha")),
-    Gate("DRADeviceCompatibilityGroups", None, ("-", "-", "-", "alpha"), _NI),
+    Gate("DRADeviceCompatibilityGroups", "device_compatibility_groups", ("-", "-", "-", "alpha")),
     Gate("DRANodeAllocatableResources", None, ("-", "-", "alpha", "alpha"), _NI),
     Gate("DRADerivedAttributes", None, ("-", "-", "-", "alpha"), _NI),
     # Locked on from 1.35: the extender is DRA.
@@ -200,6 +200,7 @@ class Features:
     scheduler_filter_timeout: bool  # read by the scheduling context (per-node allocation limit)
     fractional_capacity_range: bool
     optional_node_operations: bool
+    device_compatibility_groups: bool
 
     @classmethod
     def defaults(cls, release: str = DEFAULT_RELEASE) -> Features:
