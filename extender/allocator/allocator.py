@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from extender.allocator.counters import CounterValues
+from extender.allocator.counters import CounterValues, PoolKey
 from extender.allocator.diagnose import explain_failure
 from extender.allocator.errors import NodeAllocationFailure
 from extender.allocator.pools import Pool, gather_pools
@@ -52,7 +52,7 @@ class Allocator:
         self.last_failure = ""
         self._pools: dict[str | None, list[Pool]] = {}
         self._selectors = SelectorCache(cel)
-        self._counters: dict[str, CounterValues] = {}
+        self._counters: dict[PoolKey, CounterValues] = {}
 
     def pools_for(self, node: Node | None) -> list[Pool]:
         key = node.name if node is not None else None

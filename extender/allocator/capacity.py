@@ -7,15 +7,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from extender.allocator.errors import AllocationError
 from extender.model import Capacity, Device, RequestPolicy
 from extender.model.quantity import Quantity
 
 CapacityMap = Mapping[str, Quantity]
 _EMPTY: CapacityMap = {}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def consumed_for(requested: Quantity | None, cap: Capacity) -> Quantity:
-    """The amount a request takes from one capacity, rounded up as its policy demands."""
+def _milli(value: Quantity) -> int | None:
+    """The value in milli units when that is exact and fits int64 (upstream safeMilliValue)."""
+    milli = value.value * 1000
+    if milli.denominator != 1 or not _INT64_MIN <= milli.numerator <= _INT64_MAX:
+        return None
+    return milli.numerator
+
+
+def _range_in_milli(policy: RequestPolicy, fractional: bool) -> tuple[int, int] | None:
+    """(min, step) in milli units when DRAFractionalCapacityRange applies to the range: the
+    gate is on, min, max and step are all exact in milli units and step is at least 1m
+    (upstream useMilli, which no longer asks for a fractional bound); else None, and
+    Value() arithmetic in whole units applies."""
+    if not fractional or policy.min is None or policy.step is None:
+        return None
+    bounds = [_milli(q) for q in (policy.min, policy.max, policy.step) if q is not None]
+    low, step = _milli(policy.min), _milli(policy.step)
+    if None in bounds or low is None or step is None or step < 1:
+        return None
+    return low, step
+
+
+def consumed_for(requested: Quantity | None, cap: Capacity, *, fractional: bool = False) -> Quantity:
+    """The amount a request takes from one capacity, rounded up as its policy demands.
+
+    Raises AllocationError for a request that milli-unit arithmetic cannot represent: upstream
+    aborts the allocation rather than trying device after device.
+    """
     policy = cap.policy
     if requested is None:
         if policy is not None and policy.default is not None:
@@ -28,6 +56,19 @@ def consumed_for(requested: Quantity | None, cap: Capacity) -> Quantity:
             return policy.min
         if policy.step is None:
             return requested
+        milli = _range_in_milli(policy, fractional)
+        if milli is not None:
+            wanted = _milli(requested)
+            if wanted is None:
+                raise AllocationError(
+                    f"capacity request {requested} cannot be represented in the device's range "
+                    "arithmetic: it is not a whole number of milli units"
+                )
+            low, step = milli
+            total = low + step * -(-(wanted - low) // step)
+            if total % 1000 == 0:
+                return Quantity(total // 1000, 0, False, policy.step.format)
+            return Quantity(total, -3, False, policy.step.format)
         low, step = policy.min.ceil_int(), policy.step.ceil_int()
         if step <= 0:
             return requested
@@ -39,7 +80,7 @@ def consumed_for(requested: Quantity | None, cap: Capacity) -> Quantity:
     return requested
 
 
-def violates(value: Quantity, policy: RequestPolicy | None) -> bool:
+def violates(value: Quantity, policy: RequestPolicy | None, *, fractional: bool = False) -> bool:
     if policy is None:
         return False
     if policy.default is not None and value == policy.default:
@@ -48,6 +89,10 @@ def violates(value: Quantity, policy: RequestPolicy | None) -> bool:
         if policy.max is not None and value > policy.max:
             return True
         if policy.step is not None and policy.min is not None:
+            milli = _range_in_milli(policy, fractional)
+            if milli is not None:
+                wanted = _milli(value)
+                return wanted is None or (wanted - milli[0]) % milli[1] != 0
             step = policy.step.ceil_int()
             return step > 0 and (value.ceil_int() - policy.min.ceil_int()) % step != 0
         return False
@@ -61,6 +106,8 @@ def capacity_fits(
     device: Device,
     committed: CapacityMap | None,
     allocating: CapacityMap | None,
+    *,
+    fractional: bool = False,
 ) -> bool:
     """Whether the request's demand fits next to what is committed and picked in this call.
 
@@ -74,8 +121,8 @@ def capacity_fits(
     committed = committed or _EMPTY
     allocating = allocating or _EMPTY
     for name, cap in device.capacities.items():
-        consumed = consumed_for(requests.get(name), cap)
-        if violates(consumed, cap.policy):
+        consumed = consumed_for(requests.get(name), cap, fractional=fractional)
+        if violates(consumed, cap.policy, fractional=fractional):
             return False
         total = consumed
         if name in committed:
@@ -87,6 +134,11 @@ def capacity_fits(
     return True
 
 
-def consumed_capacity(requests: CapacityMap | None, device: Device) -> dict[str, Quantity]:
+def consumed_capacity(
+    requests: CapacityMap | None, device: Device, *, fractional: bool = False
+) -> dict[str, Quantity]:
     requests = requests or _EMPTY
-    return {name: consumed_for(requests.get(name), cap) for name, cap in device.capacities.items()}
+    return {
+        name: consumed_for(requests.get(name), cap, fractional=fractional)
+        for name, cap in device.capacities.items()
+    }

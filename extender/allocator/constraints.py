@@ -56,34 +56,34 @@ class MatchAttribute:
 
 
 class MatchAttributeSets:
-    """DRAListTypeAttributes: values are sets; the running intersection only ever narrows
-    while devices are held (an undo does not widen it until the count drops to zero)."""
+    """DRAListTypeAttributes: values are sets, and each accepted device leaves the running
+    intersection on a stack that its undo pops, so backtracking widens it again (upstream
+    matchAttributeConstraint.intersectionStack, kubernetes/kubernetes 4426859839df)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
         self._kind: str | None = None
-        self._common: frozenset[Any] = frozenset()
-        self._count = 0
+        self._stack: list[frozenset[Any]] = []
 
     def add(self, request: str, device: Device) -> bool:
         value = device.attribute(self._name)
         if value is None or value.kind is None:
             return False
         values = frozenset(value.values)
-        if self._count == 0:
-            self._kind, self._common = value.kind, values
-        else:
-            if value.kind != self._kind:
-                return False
-            common = self._common & values
-            if not common:
-                return False
-            self._common = common
-        self._count += 1
+        if not self._stack:
+            self._kind = value.kind
+            self._stack.append(values)
+            return True
+        if value.kind != self._kind:
+            return False
+        common = self._stack[-1] & values
+        if not common:
+            return False
+        self._stack.append(common)
         return True
 
     def remove(self, request: str, device: Device) -> None:
-        self._count -= 1
+        self._stack.pop()
 
 
 class DistinctAttribute:

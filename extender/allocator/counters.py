@@ -12,6 +12,7 @@ from extender.model import Device, DeviceID
 from extender.model.quantity import Quantity
 
 CounterValues = dict[str, dict[str, Quantity]]  # counter set -> counter -> amount
+PoolKey = tuple[str, str]  # (driver, pool name): two drivers may use the same pool name
 
 _ZERO = Quantity.from_int(0)
 
@@ -45,29 +46,31 @@ def available_counters(pool: Pool, state: AllocatedState, shared: set[DeviceID])
 class CounterLedger:
     """Counters consumed within one Allocate call, checked against the pool's availability.
 
-    ``available`` is the allocator object's cache, keyed by pool name only like upstream's
-    (two drivers with the same pool name share an entry; the first computed wins). It is
-    valid as long as the allocated state and slices given to the allocator, i.e. its lifetime.
+    ``available`` is the allocator object's cache, keyed like upstream's by driver and pool
+    name (kubernetes/kubernetes 4426859839df, allocator_experimental.go: availableCounters
+    and consumedCounters by PoolID). It is valid as long as the allocated state and slices
+    given to the allocator, i.e. its lifetime.
     """
 
-    def __init__(self, available: dict[str, CounterValues], state: AllocatedState) -> None:
+    def __init__(self, available: dict[PoolKey, CounterValues], state: AllocatedState) -> None:
         self._available = available
         self._state = state
         self._shared: set[DeviceID] | None = None
-        self._consumed: dict[str, CounterValues] = {}
+        self._consumed: dict[PoolKey, CounterValues] = {}
 
     def _available_for(self, pool: Pool) -> CounterValues:
-        values = self._available.get(pool.name)
+        key = (pool.driver, pool.name)
+        values = self._available.get(key)
         if values is None:
             if self._shared is None:
                 self._shared = self._state.shared_device_ids()
             values = available_counters(pool, self._state, self._shared)
-            self._available[pool.name] = values
+            self._available[key] = values
         return values
 
     def try_consume(self, pool: Pool, device: Device) -> bool:
         available = self._available_for(pool)
-        consumed = self._consumed.setdefault(pool.name, {})
+        consumed = self._consumed.setdefault((pool.driver, pool.name), {})
         _add(consumed, device, +1)
         for set_name, counters in available.items():
             used = consumed.get(set_name, {})
@@ -78,4 +81,4 @@ class CounterLedger:
         return True
 
     def release(self, pool: Pool, device: Device) -> None:
-        _add(self._consumed[pool.name], device, -1)
+        _add(self._consumed[(pool.driver, pool.name)], device, -1)

@@ -48,6 +48,8 @@ def device_result(pick: Pick, binding: bool) -> DeviceResult:
         binding_failure_conditions=device.binding_failure_conditions if binding else (),
         share_id=pick.share_id,
         consumed_capacity=pick.consumed or None,
+        # try_pick only lets such a device through with DRAOptionalNodeOperations on
+        skip_node_operations=pick.candidate.slice.skip_node_operations,
     )
 
 

@@ -12,8 +12,9 @@ import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 
 from extender.allocator.capacity import capacity_fits, consumed_capacity
+from extender.allocator.compatibility import GroupLedger
 from extender.allocator.constraints import ConstraintState, new_state
-from extender.allocator.counters import CounterLedger, CounterValues
+from extender.allocator.counters import CounterLedger, CounterValues, PoolKey
 from extender.allocator.errors import AllocationError, AllocationTimeout
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
@@ -28,6 +29,9 @@ from extender.model.quantity import Quantity
 # visit() outcomes. MAX_SIZE is upstream's "would exceed 32 results" signal: it makes a
 # firstAvailable parent try its next subrequest and is turned into FAIL at claim boundaries.
 FAIL, DONE, MAX_SIZE = 0, 1, 2
+
+# The Node Declared Features name a kubelet publishes when it can skip node operations.
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
 
 # How often a long search offers its ``pause`` hook the chance to let other work run.
 PAUSE_EVERY_S = 0.002
@@ -50,7 +54,7 @@ class Search:
         pools: Sequence[Pool],
         claims: Sequence[ResourceClaim],
         selectors: SelectorCache,
-        counter_cache: dict[str, CounterValues],
+        counter_cache: dict[PoolKey, CounterValues],
         deadline: float | None,
         pause: Callable[[], None] | None = None,
     ) -> None:
@@ -68,6 +72,7 @@ class Search:
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
         self.counters = CounterLedger(counter_cache, state)
+        self.groups = GroupLedger(state)
         self.results: list[list[Pick]] = [[] for _ in claims]
         self.selected_sub: list[dict[int, int]] = [{} for _ in claims]
         self.requests: list[ClaimRequests] = []
@@ -107,6 +112,7 @@ class Search:
             candidate.device,
             self.state.aggregated_capacity.get(dev_id),
             self.allocating_capacity.get(dev_id),
+            fractional=self.features.fractional_capacity_range,
         )
 
     def fill_all(self, data: RequestData) -> None:
@@ -252,16 +258,31 @@ class Search:
             return None
         if not data.admin and (dev_id in self.state.allocated_devices or holders):
             return None
+        if candidate.slice.skip_node_operations and not _node_operations_optional(features, self.node):
+            return None
         if not features.partitionable_devices and device.consumes_counters:
             return None
         counted = False
+        # Undoes the compatibility groups this pick folded in; upstream rolls them back on
+        # every later rejection as well as on backtracking.
+        ungroup: Undo | None = None
         if device.consumes_counters and not (
             multi and (dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity)
         ):
+            if features.device_compatibility_groups:
+                ungroup = self.groups.try_consume(candidate.pool, device)
+                if ungroup is None:
+                    return None
+            elif self.groups.unenforceable(candidate.pool, device):
+                return None
             if not self.counters.try_consume(candidate.pool, device):
+                if ungroup is not None:
+                    ungroup()
                 return None
             counted = True
         if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
+            if ungroup is not None:
+                ungroup()
             return None
         states = self.constraints[c]
         accepted: list[ConstraintState] = []
@@ -270,6 +291,8 @@ class Search:
             if not constraint.add(data.parent, device):
                 for done in accepted:
                     done.remove(data.parent, device)
+                if ungroup is not None:
+                    ungroup()
                 if must:
                     raise AllocationError(
                         f"claim {data.claim_key}, request {data.exact.name}: cannot add device "
@@ -283,9 +306,13 @@ class Search:
         consumed: dict[str, Quantity] | None = None
         if features.consumable_capacity:
             if not self.fits(data, candidate):
+                if ungroup is not None:
+                    ungroup()
                 return None
             if multi:
-                consumed = consumed_capacity(data.exact.capacity_requests, device)
+                consumed = consumed_capacity(
+                    data.exact.capacity_requests, device, fractional=features.fractional_capacity_range
+                )
                 share_id = str(uuid.uuid4())
                 _add_capacity(self.allocating_capacity.setdefault(dev_id, {}), consumed, +1)
         results = self.results[c]
@@ -294,6 +321,8 @@ class Search:
         def undo() -> None:
             for constraint in accepted:
                 constraint.remove(data.parent, device)
+            if ungroup is not None:
+                ungroup()
             if multi:
                 if consumed:
                     _add_capacity(self.allocating_capacity[dev_id], consumed, -1)
@@ -311,6 +340,14 @@ class Search:
             variants[self.selected_sub[c].get(r, 0)] if variants[0].has_parent else variants[0]
             for r, variants in enumerate(self.requests[c])
         ]
+
+
+def _node_operations_optional(features: Features, node: Node | None) -> bool:
+    """Whether a device whose slice skips node operations may go to ``node``: the gate is on
+    and the node's kubelet declares that it can skip them (upstream allocateDevice)."""
+    return features.optional_node_operations and node is not None and (
+        OPTIONAL_NODE_OPERATIONS in node.declared_features
+    )
 
 
 def _add_capacity(target: dict[str, Quantity], amounts: Mapping[str, Quantity], sign: int) -> None:

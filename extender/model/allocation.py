@@ -25,6 +25,7 @@ class DeviceResult:
     binding_failure_conditions: tuple[str, ...]
     share_id: str | None
     consumed_capacity: Mapping[str, Quantity] | None
+    skip_node_operations: tuple[str, ...] = ()
 
     @property
     def id(self) -> DeviceID:
@@ -49,6 +50,8 @@ class DeviceResult:
             out["shareID"] = self.share_id
         if self.consumed_capacity:
             out["consumedCapacity"] = {k: str(v) for k, v in self.consumed_capacity.items()}
+        if self.skip_node_operations:
+            out["skipNodeOperations"] = list(self.skip_node_operations)
         return out
 
 
@@ -144,6 +147,7 @@ def _device_result(f: Fields, raw: Any, path: str) -> DeviceResult:
             k: f.quantity(v, f"{path}.consumedCapacity[{k}]")
             for k, v in f.mapping(consumed, f"{path}.consumedCapacity").items()
         },
+        skip_node_operations=f.strings(raw.get("skipNodeOperations"), f"{path}.skipNodeOperations"),
     )
 
 

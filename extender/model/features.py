@@ -97,10 +97,10 @@ GATES: tuple[Gate, ...] = (
     Gate("DRASchedulerFilterTimeout", "scheduler_filter_timeout", ("beta+", "beta+", "beta+", "beta+")),
     # 1.37 lists it twice: beta off, and beta on only with --min-compatibility-version=1.37;
     # kube-scheduler's default minimum compatibility is the previous release, so: off.
-    Gate("DRAFractionalCapacityRange", None, ("-", "-", "-", "beta"), _NI),
+    Gate("DRAFractionalCapacityRange", "fractional_capacity_range", ("-", "-", "-", "beta")),
     Gate("DRAWorkloadResourceClaims", None, ("-", "-", "alpha", "beta"), _NI),
-    Gate("DRAOptionalNodeOperations", None, ("-", "-", "-", "alpha"), _NI),
-    Gate("DRADeviceCompatibilityGroups", None, ("-", "-", "-", "alpha"), _NI),
+    Gate("DRAOptionalNodeOperations", "optional_node_operations", ("-", "-", "-", "alpha")),
+    Gate("DRADeviceCompatibilityGroups", "device_compatibility_groups", ("-", "-", "-", "alpha")),
     Gate("DRANodeAllocatableResources", None, ("-", "-", "alpha", "alpha"), _NI),
     Gate("DRADerivedAttributes", None, ("-", "-", "-", "alpha"), _NI),
     # Locked on from 1.35: the extender is DRA.
@@ -198,6 +198,9 @@ class Features:
     extended_resource: bool
     list_type_attributes: bool
     scheduler_filter_timeout: bool  # read by the scheduling context (per-node allocation limit)
+    fractional_capacity_range: bool
+    optional_node_operations: bool
+    device_compatibility_groups: bool
 
     @classmethod
     def defaults(cls, release: str = DEFAULT_RELEASE) -> Features:

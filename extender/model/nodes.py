@@ -21,6 +21,8 @@ class Node:
     # there (DRAExtendedResource, KEP-5004). Other resources are
     # kube-scheduler's business and are not kept.
     extended_allocatable: Mapping[str, int] = field(default_factory=dict)
+    # status.declaredFeatures: what this node's kubelet says it supports (Node Declared Features)
+    declared_features: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,4 +184,5 @@ def parse_node(obj: dict[str, Any]) -> Node:
         for key, value in allocatable.items()
         if is_dra_extended_name(key)
     }
-    return Node(name=name, labels=dict(labels), extended_allocatable=extended)
+    declared = frozenset(f.strings(status.get("declaredFeatures"), "status.declaredFeatures"))
+    return Node(name=name, labels=dict(labels), extended_allocatable=extended, declared_features=declared)

@@ -56,6 +56,9 @@ class Capacity:
 class CounterSet:
     name: str
     counters: Mapping[str, Quantity]
+    # A device's consumesCounters entry only: the groups it may be co-allocated with on that
+    # counter set (DRADeviceCompatibilityGroups); empty means "no groups".
+    compatibility_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,8 @@ class ResourceSlice:
     devices: tuple[Device, ...]
     shared_counters: tuple[CounterSet, ...]
     has_binding_conditions: bool
+    # node-local operations the kubelet skips for this slice's devices (DRAOptionalNodeOperations)
+    skip_node_operations: tuple[str, ...]
     raw: Mapping[str, Any]
 
 
@@ -183,10 +188,12 @@ def _counters(f: Fields, raw: Any, path: str) -> dict[str, Quantity]:
 def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[CounterSet, ...]:
     out = []
     for where, item in f.mappings(raw, path):
+        groups = item.get("compatibilityGroups") if name_key == "counterSet" else None
         out.append(
             CounterSet(
                 name=f.string(item.get(name_key), f"{where}.{name_key}", required=True),
                 counters=_counters(f, item.get("counters"), f"{where}.counters"),
+                compatibility_groups=f.strings(groups, f"{where}.compatibilityGroups"),
             )
         )
     return tuple(out)
@@ -310,5 +317,6 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
         devices=devices,
         shared_counters=_counter_sets(f, spec.get("sharedCounters"), "spec.sharedCounters", "name"),
         has_binding_conditions=any(d.binding_conditions for d in devices),
+        skip_node_operations=f.strings(spec.get("skipNodeOperations"), "spec.skipNodeOperations"),
         raw=obj,
     )

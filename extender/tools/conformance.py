@@ -112,6 +112,7 @@ def _device_result(r: Mapping[str, Any]) -> dict[str, Any]:
         "bindingFailureConditions": list(r.get("bindingFailureConditions") or []),
         "shareID": bool(r.get("shareID")),
         "consumedCapacity": {k: _quantity(v) for k, v in (r.get("consumedCapacity") or {}).items()},
+        "skipNodeOperations": sorted(r.get("skipNodeOperations") or []),
     }
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, AllocationError
 from extender.allocator.capacity import capacity_fits, consumed_for, violates
 from extender.allocator.taints import tolerates
 from extender.model import Device, Taint, Toleration, apply_taint_rules, parse_device_taint_rule
@@ -131,3 +131,35 @@ def test_taints_from_device_taint_rules_block_allocation() -> None:
     )
     slices = [apply_taint_rules(resource_slice(devices=[{"name": "d0"}, {"name": "d1"}]), [maintenance])]
     assert picked(allocator(slices).allocate(node(), [claim(request())])) == [[("req-0", "d1")]]
+
+
+# DRAFractionalCapacityRange: upstream consumable_capacity_test.go (testViolateCapacityRequestPolicy,
+# testCalculateConsumedCapacity, testUseMilli), kubernetes/kubernetes 4426859839df.
+FRACTIONAL = {"default": "200m", "validRange": {"min": "200m", "step": "100m", "max": "1"}}
+
+
+@pytest.mark.parametrize(("requested", "violated"), [("300m", False), ("250m", True), ("2", True)])
+def test_fractional_range_checks_steps_in_milli_units(requested: str, violated: bool) -> None:
+    cap = device_with(FRACTIONAL).capacities["m"]
+    assert violates(q(requested), cap.policy, fractional=True) is violated
+
+
+@pytest.mark.parametrize(("requested", "whole", "milli"), [("250m", "1", "300m"), ("100m", "200m", "200m")])
+def test_fractional_range_rounds_to_the_next_milli_step_only_with_the_gate(
+    requested: str, whole: str, milli: str
+) -> None:
+    cap = device_with(FRACTIONAL).capacities["m"]
+    # Gate off: Value() arithmetic rounds min, step and request up to whole units.
+    assert consumed_for(q(requested), cap) == q(whole)
+    assert consumed_for(q(requested), cap, fractional=True) == q(milli)
+
+
+def test_fractional_range_falls_back_to_whole_units_for_a_sub_milli_step() -> None:
+    cap = device_with({"default": "1", "validRange": {"min": "1", "step": "1u"}}).capacities["m"]
+    assert consumed_for(q("1500m"), cap, fractional=True) == q("2")
+
+
+def test_a_request_finer_than_milli_units_is_an_allocation_error() -> None:
+    cap = device_with(FRACTIONAL).capacities["m"]
+    with pytest.raises(AllocationError, match="cannot be represented"):
+        consumed_for(q("250500u"), cap, fractional=True)

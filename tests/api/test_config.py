@@ -135,8 +135,8 @@ def test_kubernetes_version_picks_that_releases_defaults_and_explicit_gates_win(
         (["--kubernetes-version", "one"], "expected MAJOR.MINOR"),
         (["--kubernetes-version", "1.34", "--feature-gates", "DRADeviceTaintRules=true"],
          "feature gate DRADeviceTaintRules does not exist in Kubernetes 1.34"),
-        (["--feature-gates", "DRAOptionalNodeOperations=true"],
-         "feature gate DRAOptionalNodeOperations is not implemented by the extender"),
+        (["--feature-gates", "DRADerivedAttributes=true"],
+         "feature gate DRADerivedAttributes is not implemented by the extender"),
         (["--node-filter-timeout", "-1"], "per-node filter timeout must be zero"),
     ],
 )

@@ -117,17 +117,16 @@ def test_an_unimplemented_gate_cannot_be_turned_on_but_may_be_turned_off() -> No
 
 
 def test_an_unimplemented_gate_upstream_turns_on_is_shown_as_not_implemented(monkeypatch) -> None:
-    # No release of the table has one on yet; a later column may (FractionalCapacityRange is on
-    # in 1.37 under --min-compatibility-version=1.37).
+    # No release of the table has one on yet; a later column may.
     gates = tuple(
         dataclasses.replace(g, cells=(*g.cells[:-1], "beta+"))
-        if g.name == "DRAFractionalCapacityRange" else g
+        if g.name == "DRADerivedAttributes" else g
         for g in GATES
     )
     monkeypatch.setattr(features_module, "GATES", gates)
     shown = view(Features.defaults("1.37"), "1.37")
-    assert shown["DRAFractionalCapacityRange"] == NOT_IMPLEMENTED
-    assert shown["DRAOptionalNodeOperations"] is False
+    assert shown["DRADerivedAttributes"] == NOT_IMPLEMENTED
+    assert shown["DRAFractionalCapacityRange"] is False
 
 
 def test_gate_names_turn_on_exactly_the_named_gates() -> None:
