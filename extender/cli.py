@@ -45,6 +45,7 @@ from extender.metrics import Metrics
 from extender.model.features import DEFAULT_RELEASE, RELEASES
 from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState
+from extender.tools import simulate
 
 log = logging.getLogger("extender")
 
@@ -147,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         "--log-format", default="text", choices=logs.FORMATS,
         help="text lines, or one JSON object per line (fields: docs/usage.md)",
     )
+    simulate.add_parser(sub)
     return parser
 
 
@@ -301,6 +303,8 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logs.configure(args.log_level, args.log_format)
+    if args.command == "simulate":
+        return simulate.main(args)
     try:
         config = config_from_args(args)
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:
