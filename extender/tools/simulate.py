@@ -25,7 +25,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -111,9 +111,9 @@ def _pending(pod: PodInfo) -> bool:
     return not pod.node_name and not pod.deleting and pod.phase not in ("Succeeded", "Failed")
 
 
-def _created(state: ClusterState, key: tuple[str, str]) -> tuple[str, str, str]:
-    pod = state.pods[key]
-    return (str(pod.raw["metadata"].get("creationTimestamp") or ""), *key)
+def _created(state: ClusterState, key: tuple[str, str]) -> str:
+    # Ties (timestamps have whole seconds) keep the cache's order: the order pods were loaded.
+    return str(state.pods[key].raw["metadata"].get("creationTimestamp") or "")
 
 
 def _add(cluster: LocalCluster, docs: Iterable[tuple[str, Any]]) -> list[tuple[str, str]]:
@@ -145,15 +145,12 @@ def _add(cluster: LocalCluster, docs: Iterable[tuple[str, Any]]) -> list[tuple[s
 class _Simulation:
     ctx: SchedulingContext
     cluster: LocalCluster
-    results: dict[tuple[str, str], Placement] = field(default_factory=dict)
-
     async def run(self, queue: Sequence[tuple[str, str]]) -> list[Placement]:
         # kube-scheduler's PrioritySort: higher priority first, then arrival (a stable sort).
         state = self.ctx.state
         ordered = sorted(queue, key=lambda key: -state.pods[key].priority)
-        for key in ordered:
-            self.results[key] = await self._place(state.pods[key])
-        return [self.results[key] for key in ordered]
+        # A pod placed here is never a later one's victim: those come after it in this order.
+        return [await self._place(state.pods[key]) for key in ordered]
 
     async def _place(self, pod: PodInfo) -> Placement:
         placement = Placement(pod.ref, pod.priority)
@@ -211,10 +208,6 @@ class _Simulation:
             victim = by_uid[uid]
             self.cluster.delete("Pod", victim.namespace, victim.name)
             evicted.append(victim.ref)
-            earlier = self.results.get(victim.key)
-            if earlier is not None:
-                earlier.node, earlier.devices = None, []
-                earlier.reason = f"preempted by {pod.ref} (was on {node})"
         # Lower-priority pods nominated to the node lose the nomination (upstream's prepareCandidate).
         for other in list(state.pods.values()):
             if other.nominated_node == node and not other.node_name and other.priority < pod.priority:

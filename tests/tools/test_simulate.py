@@ -218,7 +218,16 @@ def test_a_preempting_batch_evicts_whom_the_service_would_and_takes_their_gpus(t
     assert "0/3 nodes are available" in got["default/meek"].reason
 
 
-def test_a_batch_pod_preempted_later_is_reported_as_such():
+def test_include_pending_queues_the_states_unbound_pods_before_the_files_as_they_arrived():
+    got = simulate(Config(), [("o0", FOUR), ("o1", job("train"))], include_pending=True)
+    demo = ["trainer-0", "trainer-1", "pair-0", "flex-0", "viewer-a", "viewer-b", "web-0"]
+    assert [p.pod for p in got] == [f"default/{n}" for n in [*demo, "train"]]
+    # The demo's pods take GPUs on both nodes: the 4-GPU job no longer fits.
+    assert got[-1].node is None and "request gpus" in got[-1].reason
+    assert simulate(Config(), [("o0", FOUR), ("o1", job("train"))])[0].node is not None
+
+
+def test_a_pod_queued_behind_higher_priority_ones_does_not_preempt_them():
     batch = [FOUR, job("early", priority=0), job("late-a", priority=100), job("late-b", priority=100),
              job("late-c", priority=100)]
     # The three later pods outrank the early one: in queue order they come first, so the early
