@@ -48,6 +48,7 @@ from extender.model.features import DEFAULT_RELEASE, RELEASES
 from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState
 from extender.tools import explain as explain_tool
+from extender.tools import simulate
 
 log = logging.getLogger("extender")
 
@@ -194,6 +195,7 @@ def _parser() -> argparse.ArgumentParser:
         help="text lines, or one JSON object per line (fields: docs/usage.md)",
     )
     explain_tool.add_parser(sub, _Help)
+    simulate.add_parser(sub)
     return parser
 
 
@@ -360,6 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "explain":
         return explain_tool.run(args)
     logs.configure(args.log_level, args.log_format)
+    if args.command == "simulate":
+        return simulate.main(args)
     try:
         config = config_from_args(args)
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:

@@ -20,6 +20,7 @@ from extender.api import decisions, wire
 from extender.api.bodies import Bodies
 from extender.api.local_routes import add_local_routes
 from extender.api.replies import failed, json_reply, problem
+from extender.api.snapshot import snapshot
 from extender.api.wire import BadRequest
 from extender.metrics import CONTENT_TYPE
 from extender.model import parse_node
@@ -206,6 +207,10 @@ def _debug_routes(app: FastAPI, ctx: SchedulingContext) -> None:
     debug_list("/debug/claims", "ResourceClaim")
     debug_list("/debug/pods", "Pod")
     debug_list("/debug/slices", "ResourceSlice")
+
+    @app.get("/debug/snapshot")
+    async def debug_snapshot() -> Response:
+        return json_reply(snapshot(state))
 
     @app.get("/debug/explain")
     async def debug_explain(pod: str = "") -> Response:
