@@ -278,6 +278,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             # scheduler's retry adopts them (nothing left to write), and a deleted pod's
             # reservations are dropped by the resourceclaim controller.
             _outcome(ctx, "failed")
+            ctx.memory.binding_unknown(ref.uid)
             what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
             return (f"binding pod {pod_ref} to node {node}: {what_happened}; "
                     "its claims stay reserved for the retry")

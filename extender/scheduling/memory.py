@@ -33,6 +33,7 @@ MAX_PODS_REMEMBERED = 20_000
 # How long a scored pod's expected placement counts against its node (kube-scheduler usually
 # binds within milliseconds; a pod rejected after prioritize simply ages out).
 EXPECTED_TTL_S = 5.0
+MAY_BE_BOUND_TTL_S = 600.0
 DELETED_CLAIM_TTL_S = 300.0
 
 
@@ -106,6 +107,13 @@ class SchedulerMemory:
         # it. Invalidation: DELETED_CLAIM_TTL_S.
         self._deleted_claims: TTLCache[str, bool] = TTLCache(
             maxsize=10_000, ttl=DELETED_CLAIM_TTL_S, timer=clock
+        )
+        # UIDs of pods a bind bound, or may have bound (its Binding went unanswered): until the
+        # watch shows them bound, the cache still says they are not, and their claims must not
+        # look like an unbound pod's leftovers. Invalidation: MAY_BE_BOUND_TTL_S, far beyond any
+        # watch lag.
+        self._bound: TTLCache[str, bool] = TTLCache(
+            maxsize=MAX_PODS_REMEMBERED, ttl=MAY_BE_BOUND_TTL_S, timer=clock
         )
 
     # --- time ------------------------------------------------------------------------------
@@ -185,6 +193,15 @@ class SchedulerMemory:
     def bound(self, pod_uid: str) -> None:
         """The pod is bound: its filter results are of no further use."""
         self._results.pop(pod_uid, None)
+        self._bound[pod_uid] = True
+
+    def binding_unknown(self, pod_uid: str) -> None:
+        """The pod's Binding went unanswered: it may be bound."""
+        self._bound[pod_uid] = True
+
+    def may_be_bound(self, pod_uid: str) -> bool:
+        """Whether a bind of ours bound the pod, or may have, lately (whatever the cache says)."""
+        return pod_uid in self._bound
 
     def claim_deleted(self, claim_uid: str) -> None:
         """A rollback deleted this extended-resource claim: it must not be adopted again."""

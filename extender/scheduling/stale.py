@@ -13,7 +13,8 @@ cycle created. kube-scheduler has no PostFilter for extenders, so filter calls
   timed out; the pod's extended-resource claim also when it cannot be taken over
   (``extended_claim.leftover_reason``). Upstream releases a claim the sample could not use.
 * Never a claim reserved for another pod, one whose binding conditions are still pending
-  within the binding timeout, one in flight, or anything of a pod that is already bound.
+  within the binding timeout, one in flight, or anything of a pod that is already bound, or
+  that a bind of ours bound or may have bound while the cache does not show it yet.
 * filter never waits for it: the release runs as a task. The task holds the pod's bind slot
   (``memory.begin_bind``), so no bind of the pod runs meanwhile; while one runs (or another
   release), nothing is started.
@@ -53,7 +54,7 @@ def find_stale(ctx: SchedulingContext, pod: PodInfo) -> list[Stale]:
     """The pod's claims that no node can use and that may be released (see the module docstring)."""
     state = ctx.state
     held = state.pod(pod.namespace, pod.name)
-    if held is None or held.uid != pod.uid or held.node_name:
+    if held is None or held.uid != pod.uid or held.node_name or ctx.memory.may_be_bound(pod.uid):
         return []
     out = []
     try:
