@@ -368,7 +368,9 @@ def test_library_runtime_errors(engine: CppEngine) -> None:
     assert "overflow" in runtime_error(engine, "[9223372036854775807, 1].sum() > 0")
     assert "error parsing regexp" in runtime_error(engine, '"a".find(device.driver + "(") == ""')
     assert runtime_error(engine, "1 / 0 == 0") == "division by zero"
-    assert runtime_error(engine, '"abc".indexOf("b", 5) == -1') == "index out of range: 5"
+    assert runtime_error(engine, '"abc".indexOf("b", -1) == -1') == "index out of range: -1"
+    # Past the end is not an error in cel-go: nothing is found.
+    assert run(engine, '"abc".indexOf("b", 5) == -1 && "abc".lastIndexOf("b", 5) == -1') is True
     assert "found no matching overload for 'indexOf' applied to '(string, int)'" in compile_error(
         engine, '"abc".indexOf(1) == 0'
     )

@@ -298,6 +298,10 @@ class _StringSearch:
 
     def function(self, name: str) -> Callable[..., int]:
         def impl(s: str, sub: str, offset: int | None = None) -> int:
+            # cel-go (ext/strings.go, released versions) finds nothing past the end; the
+            # C++ runtime calls that out of range.
+            if offset is not None and sub and offset >= len(s):
+                return -1
             program = self._program(name, offset is not None)
             result = program.eval(data={"s": s, "sub": sub, "off": offset or 0})
             if result.type() == T.ERROR:

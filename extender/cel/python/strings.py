@@ -84,9 +84,10 @@ def char_at(s: str, i: int) -> str:
 def index_of(s: str, sub_: str, offset: int = 0) -> int:
     if sub_ == "":
         return offset
-    if offset < 0 or offset >= len(s):
+    if offset < 0:
         raise _range_error(offset)
-    return s.find(sub_, offset)
+    # cel-go (ext/strings.go, released versions) finds nothing past the end.
+    return -1 if offset >= len(s) else s.find(sub_, offset)
 
 
 def last_index_of(s: str, sub_: str, offset: int | None = None) -> int:
@@ -94,9 +95,9 @@ def last_index_of(s: str, sub_: str, offset: int | None = None) -> int:
         return len(s) if offset is None else offset
     if offset is None:
         return s.rfind(sub_)
-    if offset < 0 or offset >= len(s):
+    if offset < 0:
         raise _range_error(offset)
-    return s.rfind(sub_, 0, offset + len(sub_))
+    return -1 if offset >= len(s) else s.rfind(sub_, 0, offset + len(sub_))
 
 
 def ascii_case(s: str, upper: bool) -> str:
