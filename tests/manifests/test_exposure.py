@@ -121,7 +121,9 @@ def test_the_probe_port_is_reachable_from_outside_but_serves_no_bind(running: Ru
     with httpx.Client(timeout=10) as client:
         assert client.get(f"http://{ELSEWHERE}:{running.probe_port}/healthz").status_code == 200
         refused = client.post(f"http://{ELSEWHERE}:{running.probe_port}/bind", json=BIND)
+        debug = client.get(f"http://{ELSEWHERE}:{running.probe_port}/debug/pods")
     assert refused.status_code == 404 and "only /healthz" in refused.json()["error"]
+    assert debug.status_code == 404
 
 
 def test_only_kube_scheduler_reaches_bind_inside_the_pod(running: Running) -> None:
