@@ -2,7 +2,9 @@
 
 With a client CA every TLS connection must show a certificate, which kubelet's probes cannot.
 The probe port serves the same app without TLS but answers only the probe paths, so nothing
-that schedules or reveals the cluster is reachable there.
+that schedules or reveals the cluster is reachable there. Its callers (kubelet, Prometheus) are
+outside the pod, so it listens on every interface even when the main listener keeps to the
+loopback, as it does beside kube-scheduler in one pod (docs/deploy.md).
 
 Both listeners read requests under deadlines and share one connection limit
 (``extender.api.connections``), so idle or slow clients cannot pin the server.
@@ -70,7 +72,9 @@ def servers(
     limits = limits or ConnectionLimits()
     pool = ConnectionPool(descriptor_budget(limits.max_connections, listeners=2 if probe_port else 1))
 
-    def config(app_: ASGIApp, port_: int, tls_: ReloadingTLS | None, **kwargs: Any) -> uvicorn.Config:
+    def config(
+        app_: ASGIApp, port_: int, tls_: ReloadingTLS | None, host: str = host, **kwargs: Any
+    ) -> uvicorn.Config:
         context, clients = (tls_.context, tls_.clients) if tls_ is not None else (None, None)
         return uvicorn.Config(
             app_,
@@ -89,11 +93,12 @@ def servers(
 
     out = [uvicorn.Server(config(app, port, tls))]
     if probe_port:
-        out.append(uvicorn.Server(config(probes_only(app), probe_port, None, lifespan="off")))
+        wildcard = "::" if ":" in host else "0.0.0.0"
+        out.append(uvicorn.Server(config(probes_only(app), probe_port, None, lifespan="off", host=wildcard)))
     log.info(
         "serving %s on %s:%d%s; at most %d connections, header/body/keep-alive timeouts %g/%g/%g s",
         "HTTPS" if tls is not None else "HTTP", host, port,
-        f" and the probes over HTTP on port {probe_port}" if probe_port else "",
+        f" and the probes over HTTP on port {probe_port} of every interface" if probe_port else "",
         pool.limit, limits.header_timeout, limits.body_timeout, limits.keepalive_timeout,
     )
     return out

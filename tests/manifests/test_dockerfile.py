@@ -1,4 +1,5 @@
-"""The Dockerfile parses, copies paths that exist, and runs the console script as a non-root user.
+"""The Dockerfile parses, builds reproducibly from the lock file, and runs the console script as a
+non-root user.
 
 There is no Docker engine here, so the file is read instruction by instruction instead of built.
 """
@@ -7,12 +8,15 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 import shlex
 import tomllib
 from pathlib import Path
 
+import yaml
+
 from extender.cli import _parser
-from tests.manifests.loader import ROOT, one
+from tests.manifests.loader import MANIFESTS, ROOT, built, container
 
 INSTRUCTIONS = {"FROM", "ENV", "WORKDIR", "COPY", "RUN", "USER", "EXPOSE", "ENTRYPOINT", "CMD", "ARG",
                 "LABEL"}
@@ -40,7 +44,9 @@ def stages() -> list[list[tuple[str, str]]]:
     for keyword, args in instructions():
         if keyword == "FROM":
             result.append([])
-        assert result, "the Dockerfile must start with FROM"
+        if not result:
+            assert keyword == "ARG", "only ARGs may come before the first FROM"
+            continue
         result[-1].append((keyword, args))
     return result
 
@@ -57,17 +63,97 @@ def test_only_known_instructions_and_no_healthcheck() -> None:
     assert "HEALTHCHECK" not in keywords  # kubelet probes /healthz and /readyz instead
 
 
-def test_multi_stage_on_slim_python_311() -> None:
+def global_args() -> dict[str, str]:
+    """The ARGs before the first FROM, with their defaults."""
+    out = {}
+    for keyword, args in instructions():
+        if keyword == "FROM":
+            break
+        assert keyword == "ARG"
+        name, _, default = args.partition("=")
+        out[name] = default
+    return out
+
+
+def stage_args(stage: list[tuple[str, str]]) -> dict[str, str]:
+    return dict(args.partition("=")[::2] for keyword, args in stage if keyword == "ARG")
+
+
+def test_no_syntax_directive_so_nothing_is_fetched_to_parse_it() -> None:
+    first = (ROOT / "Dockerfile").read_text().splitlines()[0]
+    assert not re.match(r"#\s*syntax\s*=", first, re.IGNORECASE)
+
+
+def test_multi_stage_on_a_pinned_slim_python_311() -> None:
+    image = global_args()["PYTHON_IMAGE"]
+    # a patch release (the tag moves only for rebuilds of it) or a digest
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", image), image
     all_stages = stages()
     assert len(all_stages) >= 2
     for stage in all_stages:
-        image = stage[0][1].split()[0]
-        assert image.startswith("python:3.11-slim"), image
+        assert stage[0][1].split()[0] == "${PYTHON_IMAGE}"
 
 
-def test_build_stage_installs_the_project_without_test_extras() -> None:
-    runs = " ".join(args for keyword, args in stages()[0] if keyword == "RUN")
-    assert "pip install ." in runs and "[test]" not in runs
+def test_build_stage_installs_the_lock_with_hashes_then_the_project_alone() -> None:
+    runs = [args for keyword, args in stages()[0] if keyword == "RUN"]
+    installs = [command for run in runs for command in run.split("&&") if " install " in command]
+    assert len(installs) == 2
+    locked, project = (shlex.split(command) for command in installs)
+    assert {"--require-hashes", "--no-deps", "--only-binary=:all:"} <= set(locked)
+    assert locked[locked.index("-r") + 1] == "requirements.lock"
+    assert {"--no-deps", "--no-build-isolation"} <= set(project) and project[-1] == "."
+    assert "[test]" not in " ".join(runs)
+
+
+def locked() -> dict[str, tuple[str, list[str]]]:
+    """name -> (version, hashes) of requirements.lock."""
+    out: dict[str, tuple[str, list[str]]] = {}
+    text = (ROOT / "requirements.lock").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        requirement, *hashes = line.split("--hash=")
+        name, _, version = requirement.split(";")[0].strip().partition("==")
+        assert version and re.fullmatch(r"[\w.]+", version), f"not pinned: {line}"
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h.strip()) for h in hashes), name
+        out[name.lower().replace("_", "-")] = (version, [h.strip() for h in hashes])
+    return out
+
+
+def test_lock_pins_every_dependency_and_the_build_backend() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    lock = locked()
+    wanted = [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+    for requirement in wanted:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower().replace("_", "-")  # type: ignore[index]
+        assert name in lock, f"{name} is not in requirements.lock"
+
+
+def test_lock_versions_are_those_the_tests_run_with() -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name, (pinned, _) in locked().items():
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            continue  # a dependency of a dependency that this environment does not need
+        if name != "setuptools":
+            assert installed == pinned, f"{name}: tests run {installed}, the image gets {pinned}"
+
+
+def test_oci_labels_and_the_version_agree_with_the_package_and_the_manifests() -> None:
+    final = stages()[-1]
+    text = " ".join(args for keyword, args in final if keyword == "LABEL")
+    labels = {key.removeprefix("org.opencontainers.image."): value
+              for key, value in re.findall(r'(org\.opencontainers\.image\.[a-z.]+)="([^"]*)"', text)}
+    assert set(labels) == {"title", "description", "version", "revision", "licenses", "base.name"}
+    assert labels["version"] == "${VERSION}" and labels["revision"] == "${REVISION}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert stage_args(final)["VERSION"] == project["version"]
+    assert labels["licenses"] == project["license"]
+    images = yaml.safe_load((MANIFESTS / "base" / "kustomization.yaml").read_text())["images"]
+    (ours,) = [image for image in images if image["name"] == "dra-extender"]
+    assert ours["newTag"] == project["version"] and "/" in ours["newName"]  # a registry, not a bare name
 
 
 def test_copied_paths_exist_and_are_not_docker_ignored() -> None:
@@ -86,10 +172,12 @@ def test_runtime_stage_runs_the_console_script_as_the_deployments_user() -> None
     final = dict(stages()[-1])
     user = final["USER"].split(":")[0]
     assert user.isdigit() and int(user) != 0
-    pod = one("Deployment", "dra-extender")["spec"]["template"]["spec"]
-    assert int(user) == pod["securityContext"]["runAsUser"]
+    extender = container(built(MANIFESTS), "extender")
+    assert int(user) == extender["securityContext"]["runAsUser"]
     entrypoint, command = exec_form(final["ENTRYPOINT"]), exec_form(final["CMD"])
     scripts = tomllib.loads(Path(ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert entrypoint == ["dra-extender"] and "dra-extender" in scripts
     assert command[:2] == ["serve", "--kube"]
-    assert _parser().parse_args(command).kube
+    args = _parser().parse_args(command)
+    # Run on its own, the image keeps the scheduling API on the loopback too.
+    assert args.kube and args.host == "127.0.0.1" and final["EXPOSE"] == str(args.probe_port)

@@ -23,7 +23,7 @@ from extender.cli import _parser, build_app, config_from_args
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
-from tests.manifests.loader import MANIFESTS, ROOT
+from tests.manifests.loader import MANIFESTS, ROOT, one
 
 MONITORING = MANIFESTS / "monitoring"
 DOCS = ROOT / "docs" / "metrics.md"
@@ -160,9 +160,7 @@ def test_prometheus_rule_is_well_formed_and_covers_the_operational_alerts() -> N
 
 def test_service_monitor_scrapes_a_port_the_service_has() -> None:
     (monitor,) = yaml.safe_load_all((MONITORING / "servicemonitor.yaml").read_text())
-    services = [d for d in yaml.safe_load_all((MANIFESTS / "extender.yaml").read_text())
-                if d["kind"] == "Service"]
-    (service,) = [s for s in services if s["metadata"]["name"] == "dra-extender"]
+    service = one("Service", "dra-extender-metrics")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports

@@ -1,8 +1,9 @@
 """The extender's RBAC grants exactly the API calls its code makes — no call denied, no grant unused.
 
-The calls are not listed by hand: the real source, binder, leader elector and event recorder run
-their paths (including conflict retries, rollback and lease release) against the test API server,
-which records every request.
+The calls are not listed by hand: the real source, binder and event recorder run their paths
+(including conflict retries and rollback) against the test API server, which records every
+request. The shipped layout runs the extender with --no-leader-elect (kube-scheduler's own lease
+decides which pod schedules), so the extender needs no Lease.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from extender.cli import _parser, config_from_args
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
 from extender.kube.events import REASON_BIND_FAILED, EventRecorder
-from extender.kube.leader import LeaderElector
 from extender.kube.source import KubeSource
 from extender.model import parse_resource_claim
 from extender.model.refs import PodRef
@@ -24,7 +25,7 @@ from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND, RESOURCE_TYPES
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
-from tests.manifests.loader import one
+from tests.manifests.loader import MANIFESTS, built, container, one
 
 GROUP_OF = {t.plural: t.group for t in RESOURCE_TYPES}
 Grant = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
@@ -71,16 +72,6 @@ async def _exercise(server: ApiServer) -> None:
     recorder.warn(pod, REASON_BIND_FAILED, "example")
     await recorder.flush()
 
-    elector = LeaderElector(client, name="dra-extender", namespace="dra-system", lease_duration=2,
-                            renew_deadline=1.5, retry_period=0.1)
-    campaign = asyncio.create_task(elector.run())
-    while not elector.is_leader():
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.3)  # a few renewals
-    campaign.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await campaign  # releases the lease
-
 
 @pytest.fixture(scope="module")
 def calls() -> Iterator[list]:
@@ -89,11 +80,9 @@ def calls() -> Iterator[list]:
         yield list(server.calls)
 
 
-def _used(calls: list, namespaced_leases: bool) -> set[Grant]:
+def _used(calls: list) -> set[Grant]:
     out = set()
     for call in calls:
-        if (call.resource == "leases") != namespaced_leases:
-            continue
         resource = f"{call.resource}/{call.subresource}" if call.subresource else call.resource
         out.add((GROUP_OF[call.resource], resource, call.verb))
     return out
@@ -105,7 +94,7 @@ def _granted(rules: list[dict]) -> set[Grant]:
 
 
 def test_cluster_role_is_exactly_what_the_code_uses(calls: list) -> None:
-    used = _used(calls, namespaced_leases=False)
+    used = _used(calls)
     required = used | {SYNTHETIC[g] for g in used if g in SYNTHETIC}
     rules = one("ClusterRole", "dra-extender")["rules"]
     assert not any("resourceNames" in rule for rule in rules)
@@ -114,23 +103,27 @@ def test_cluster_role_is_exactly_what_the_code_uses(calls: list) -> None:
     assert granted - required == set(), "grants no code path uses"
 
 
-def test_lease_role_is_namespaced_and_limited_to_our_lease(calls: list) -> None:
-    lease_calls = [c for c in calls if c.resource == "leases"]
-    role = one("Role", "dra-extender-leader-election")
-    assert {c.namespace for c in lease_calls} == {role["metadata"]["namespace"]}
-    for call in lease_calls:
-        allowed = [rule for rule in role["rules"] if call.verb in rule["verbs"]
-                   and (call.name is None or call.name in rule.get("resourceNames", [call.name]))]
-        assert allowed, f"{call.verb} lease {call.name} is not allowed"
-    assert _granted(role["rules"]) == _used(calls, namespaced_leases=True)
-    assert {c.verb for c in lease_calls} == {"get", "create", "update"}
+def test_the_extender_needs_no_lease_in_the_shipped_layout(calls: list) -> None:
+    objects = built(MANIFESTS)
+    args = config_from_args(_parser().parse_args(container(objects, "extender")["args"]))
+    assert not args.leader_elect
+    assert not [c for c in calls if c.resource == "leases"]
+    lease_names = {name for doc in objects if doc["kind"] == "Role" for rule in doc["rules"]
+                   if "leases" in rule["resources"] for name in rule.get("resourceNames", [])}
+    assert lease_names == {"dra-extender-scheduler"}  # kube-scheduler's, and no other
 
 
-def test_role_bindings_point_at_the_service_account_the_deployment_uses() -> None:
+def test_role_bindings_point_at_the_service_account_the_pod_uses() -> None:
+    objects = built(MANIFESTS)
     account = one("Deployment", "dra-extender")["spec"]["template"]["spec"]["serviceAccountName"]
-    bindings = (("ClusterRoleBinding", "dra-extender"), ("RoleBinding", "dra-extender-leader-election"))
-    for kind, name in bindings:
-        binding = one(kind, name)
+    bindings = [doc for doc in objects if doc["kind"] in {"ClusterRoleBinding", "RoleBinding"}]
+    assert {(b["kind"], b["roleRef"]["name"]) for b in bindings} == {
+        ("ClusterRoleBinding", "dra-extender"),
+        ("ClusterRoleBinding", "system:kube-scheduler"),
+        ("ClusterRoleBinding", "system:volume-scheduler"),
+        ("RoleBinding", "extension-apiserver-authentication-reader"),
+        ("RoleBinding", "dra-extender-scheduler-leader-election"),
+    }
+    for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "dra-system"}]
-        assert binding["roleRef"]["name"] == name
     assert one("ServiceAccount", account)

@@ -1,26 +1,44 @@
-"""The second kube-scheduler's configuration, and the Deployments, fit the extender they talk to."""
+"""In every layout, kube-scheduler's configuration and the extender beside it fit each other."""
 
 from __future__ import annotations
 
+import argparse
 import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 from extender.cli import _parser, config_from_args
 from extender.config import Config
 from extender.model.features import Features
-from tests.manifests.loader import MANIFESTS, one
+from tests.manifests.loader import LAYOUTS, MANIFESTS, built, container, find, one
+
+Objects = tuple[dict[str, Any], ...]
 
 
-def scheduler_config() -> dict[str, Any]:
-    return yaml.safe_load(one("ConfigMap", "dra-extender-scheduler-config")["data"]["config.yaml"])
+@pytest.fixture(params=LAYOUTS.values(), ids=LAYOUTS.keys())
+def objects(request: pytest.FixtureRequest) -> Objects:
+    return built(request.param)
 
 
-def extender_entry() -> dict[str, Any]:
-    (entry,) = scheduler_config()["extenders"]
+def scheduler_config(objects: Objects) -> dict[str, Any]:
+    return yaml.safe_load(find(objects, "ConfigMap", "dra-extender-scheduler-config")["data"]["config.yaml"])
+
+
+def extender_entry(objects: Objects) -> dict[str, Any]:
+    (entry,) = scheduler_config(objects)["extenders"]
     return entry
+
+
+def extender_args(objects: Objects) -> argparse.Namespace:
+    return _parser().parse_args(container(objects, "extender")["args"])  # the CLI accepts them as given
+
+
+def flag_values(command: list[str], flag: str) -> list[str]:
+    return [arg.removeprefix(f"{flag}=") for arg in command if arg.startswith(f"{flag}=")]
 
 
 def seconds(duration: str) -> float:
@@ -29,19 +47,29 @@ def seconds(duration: str) -> float:
     return float(match[1]) * {"ms": 0.001, "s": 1, "m": 60}[match[2]]
 
 
-def test_profile_disables_the_in_tree_dra_plugin_for_our_scheduler_name() -> None:
-    config = scheduler_config()
+def test_profile_disables_the_in_tree_dra_plugin_for_a_name_the_extender_handles(objects: Objects) -> None:
+    config = scheduler_config(objects)
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
     (profile,) = config["profiles"]
-    assert profile["schedulerName"] == "dra-extender-scheduler"
-    # the extender handles these pods
-    assert profile["schedulerName"] in (Config(kube=True).handled_scheduler_names or ())
+    handled = config_from_args(extender_args(objects)).handled_scheduler_names
+    assert handled is not None and profile["schedulerName"] in handled
     assert {"name": "DynamicResources"} in profile["plugins"]["multiPoint"]["disabled"]
 
 
-def test_extender_entry_uses_names_only_and_binds() -> None:
-    entry = extender_entry()
+def test_the_scheduler_name_variant_renames_both_sides() -> None:
+    base, renamed = built(MANIFESTS), built(LAYOUTS["scheduler-name"])
+    (profile,) = scheduler_config(renamed)["profiles"]
+    assert profile["schedulerName"] == "gpu-scheduler"
+    assert config_from_args(extender_args(renamed)).handled_scheduler_names == ("gpu-scheduler",)
+    # Apart from the name, the variant's configuration is the base's.
+    unnamed = scheduler_config(renamed)
+    unnamed["profiles"][0]["schedulerName"] = "dra-extender-scheduler"
+    assert unnamed == scheduler_config(base)
+
+
+def test_extender_entry_uses_names_only_and_binds(objects: Objects) -> None:
+    entry = extender_entry(objects)
     assert entry["filterVerb"] == "filter" and entry["prioritizeVerb"] == "prioritize"
     assert entry["bindVerb"] == "bind" and entry["preemptVerb"] == "preempt"
     assert entry["nodeCacheCapable"] is True
@@ -54,47 +82,69 @@ def test_extender_entry_uses_names_only_and_binds() -> None:
     assert seconds(entry["httpTimeout"]) > Config().bind_timeout_s
 
 
-def test_extender_url_reaches_the_service_and_container() -> None:
-    url = urlsplit(extender_entry()["urlPrefix"])
-    service = one("Service", "dra-extender")
-    deployment = one("Deployment", "dra-extender")
-    assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
-    (port,) = service["spec"]["ports"]
-    assert url.port == port["port"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    named = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert port["targetPort"] in named
-    args = config_from_args(_parser().parse_args(container["args"]))  # the CLI accepts the args as given
-    assert args.kube and args.port == named[port["targetPort"]] and args.host == "0.0.0.0"
-    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+def test_extender_url_is_the_extenders_loopback_listener(objects: Objects) -> None:
+    entry, args = extender_entry(objects), extender_args(objects)
+    url = urlsplit(entry["urlPrefix"])
+    config = config_from_args(args)
+    assert config.kube and config.host == "127.0.0.1"
+    assert (url.hostname, url.port) == (config.host, config.port)
+    assert url.scheme == ("https" if args.tls_cert_file else "http")
 
 
-def test_extender_deployment_is_hardened_and_probed() -> None:
-    deployment = one("Deployment", "dra-extender")
-    spec = deployment["spec"]["template"]["spec"]
-    (container,) = spec["containers"]
-    assert deployment["spec"]["replicas"] == 2
-    assert spec["serviceAccountName"] == "dra-extender"
-    assert spec["securityContext"]["runAsNonRoot"] is True
-    assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+def test_with_tls_kube_scheduler_presents_a_certificate_the_extender_lets_in() -> None:
+    objects = built(LAYOUTS["tls"])
+    args, tls = extender_args(objects), extender_entry(objects)["tlsConfig"]
+    assert args.client_ca_file and args.client_allowed_names == ("dra-extender-scheduler",)
+    pod = find(objects, "Deployment", "dra-extender")["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+
+    def secret_of(c: dict[str, Any], path: Path) -> str:
+        (mount,) = [m for m in c["volumeMounts"] if path.parent == Path(m["mountPath"])]
+        return secrets[mount["name"]]
+
+    scheduler, extender = container(objects, "kube-scheduler"), container(objects, "extender")
+    client = {secret_of(scheduler, Path(tls[key])) for key in ("certFile", "keyFile", "caFile")}
+    serving = {secret_of(extender, p) for p in (args.tls_cert_file, args.tls_private_key_file,
+                                                 args.client_ca_file)}
+    assert client == {"dra-extender-scheduler-client-cert"} and serving == {"dra-extender-serving-cert"}
+    assert tls["serverName"] and tls.get("insecure", False) is False
 
 
-def test_scheduler_deployment_mounts_its_config() -> None:
-    spec = one("Deployment", "dra-extender-scheduler")["spec"]["template"]["spec"]
-    (container,) = spec["containers"]
-    (flag,) = [arg for arg in container["command"] if arg.startswith("--config=")]
-    (mount,) = container["volumeMounts"]
-    (volume,) = spec["volumes"]
-    assert flag == f"--config={mount['mountPath']}/config.yaml"
-    assert volume["name"] == mount["name"] and volume["configMap"]["name"] == "dra-extender-scheduler-config"
-    leader = scheduler_config()["leaderElection"]
-    role = one("Role", "dra-extender-scheduler-leader-election")
+def test_scheduler_container_mounts_its_config(objects: Objects) -> None:
+    pod = find(objects, "Deployment", "dra-extender")["spec"]["template"]["spec"]
+    scheduler = container(objects, "kube-scheduler")
+    (config_file,) = flag_values(scheduler["command"], "--config")
+    (mount,) = [m for m in scheduler["volumeMounts"] if m["name"] == "scheduler-config"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert config_file == f"{mount['mountPath']}/config.yaml"
+    assert volume["configMap"]["name"] == "dra-extender-scheduler-config"
+    leader = scheduler_config(objects)["leaderElection"]
+    role = find(objects, "Role", "dra-extender-scheduler-leader-election")
+    assert leader["leaderElect"] is True
     assert [leader["resourceName"]] in [rule.get("resourceNames") for rule in role["rules"]]
     assert leader["resourceNamespace"] == role["metadata"]["namespace"]
+
+
+def test_both_containers_use_the_same_release_and_feature_gates(objects: Objects) -> None:
+    with (MANIFESTS / "base" / "kustomization.yaml").open() as f:
+        images = {image["name"]: image for image in yaml.safe_load(f)["images"]}
+    scheduler = container(objects, "kube-scheduler")
+    name, _, tag = scheduler["image"].partition(":")
+    pinned = images[name]["newTag"]
+    assert tag == pinned, "the Deployment's tag and kustomization.yaml's must agree"
+    minor = ".".join(pinned.removeprefix("v").split(".")[:2])
+    config = config_from_args(extender_args(objects))
+    assert config.kubernetes_version == minor
+    gates = ",".join(flag_values(scheduler["command"], "--feature-gates"))
+    overrides = dict(item.split("=") for item in gates.split(",")) if gates else {}
+    assert {k: v == "true" for k, v in overrides.items()} == dict(config.feature_gate_overrides)
+    assert config.feature_gates == Features.for_release(minor, config.feature_gate_overrides)
+
+
+def test_the_feature_gate_variant_turns_gates_on() -> None:
+    config = config_from_args(extender_args(built(LAYOUTS["feature-gates"])))
+    assert config.feature_gate_overrides and all(config.feature_gate_overrides.values())
+    assert config.feature_gates != Features.defaults(config.kubernetes_version)
 
 
 def test_example_workload_uses_the_scheduler_and_an_existing_class() -> None:
@@ -104,17 +154,3 @@ def test_example_workload_uses_the_scheduler_and_an_existing_class() -> None:
     assert workload["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     (request,) = template["spec"]["spec"]["devices"]["requests"]
     assert one("DeviceClass", request["exactly"]["deviceClassName"])
-
-
-def test_the_extender_uses_the_feature_gates_of_the_kube_scheduler_it_ships_with() -> None:
-    with (MANIFESTS / "kustomization.yaml").open() as f:
-        images = {image["name"]: image for image in yaml.safe_load(f)["images"]}
-    container = one("Deployment", "dra-extender-scheduler")["spec"]["template"]["spec"]["containers"][0]
-    name, _, tag = container["image"].partition(":")
-    pinned = images[name]["newTag"]
-    assert tag == pinned, "the Deployment's tag and kustomization.yaml's must agree"
-    minor = ".".join(pinned.removeprefix("v").split(".")[:2])
-    args = one("Deployment", "dra-extender")["spec"]["template"]["spec"]["containers"][0]["args"]
-    config = config_from_args(_parser().parse_args(args))
-    assert config.kubernetes_version == minor
-    assert config.feature_gates == Features.defaults(minor)
