@@ -20,12 +20,14 @@ WORKLOAD = Features.parse("DRAWorkloadResourceClaims=true", "1.37")
 GROUP_UID = "group-uid"
 
 
-def pod_group(name: str = "g", claims: list[dict[str, str]] | None = None, uid: str = GROUP_UID) -> dict[str, Any]:
+def pod_group(
+    name: str = "g", claims: list[dict[str, str]] | None = None, uid: str = GROUP_UID
+) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.k8s.io/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": "default", "uid": uid},
-        "spec": {"resourceClaims": claims or []},
+        "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": claims or []},
     }
 
 
@@ -36,7 +38,9 @@ def member(name: str, group: str = "g", **claims: Any) -> dict[str, Any]:
     return obj
 
 
-def group_owned_claim(name: str, owner: str = "g", api_version: str = "scheduling.k8s.io/v1beta1") -> dict[str, Any]:
+def group_owned_claim(
+    name: str, owner: str = "g", api_version: str = "scheduling.k8s.io/v1beta1"
+) -> dict[str, Any]:
     obj = claim(name)
     obj["metadata"]["ownerReferences"] = [
         {"apiVersion": api_version, "kind": "PodGroup", "name": owner, "uid": GROUP_UID, "controller": True}
@@ -117,11 +121,13 @@ def test_a_template_claim_owned_by_the_pods_group_passes_the_owner_check(api_ver
          "ResourceClaim default/g-gpu was not created for Pod default/a (Pod is not owner)"),
         # "other-podgroup": the claim belongs to another group.
         (WORKLOAD, "g", "h",
-         "ResourceClaim default/g-gpu was not created for Pod default/a (neither Pod nor PodGroup h is the owner)"),
+         "ResourceClaim default/g-gpu was not created for Pod default/a "
+         "(neither Pod nor PodGroup h is the owner)"),
     ],
 )
 def test_a_template_claim_of_another_owner_fails_the_owner_check(gates, owner, group, reason):
-    objs = [*gpu_cluster(nodes=1, per_node=1), template("one"), pod_group(group), group_owned_claim("g-gpu", owner)]
+    objs = [*gpu_cluster(nodes=1, per_node=1), template("one"), pod_group(group)]
+    objs += [group_owned_claim("g-gpu", owner)]
     objs += [with_generated(member("a", group, templates={"gpu": "one"}), "gpu", "g-gpu")]
     svc = Service(objs, feature_gates=gates)
     result = svc.run(lambda c: filter_call(c, svc.pod("a"), ["node-0"]))
@@ -129,7 +135,8 @@ def test_a_template_claim_of_another_owner_fails_the_owner_check(gates, owner, g
 
 
 def test_a_pod_of_a_podgroup_that_does_not_exist_waits_for_it():
-    objs = [*gpu_cluster(nodes=1, per_node=1), claim("shared"), member("a", "missing", claims={"gpu": "shared"})]
+    objs = [*gpu_cluster(nodes=1, per_node=1), claim("shared")]
+    objs += [member("a", "missing", claims={"gpu": "shared"})]
     svc = Service(objs, feature_gates=WORKLOAD)
     result = svc.run(lambda c: filter_call(c, svc.pod("a"), ["node-0"]))
     assert result["FailedAndUnresolvableNodes"]["node-0"] == 'podgroup.scheduling.k8s.io "missing" not found'
@@ -174,4 +181,5 @@ def test_malformed_scheduling_group_makes_the_pod_wait_with_the_field():
     objs[-1]["spec"]["schedulingGroup"] = {"podGroupName": 7}
     svc = Service(objs, feature_gates=WORKLOAD)
     result = svc.run(lambda c: filter_call(c, objs[-1], ["node-0"]))
-    assert "spec.schedulingGroup.podGroupName: must be a string" in result["FailedAndUnresolvableNodes"]["node-0"]
+    reason = result["FailedAndUnresolvableNodes"]["node-0"]
+    assert "spec.schedulingGroup.podGroupName: must be a string" in reason
