@@ -62,7 +62,8 @@ def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
         claim_name = f.string(item.get("resourceClaimName"), f"{where}.resourceClaimName")
         template_name = f.string(item.get("resourceClaimTemplateName"), f"{where}.resourceClaimTemplateName")
         if bool(claim_name) == bool(template_name):
-            raise f.error(where, "exactly one of resourceClaimName and resourceClaimTemplateName must be set")
+            both = f"{where}.resourceClaimName or {where}.resourceClaimTemplateName"
+            raise f.error(both, "exactly one must be set")
         claims.append(PodGroupClaim(f.string(item.get("name"), f"{where}.name", required=True),
                                     claim_name, template_name))
     return PodGroup(

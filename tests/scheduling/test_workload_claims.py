@@ -170,7 +170,9 @@ def test_a_claim_reserved_for_the_group_is_used_without_a_new_reservation():
 
 def test_malformed_pod_group_is_refused_with_the_field():
     bad = pod_group(claims=[{"name": "gpu", "resourceClaimName": "x", "resourceClaimTemplateName": "y"}])
-    with pytest.raises(ValueError, match=r"PodGroup default/g: spec.resourceClaims\[0\]: exactly one"):
+    # Both sources set: upstream validation refuses it.
+    both = r"^PodGroup default/g: spec.resourceClaims\[0\].resourceClaimName or .*: exactly one must be set"
+    with pytest.raises(ValueError, match=both):
         parse_pod_group(bad)
     with pytest.raises(ValueError, match=r"spec.resourceClaims\[0\].name: required"):
         parse_pod_group(pod_group(claims=[{"resourceClaimName": "x"}]))
