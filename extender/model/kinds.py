@@ -16,8 +16,7 @@ from typing import Any, Generic, TypeVar
 from extender.model.device_class import parse_device_class
 from extender.model.disruption import parse_pod_disruption_budget
 from extender.model.nodes import parse_node
-from extender.model.pod_groups import parse_pod_group
-from extender.model.pods import parse_pod
+from extender.model.pods import parse_pod, parse_pod_group
 from extender.model.resource_claim import parse_resource_claim, parse_resource_claim_template
 from extender.model.resource_slice import parse_resource_slice
 from extender.model.taint_rules import parse_device_taint_rule

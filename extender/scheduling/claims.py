@@ -18,8 +18,13 @@ from typing import Any
 
 from extender.allocator import Features
 from extender.model import ExactRequest, ResourceClaim, controlled_by
-from extender.model.pod_groups import GROUP, RESOURCE, pod_group_name
-from extender.model.pods import PodInfo, parse_pod
+from extender.model.pods import (
+    POD_GROUP_API_GROUP,
+    POD_GROUP_RESOURCE,
+    PodInfo,
+    parse_pod,
+    pod_group_name,
+)
 from extender.model.refs import RESERVED_FOR_MAX, Consumer
 from extender.state import ClusterState
 
@@ -90,7 +95,7 @@ def _owner_problem(claim: ResourceClaim, pod: PodInfo, group: str) -> str | None
         if (
             ref.get("controller") is True
             and ref.get("kind") == "PodGroup"
-            and str(ref.get("apiVersion")).split("/")[0] == GROUP
+            and str(ref.get("apiVersion")).split("/")[0] == POD_GROUP_API_GROUP
             and ref.get("name") == group
         ):
             return None
@@ -154,9 +159,9 @@ def _group_consumers(
         return {}
     held = state.pod_group(pod.namespace, group)
     if held is None:
-        raise PodWaits(f'podgroup.{GROUP} "{group}" not found')
+        raise PodWaits(f'podgroup.{POD_GROUP_API_GROUP} "{group}" not found')
     entries = {entry.name: entry for entry in pod.claims}
-    consumer = Consumer(GROUP, RESOURCE, held.name, held.uid)
+    consumer = Consumer(POD_GROUP_API_GROUP, POD_GROUP_RESOURCE, held.name, held.uid)
     return {
         claim.uid: consumer
         for name, claim in used
@@ -216,7 +221,8 @@ def reserved_for_pod(features: Features, claim: ResourceClaim, pod: PodInfo) -> 
     except ValueError:
         return False  # resolve refuses such a pod before anything asks
     return bool(group) and any(
-        ref.api_group == GROUP and ref.resource == RESOURCE and ref.name == group
+        ref.api_group == POD_GROUP_API_GROUP and ref.resource == POD_GROUP_RESOURCE
+        and ref.name == group
         for ref in claim.reserved_for
     )
 

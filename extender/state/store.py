@@ -32,8 +32,7 @@ from extender.model import (
 )
 from extender.model.disruption import PodDisruptionBudget
 from extender.model.kinds import KIND_NAMES, ObjKey
-from extender.model.pod_groups import PodGroup
-from extender.model.pods import PodInfo
+from extender.model.pods import PodGroup, PodInfo
 from extender.model.refs import resource_version
 from extender.state.inuse import InFlight, InUse
 from extender.state.slices import SliceIndex

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from extender.model import Features
-from extender.model.pod_groups import parse_pod_group
+from extender.model.pods import parse_pod_group
 from tests.scheduling.cluster import Service, claim, filter_call, gpu_cluster, pod, schedule, template
 
 WORKLOAD = Features.parse("DRAWorkloadResourceClaims=true", "1.37")
