@@ -245,8 +245,9 @@ class KubeBinder:
         reserved = status.get("reservedFor") or []
         if allocation is not None and existing is not None and not _same_allocation(existing, allocation):
             raise BindError(f"claim {claim.key} got allocated elsewhere in the meantime")
-        if any(entry.get("uid") == pod.uid for entry in reserved):
-            return current  # an earlier attempt already went through
+        consumer = pod.reservation
+        if any(entry.get("uid") == consumer.uid for entry in reserved):
+            return current  # an earlier attempt (or another pod of the group) already went through
         if existing is None:
             if allocation is None:
                 raise BindError(f"claim {claim.key} is not allocated any more")
@@ -260,7 +261,7 @@ class KubeBinder:
             status["allocation"] = allocation
         if len(reserved) >= RESERVED_FOR_MAX:
             raise BindError(f"claim {claim.key} already has the maximum of {RESERVED_FOR_MAX} consumers")
-        status["reservedFor"] = [*reserved, {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+        status["reservedFor"] = [*reserved, consumer.entry()]
         return self._put(path + "/status", current, deadline)
 
     def _bind_pod(self, pod: PodRef, node: str) -> None:

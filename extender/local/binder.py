@@ -54,12 +54,13 @@ class LocalBinder:
         elif not status.get("allocation"):
             raise BindError(f"claim {claim.namespace}/{claim.name} is not allocated")
         reserved = status.setdefault("reservedFor", [])
-        if not any(entry.get("uid") == pod.uid for entry in reserved):
+        consumer = pod.reservation
+        if not any(entry.get("uid") == consumer.uid for entry in reserved):
             if len(reserved) >= RESERVED_FOR_MAX:
                 raise BindError(
                     f"claim {claim.namespace}/{claim.name}: reservedFor is full ({RESERVED_FOR_MAX} entries)"
                 )
-            reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+            reserved.append(consumer.entry())
         return self.cluster.write("ResourceClaim", obj)
 
     async def bind_pod(self, pod: PodRef, node: str) -> None:

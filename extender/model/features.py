@@ -93,12 +93,13 @@ GATES: tuple[Gate, ...] = (
     Gate("DRAResourceClaimDeviceStatus", "resource_claim_device_status", ("beta+", "beta+", "beta+", "GA+")),
     Gate("DRAExtendedResource", "extended_resource", ("alpha", "alpha", "beta+", "GA+")),
     Gate("DRAListTypeAttributes", "list_type_attributes", ("-", "-", "alpha", "alpha")),
+    # Claims shared by a PodGroup (docs/scheduling-policy.md, "Claims of a PodGroup").
+    Gate("DRAWorkloadResourceClaims", "workload_resource_claims", ("-", "-", "alpha", "beta")),
     # A per-node limit on Filter's allocation (docs/usage.md, "Timeouts").
     Gate("DRASchedulerFilterTimeout", "scheduler_filter_timeout", ("beta+", "beta+", "beta+", "beta+")),
     # 1.37 lists it twice: beta off, and beta on only with --min-compatibility-version=1.37;
     # kube-scheduler's default minimum compatibility is the previous release, so: off.
     Gate("DRAFractionalCapacityRange", "fractional_capacity_range", ("-", "-", "-", "beta")),
-    Gate("DRAWorkloadResourceClaims", None, ("-", "-", "alpha", "beta"), _NI),
     Gate("DRAOptionalNodeOperations", "optional_node_operations", ("-", "-", "-", "alpha")),
     Gate("DRADeviceCompatibilityGroups", "device_compatibility_groups", ("-", "-", "-", "alpha")),
     Gate("DRANodeAllocatableResources", None, ("-", "-", "alpha", "alpha"), _NI),
@@ -197,6 +198,7 @@ class Features:
     resource_claim_device_status: bool
     extended_resource: bool
     list_type_attributes: bool
+    workload_resource_claims: bool  # read by claim resolution (extender.scheduling.claims)
     scheduler_filter_timeout: bool  # read by the scheduling context (per-node allocation limit)
     fractional_capacity_range: bool
     optional_node_operations: bool

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 from extender.model.device_class import parse_device_class
 from extender.model.disruption import parse_pod_disruption_budget
 from extender.model.nodes import parse_node
-from extender.model.pods import parse_pod
+from extender.model.pods import parse_pod, parse_pod_group
 from extender.model.resource_claim import parse_resource_claim, parse_resource_claim_template
 from extender.model.resource_slice import parse_resource_slice
 from extender.model.taint_rules import parse_device_taint_rule
@@ -92,6 +92,13 @@ RESOURCE_CLAIM_TEMPLATE = Kind(
 RESOURCE_CLAIM = Kind(
     "ResourceClaim", RESOURCE_GROUP, "v1", "resourceclaims", True, parse_resource_claim
 )
+# The claims a PodGroup's pods share (DRAWorkloadResourceClaims): an API that is off unless
+# turned on, at v1beta1 from 1.37 and at v1alpha3 / v1alpha2 before; the resourceClaims and
+# resourceClaimStatuses fields are the same at each.
+POD_GROUP = Kind(
+    "PodGroup", "scheduling.k8s.io", "v1beta1", "podgroups", True, parse_pod_group,
+    optional=True, older_versions=("v1alpha3", "v1alpha2"),
+)
 # All pods, not only ours: the state needs every pod that holds a claim.
 POD = Kind("Pod", "", "v1", "pods", True, parse_pod)
 # What preemption reads to reprieve the pods whose eviction would break a budget first.
@@ -102,8 +109,8 @@ POD_DISRUPTION_BUDGET = Kind(
 # In the order a local load applies them: a kind that others refer to comes first (a pod's
 # claim template before the pod, a claim's class before the claim).
 KINDS: tuple[Kind[Any], ...] = (
-    NODE, DEVICE_CLASS, RESOURCE_SLICE, DEVICE_TAINT_RULE, RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM, POD,
-    POD_DISRUPTION_BUDGET,
+    NODE, DEVICE_CLASS, RESOURCE_SLICE, DEVICE_TAINT_RULE, RESOURCE_CLAIM_TEMPLATE, RESOURCE_CLAIM,
+    POD_GROUP, POD, POD_DISRUPTION_BUDGET,
 )
 KIND_NAMES: tuple[str, ...] = tuple(k.name for k in KINDS)
 BY_NAME: Mapping[str, Kind[Any]] = {k.name: k for k in KINDS}

@@ -18,12 +18,35 @@ DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
 @dataclass(frozen=True)
+class Consumer:
+    """A ``status.reservedFor`` entry: who a claim is reserved for."""
+
+    api_group: str  # "" for the core group (pods)
+    resource: str
+    name: str
+    uid: str
+
+    def entry(self) -> dict[str, str]:
+        out = {"resource": self.resource, "name": self.name, "uid": self.uid}
+        if self.api_group:
+            out["apiGroup"] = self.api_group
+        return out
+
+
+@dataclass(frozen=True)
 class PodRef:
     """A pod as the binder addresses it; the UID guards against a re-created pod of that name."""
 
     namespace: str
     name: str
     uid: str
+    # Whom a claim written for this pod is reserved for, when not the pod itself: its PodGroup,
+    # for a claim the group shares (DRAWorkloadResourceClaims).
+    consumer: Consumer | None = None
+
+    @property
+    def reservation(self) -> Consumer:
+        return self.consumer or Consumer("", "pods", self.name, self.uid)
 
 
 def resource_version(obj: Mapping[str, Any]) -> int:

@@ -15,13 +15,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from extender.logs import decision_fields, note
 from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
-from extender.model.refs import PodRef
+from extender.model.refs import Consumer, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
@@ -51,6 +51,7 @@ class _Write:
     newly_allocated: bool
     # The extended-resource claim exists only in memory: it is created from this body first.
     create: dict[str, Any] | None = None
+    consumer: Consumer | None = None  # reserved for the pod's PodGroup rather than the pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,10 @@ async def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Com
     for claim, result in zip(placement.variant.claims, placement.results, strict=True):
         ctx.state.add_inflight(InFlight(claim.uid, plan.pod.uid, result, expires))
         create = placement.create if extended is not None and claim is extended.claim else None
-        writes.append(_Write(claim, _allocation_api(ctx, result), True, create))
-    writes.extend(_Write(c, None, False) for c in placement.reserve)
+        consumer = plan.claims.consumers.get(claim.uid)
+        writes.append(_Write(claim, _allocation_api(ctx, result), True, create, consumer))
+    consumers = plan.claims.consumers
+    writes.extend(_Write(c, None, False, consumer=consumers.get(c.uid)) for c in placement.reserve)
     return _Commit(writes, placement.status)
 
 
@@ -359,6 +362,8 @@ async def _write(
             raise BindError(f"the created extended-resource claim is malformed: {exc}") from None
         created[write.claim.uid] = claim
         ctx.state.assume_claim_unless_older(obj)
+    if write.consumer is not None:
+        ref = replace(ref, consumer=write.consumer)
     obj = await ctx.binder.write_claim(claim, write.allocation, ref, deadline)
     ctx.state.assume_claim_unless_older(obj)
     return obj

@@ -12,14 +12,20 @@ cannot create a missing claim or class, so they go to FailedAndUnresolvableNodes
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from extender.allocator import Features
 from extender.model import ExactRequest, ResourceClaim, controlled_by
-from extender.model.pods import PodInfo, parse_pod
-from extender.model.refs import RESERVED_FOR_MAX
+from extender.model.pods import (
+    POD_GROUP_API_GROUP,
+    POD_GROUP_RESOURCE,
+    PodInfo,
+    parse_pod,
+    pod_group_name,
+)
+from extender.model.refs import RESERVED_FOR_MAX, Consumer
 from extender.state import ClusterState
 
 # Upstream's Filter reason for an allocated claim the node cannot use (kubernetes/kubernetes
@@ -40,10 +46,13 @@ class PodClaims:
     extended: ResourceClaim | None = None
     # Why an allocated claim can be used on no node at all (see ``unusable_reason``); "" if none.
     unusable: str = ""
+    # Claim UID -> the PodGroup it is reserved for, for the claims the pod shares with its group
+    # (DRAWorkloadResourceClaims); every other claim is reserved for the pod itself.
+    consumers: Mapping[str, Consumer] = field(default_factory=dict)
 
     def with_extended(self, claim: ResourceClaim) -> PodClaims:
         allocated = (*self.allocated, claim)
-        return PodClaims((*self.claims, claim), self.to_allocate, allocated, claim, self.unusable)
+        return replace(self, claims=(*self.claims, claim), allocated=allocated, extended=claim)
 
     def judged(self, state: ClusterState, features: Features) -> PodClaims:
         """These claims with ``unusable`` set from the first allocated claim no node can use."""
@@ -66,6 +75,33 @@ def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:
     return given
 
 
+def _group_name(features: Features, pod: PodInfo) -> str:
+    """The pod's PodGroup, when claims may be shared with it ("" otherwise); ValueError for a
+    malformed ``spec.schedulingGroup``."""
+    if not features.workload_resource_claims:
+        return ""
+    return pod_group_name(pod.raw)
+
+
+def _owner_problem(claim: ResourceClaim, pod: PodInfo, group: str) -> str | None:
+    """Upstream's resourceclaim.IsForPod for a claim generated from a template: the pod must
+    control it, or with DRAWorkloadResourceClaims the pod's PodGroup (any API version)."""
+    if controlled_by(claim.raw, pod.uid):
+        return None
+    what = f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod {pod.ref}"
+    if not group:
+        return f"{what} (Pod is not owner)"
+    for ref in (claim.raw.get("metadata") or {}).get("ownerReferences") or ():
+        if (
+            ref.get("controller") is True
+            and ref.get("kind") == "PodGroup"
+            and str(ref.get("apiVersion")).split("/")[0] == POD_GROUP_API_GROUP
+            and ref.get("name") == group
+        ):
+            return None
+    return f"{what} (neither Pod nor PodGroup {group} is the owner)"
+
+
 def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
     """The pod's claims in order, each once; raises PodWaits with upstream's message otherwise.
 
@@ -73,8 +109,16 @@ def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
     generated for a template entry): it is still one claim, allocated once and reserved once.
     Listed twice, the allocator would want devices for it twice, and bind would write it twice,
     the second write finding the first one's allocation and failing the bind every time.
+
+    With DRAWorkloadResourceClaims, an entry that matches one of the PodGroup's claims (same
+    name, same source) is reserved for the group (upstream's PreFilter, podResourceClaimBindings).
     """
+    try:
+        group = _group_name(state.features, pod)
+    except ValueError as exc:
+        raise PodWaits(f"pod {pod.ref}: {exc}") from None
     claims: dict[str, ResourceClaim] = {}
+    shared: list[tuple[str, ResourceClaim]] = []  # (pod claim entry, claim) pairs
     for entry in pod.claims:
         if entry.claim_name:
             name = entry.claim_name
@@ -91,19 +135,38 @@ def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
         claim = state.claim(pod.namespace, name)
         if claim is None:
             raise PodWaits(f'pod "{pod.ref}": ResourceClaim {pod.namespace}/{name} not found')
-        if entry.template_name and not controlled_by(claim.raw, pod.uid):
-            raise PodWaits(
-                f"ResourceClaim {pod.namespace}/{name} was not created for Pod {pod.ref} (Pod is not owner)"
-            )
+        if entry.template_name and (problem := _owner_problem(claim, pod, group)) is not None:
+            raise PodWaits(problem)
         if (claim.raw.get("metadata") or {}).get("deletionTimestamp"):
             raise PodWaits(f'resourceclaim "{name}" is being deleted')
         claims.setdefault(name, claim)
+        shared.append((entry.name, claim))
     unique = tuple(claims.values())
     return PodClaims(
         claims=unique,
         to_allocate=tuple(c for c in unique if c.allocation is None),
         allocated=tuple(c for c in unique if c.allocation is not None),
+        consumers=_group_consumers(state, pod, group, shared),
     )
+
+
+def _group_consumers(
+    state: ClusterState, pod: PodInfo, group: str, used: list[tuple[str, ResourceClaim]]
+) -> dict[str, Consumer]:
+    """Claim UID -> the PodGroup, for each pod claim entry that is one of the group's claims
+    (upstream: resourceclaim.BindTo). A pod naming a PodGroup that does not exist waits for it."""
+    if not group:
+        return {}
+    held = state.pod_group(pod.namespace, group)
+    if held is None:
+        raise PodWaits(f'podgroup.{POD_GROUP_API_GROUP} "{group}" not found')
+    entries = {entry.name: entry for entry in pod.claims}
+    consumer = Consumer(POD_GROUP_API_GROUP, POD_GROUP_RESOURCE, held.name, held.uid)
+    return {
+        claim.uid: consumer
+        for name, claim in used
+        if held.shares(name, entries[name].claim_name, entries[name].template_name)
+    }
 
 
 def _class_names(
@@ -135,7 +198,7 @@ def check_before_allocation(state: ClusterState, features: Features, pod: PodInf
                         f"device class {class_name} does not exist"
                     )
     for claim in claims.allocated:
-        if not reserved_for(claim, pod.uid) and len(claim.reserved_for) >= RESERVED_FOR_MAX:
+        if not reserved_for_pod(features, claim, pod) and len(claim.reserved_for) >= RESERVED_FOR_MAX:
             raise PodWaits(
                 f"resource claim {claim.namespace}/{claim.name} is already in use by "
                 f"{RESERVED_FOR_MAX} consumers, the maximum"
@@ -143,7 +206,25 @@ def check_before_allocation(state: ClusterState, features: Features, pod: PodInf
 
 
 def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
+    """Whether the pod itself is a consumer: what releasing the pod's reservations undoes (a
+    reservation for its PodGroup stays, other pods of the group may use it; upstream's Unreserve)."""
     return any(ref.uid == pod_uid for ref in claim.reserved_for)
+
+
+def reserved_for_pod(features: Features, claim: ResourceClaim, pod: PodInfo) -> bool:
+    """Whether the pod may use the claim without reserving it: the pod is a consumer or, with
+    DRAWorkloadResourceClaims, its PodGroup is (upstream: resourceclaim.IsReservedForPod)."""
+    if reserved_for(claim, pod.uid):
+        return True
+    try:
+        group = _group_name(features, pod)
+    except ValueError:
+        return False  # resolve refuses such a pod before anything asks
+    return bool(group) and any(
+        ref.api_group == POD_GROUP_API_GROUP and ref.resource == POD_GROUP_RESOURCE
+        and ref.name == group
+        for ref in claim.reserved_for
+    )
 
 
 def unusable_reason(state: ClusterState, features: Features, claim: ResourceClaim) -> str | None:

@@ -37,7 +37,13 @@ from extender.allocator import (
 from extender.metrics import Metrics
 from extender.model import AllocationResult, DeviceID, Node, ResourceClaim
 from extender.model.pods import PodInfo
-from extender.scheduling.claims import PodClaims, PodWaits, check_before_allocation, reserved_for, resolve
+from extender.scheduling.claims import (
+    PodClaims,
+    PodWaits,
+    check_before_allocation,
+    reserved_for_pod,
+    resolve,
+)
 from extender.scheduling.extended import ExtendedNeeds
 from extender.scheduling.extended_claim import (
     ExtendedClaim,
@@ -456,7 +462,8 @@ class PodPlan:
             status = self._extended_status(variant.extended)
         except ValueError as exc:
             return str(exc)
-        reserve = tuple(c for c in self.claims.allocated if not reserved_for(c, self.pod.uid))
+        features = self.ctx.features
+        reserve = tuple(c for c in self.claims.allocated if not reserved_for_pod(features, c, self.pod))
         create = variant.extended.create_body() if variant.extended is not None else None
         return Placement(variant, results, reserve, status, create)
 

@@ -32,7 +32,7 @@ from extender.model import (
 )
 from extender.model.disruption import PodDisruptionBudget
 from extender.model.kinds import KIND_NAMES, ObjKey
-from extender.model.pods import PodInfo
+from extender.model.pods import PodGroup, PodInfo
 from extender.model.refs import resource_version
 from extender.state.inuse import InFlight, InUse
 from extender.state.slices import SliceIndex
@@ -94,6 +94,7 @@ class ClusterState:
         self.claims_by_uid: dict[str, ResourceClaim] = {}
         self.templates: dict[ObjKey, Mapping[str, Any]] = {}
         self.pods: dict[ObjKey, PodInfo] = {}
+        self.pod_groups: dict[ObjKey, PodGroup] = {}
         self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
         self.inuse = InUse(features)
         self.inventory_epoch = 0
@@ -148,6 +149,13 @@ class ClusterState:
                 raw=lambda key: _raw_of(self.claims.get(key)),
                 held=lambda: ((k, c.raw) for k, c in self.claims.items()),
                 count=lambda: len(self.claims),
+            ),
+            kinds.POD_GROUP.name: _Shelf(
+                self._apply_pod_group,
+                self._delete_pod_group,
+                raw=lambda key: _raw_of(self.pod_groups.get(key)),
+                held=lambda: ((k, g.raw) for k, g in self.pod_groups.items()),
+                count=lambda: len(self.pod_groups),
             ),
             kinds.POD.name: _Shelf(
                 self._apply_pod,
@@ -269,6 +277,12 @@ class ClusterState:
     def _delete_pod(self, key: ObjKey) -> None:
         self.pods.pop(key, None)
 
+    def _apply_pod_group(self, key: ObjKey, obj: dict[str, Any]) -> None:
+        self.pod_groups[key] = kinds.POD_GROUP.parse(obj)
+
+    def _delete_pod_group(self, key: ObjKey) -> None:
+        self.pod_groups.pop(key, None)
+
     def _apply_budget(self, key: ObjKey, obj: dict[str, Any]) -> None:
         self.disruption_budgets[key] = kinds.POD_DISRUPTION_BUDGET.parse(obj)
 
@@ -371,6 +385,9 @@ class ClusterState:
 
     def pod(self, namespace: str, name: str) -> PodInfo | None:
         return self.pods.get((namespace, name))
+
+    def pod_group(self, namespace: str, name: str) -> PodGroup | None:
+        return self.pod_groups.get((namespace, name))
 
     def counts(self) -> dict[str, int]:
         return {name: shelf.count() for name, shelf in self._shelves.items()}

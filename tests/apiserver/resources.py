@@ -30,6 +30,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True,
                  has_status=True),
     ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", namespaced=True),
+    ResourceType("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True, has_status=True),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True,
                  has_status=True),

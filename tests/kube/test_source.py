@@ -53,6 +53,12 @@ def seed_cluster(server: ApiServer) -> dict:
     store.seed(BY_KIND["ResourceSlice"], objects.resource_slice("node-a"))
     store.seed(BY_KIND["ResourceClaimTemplate"], objects.claim_template("one-gpu"))
     store.seed(BY_KIND["Pod"], objects.pod("user", claim_name="shared"))
+    store.seed(BY_KIND["PodGroup"], {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "group", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"basic": {}},
+                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}]},
+    })
     allocated = objects.claim("shared")
     allocated["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
     allocated["status"] = {"allocation": objects.allocation("node-a", "gpu-1")}
@@ -69,8 +75,10 @@ async def test_initial_lists_fill_the_state_and_only_then_mark_it_synced(apiserv
         assert not state.synced
         await eventually(lambda: state.synced, what="all kinds synced")
         assert state.counts() == {"Node": 1, "DeviceClass": 1, "ResourceSlice": 1, "DeviceTaintRule": 0,
-                                  "ResourceClaim": 1, "ResourceClaimTemplate": 1, "Pod": 1,
+                                  "ResourceClaim": 1, "ResourceClaimTemplate": 1, "PodGroup": 1, "Pod": 1,
                                   "PodDisruptionBudget": 0}
+        group = state.pod_group("default", "group")
+        assert group is not None and [c.claim_name for c in group.claims] == ["shared"]
         cached = state.claim("default", "shared")
         assert cached is not None and cached.uid == claim["metadata"]["uid"]
         assert cached.allocation is not None

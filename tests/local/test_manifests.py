@@ -143,7 +143,9 @@ def test_multi_document_directory_loads_every_kind(tmp_path: Path):
             "spec": {"taint": {"key": "maintenance", "effect": "NoSchedule"}}}
     budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep"},
               "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}
-    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"}), rule, budget]
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"},
+             "spec": {"schedulingPolicy": {"basic": {}}}}
+    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"}), rule, budget, group]
     (tmp_path / "a.yaml").write_text(yaml.safe_dump_all(objs[:3]))
     (tmp_path / "b.yaml").write_text(yaml.safe_dump_all(objs[3:]))
     (tmp_path / "ignored.txt").write_text("not yaml")
@@ -157,6 +159,7 @@ def test_multi_document_directory_loads_every_kind(tmp_path: Path):
         "DeviceTaintRule": 1,
         "ResourceClaim": 1,
         "ResourceClaimTemplate": 1,
+        "PodGroup": 1,
         "Pod": 1,
         "PodDisruptionBudget": 1,
     }

@@ -269,11 +269,26 @@ def _budget() -> dict[str, Any]:
     }
 
 
+def _pod_group() -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "default", "uid": "group-uid"},
+        "spec": {
+            "schedulingPolicy": {"basic": {}},
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimName": "shared"},
+                {"name": "nic", "resourceClaimTemplateName": "one"},
+            ],
+        },
+    }
+
+
 def valid_objects() -> list[dict[str, Any]]:
     """A small cluster holding one rich object of every kind (fresh copies on every call)."""
     return [
         _node(), _device_class(), _slice(), _selector_slice(), _taint_rule(),
-        _template(), _claim(), _allocated_claim(), _pod(), _budget(),
+        _template(), _claim(), _allocated_claim(), _pod_group(), _pod(), _budget(),
     ]
 
 
