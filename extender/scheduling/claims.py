@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from extender.allocator import Features
-from extender.model import ExactRequest, ResourceClaim, controlled_by
+from extender.allocator.search import OPTIONAL_NODE_OPERATIONS
+from extender.model import ExactRequest, Node, ResourceClaim, controlled_by
 from extender.model.pods import (
     POD_GROUP_API_GROUP,
     POD_GROUP_RESOURCE,
@@ -203,6 +204,25 @@ def check_before_allocation(state: ClusterState, features: Features, pod: PodInf
                 f"resource claim {claim.namespace}/{claim.name} is already in use by "
                 f"{RESERVED_FOR_MAX} consumers, the maximum"
             )
+
+
+def lacks_node_operations(claim: ResourceClaim, node: Node) -> str | None:
+    """Why ``node`` cannot use an allocation whose devices skip node operations, or None.
+
+    Upstream's Filter (kubernetes/kubernetes 4966917a, dynamicresources.go
+    ``allocationResultRequiresDRAOptionalNodeOperations``) checks this whatever the gate
+    says: a kubelet that does not declare DRAOptionalNodeOperations would call a driver
+    that may not run on its node.
+    """
+    allocation = claim.allocation
+    if allocation is None or OPTIONAL_NODE_OPERATIONS in node.declared_features:
+        return None
+    if not any(d.skip_node_operations for d in allocation.devices):
+        return None
+    return (
+        f"{NOT_AVAILABLE}: resource claim {claim.namespace}/{claim.name} allocation requires "
+        f"{OPTIONAL_NODE_OPERATIONS} feature on the node"
+    )
 
 
 def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:

@@ -41,6 +41,7 @@ from extender.scheduling.claims import (
     PodClaims,
     PodWaits,
     check_before_allocation,
+    lacks_node_operations,
     reserved_for_pod,
     resolve,
 )
@@ -239,14 +240,16 @@ def unavailable_on(claims: PodClaims, node: Node) -> str | None:
     """Why an already allocated claim cannot be used on ``node``, or None."""
     for claim in claims.allocated:
         selector = claim.allocation.node_selector if claim.allocation else None
-        if selector is None:
-            continue
-        try:
-            ok = selector.matches(node)
-        except ValueError as exc:
-            return f"resource claim {claim.namespace}/{claim.name}: invalid node selector: {exc}"
-        if not ok:
-            return f"resource claim {claim.namespace}/{claim.name} is allocated for other nodes"
+        if selector is not None:
+            try:
+                ok = selector.matches(node)
+            except ValueError as exc:
+                return f"resource claim {claim.namespace}/{claim.name}: invalid node selector: {exc}"
+            if not ok:
+                return f"resource claim {claim.namespace}/{claim.name} is allocated for other nodes"
+        lacking = lacks_node_operations(claim, node)
+        if lacking is not None:
+            return lacking
     return None
 
 

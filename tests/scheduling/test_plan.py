@@ -117,6 +117,18 @@ def allocatable(obj: dict[str, Any], **resources: str) -> dict[str, Any]:
     return obj
 
 
+def declaring(obj: dict[str, Any], *features: str) -> dict[str, Any]:
+    """A node whose kubelet declares ``features`` in status.declaredFeatures."""
+    obj.setdefault("status", {})["declaredFeatures"] = list(features)
+    return obj
+
+
+def anywhere(obj: dict[str, Any]) -> dict[str, Any]:
+    """An allocated claim whose allocation names no node selector (usable on every node)."""
+    del obj["status"]["allocation"]["nodeSelector"]
+    return obj
+
+
 def claim_of_owner(ctx: SchedulingContext) -> PodInfo:
     """A request's pod ("thief") naming the claim generated for pod "owner" as its own."""
     owner = ctx.state.pod("default", "owner")
@@ -190,6 +202,9 @@ GATED = {"bindingConditions": ["attached"], "bindingFailureConditions": ["broken
 OTHER_NODES = "resource claim default/c is allocated for other nodes"
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
+SKIPS_NODE_OPERATIONS = (
+    "resource claim default/c allocation requires DRAOptionalNodeOperations feature on the node"
+)
 TWO_CONDITIONS = ("attached", "powered")
 GATED_NODES = [
     device_class(),
@@ -280,6 +295,38 @@ CASES = [
         [*TWO_NODES, allocated(claim("c"), "node-1", ["gpu-0"]), pod("p", claims={"c": "c"})],
         ["node-0", "node-1"],
         {"node-0": f"unresolvable: {OTHER_NODES}", "node-1": "fits"},
+    ),
+    Case(
+        # Upstream's Filter (kubernetes/kubernetes 4966917a, dynamicresources.go): an allocation
+        # whose devices skip node operations needs a node declaring DRAOptionalNodeOperations.
+        "allocation skips node operations: only nodes declaring DRAOptionalNodeOperations",
+        [
+            device_class(),
+            declaring(node("node-0"), "DRAOptionalNodeOperations"),
+            declaring(node("node-1"), "SomethingElse"),
+            node("node-2"),
+            node_slice("node-0", gpus(1)),
+            anywhere(allocated(claim("c"), "node-0", ["gpu-0"], skipNodeOperations=["*"])),
+            pod("p", claims={"c": "c"}),
+        ],
+        ["node-0", "node-1", "node-2"],
+        {
+            "node-0": "fits",
+            "node-1": f"unresolvable: {NOT_AVAILABLE}: {SKIPS_NODE_OPERATIONS}",
+            "node-2": f"unresolvable: {NOT_AVAILABLE}: {SKIPS_NODE_OPERATIONS}",
+        },
+    ),
+    Case(
+        "allocation without skipped node operations: declared features do not matter",
+        [
+            device_class(),
+            node("node-0"),
+            node_slice("node-0", gpus(1)),
+            anywhere(allocated(claim("c"), "node-0", ["gpu-0"])),
+            pod("p", claims={"c": "c"}),
+        ],
+        ["node-0"],
+        {"node-0": "fits"},
     ),
     Case(
         "claim reservedFor full (256 consumers)",
