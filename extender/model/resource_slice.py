@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
@@ -62,6 +63,30 @@ class CounterSet:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeAllocatableMapping:
+    """How an allocated device adds to a node resource: ``consumedCapacity[capacity_key]`` times
+    ``capacity_multiplier``, or else ``device_multiplier`` once per device."""
+
+    capacity_key: str | None
+    capacity_multiplier: Quantity | None
+    device_multiplier: Quantity | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocatableOverhead:
+    per_pod: Quantity | None
+    per_container: Quantity | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAllocatableResource:
+    """One entry of a device's ``nodeAllocatableResources`` (DRANodeAllocatableResources)."""
+
+    mapping: NodeAllocatableMapping | None
+    overhead: NodeAllocatableOverhead | None
+
+
+@dataclass(frozen=True, slots=True)
 class Taint:
     key: str
     value: str
@@ -96,6 +121,8 @@ class Device:
     binding_conditions: tuple[str, ...]
     binding_failure_conditions: tuple[str, ...]
     allow_multiple_allocations: bool
+    # node resource name (cpu, memory, hugepages-*, ...) -> how allocating the device uses it
+    node_allocatable: Mapping[str, NodeAllocatableResource] = field(default_factory=dict)
     cel_memo: dict[Any, Any] = field(default_factory=dict)
 
     def attribute(self, fq_name: str) -> AttributeValue | None:
@@ -229,6 +256,41 @@ def _typed_attributes(f: Fields, attributes: Mapping[str, Any], path: str) -> di
     return {key: _attribute(f, value, f"{path}.attributes[{key}]") for key, value in attributes.items()}
 
 
+_NO_NODE_ALLOCATABLE: Mapping[str, NodeAllocatableResource] = MappingProxyType({})
+
+
+def _optional_quantity(f: Fields, obj: Any, field: str) -> Quantity | None:
+    return None if obj is None else f.quantity(obj, field)
+
+
+def _node_allocatable(f: Fields, raw: Mapping[str, Any], path: str) -> dict[str, NodeAllocatableResource]:
+    out = {}
+    for name, entry in raw.items():
+        where = f"{path}[{name}]"
+        entry = f.mapping(entry, where)
+        mapping = overhead = None
+        if entry.get("mapping") is not None:
+            m = f.mapping(entry["mapping"], f"{where}.mapping")
+            key = m.get("capacityKey")
+            mapping = NodeAllocatableMapping(
+                capacity_key=None if key is None else f.string(key, f"{where}.mapping.capacityKey"),
+                capacity_multiplier=_optional_quantity(
+                    f, m.get("capacityMultiplier"), f"{where}.mapping.capacityMultiplier"
+                ),
+                device_multiplier=_optional_quantity(
+                    f, m.get("deviceMultiplier"), f"{where}.mapping.deviceMultiplier"
+                ),
+            )
+        if entry.get("overhead") is not None:
+            o = f.mapping(entry["overhead"], f"{where}.overhead")
+            overhead = NodeAllocatableOverhead(
+                per_pod=_optional_quantity(f, o.get("perPod"), f"{where}.overhead.perPod"),
+                per_container=_optional_quantity(f, o.get("perContainer"), f"{where}.overhead.perContainer"),
+            )
+        out[name] = NodeAllocatableResource(mapping=mapping, overhead=overhead)
+    return out
+
+
 def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _ParseMemo) -> Device:
     raw = f.mapping(raw, path)
     name = f.string(raw.get("name"), f"{path}.name", required=True)
@@ -247,6 +309,7 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
         )
     selector = raw.get("nodeSelector")
     consumes = raw.get("consumesCounters")
+    allocatable = f.mapping(raw.get("nodeAllocatableResources"), f"{path}.nodeAllocatableResources")
     return Device(
         name=name,
         driver=driver,
@@ -277,6 +340,11 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
                 f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
             )
         ),
+        node_allocatable=_memoized(
+            memo, "nodeAllocatableResources", (allocatable,), lambda: _node_allocatable(
+                f, allocatable, f"{path}.nodeAllocatableResources"
+            ),
+        ) if allocatable else _NO_NODE_ALLOCATABLE,
         cel_memo=_memoized(memo, "cel", (attributes, capacity, allow_multiple), dict),
     )
 

@@ -126,6 +126,30 @@ def test_slice_devices_are_typed_and_satisfy_the_cel_device_input() -> None:
     assert s.pool.generation == 2
 
 
+def test_node_allocatable_resources_of_a_device() -> None:
+    # Field names of resource.k8s.io/v1 Device in the 1.37.0 schema (DRANodeAllocatableResources).
+    mapped = {
+        "cpu": {"mapping": {"capacityKey": "drv/cores", "capacityMultiplier": "2"}},
+        "memory": {"overhead": {"perPod": "1Gi", "perContainer": "100Mi"}},
+        "hugepages-2Mi": {"mapping": {"deviceMultiplier": "4Mi"}, "overhead": {"perPod": "2Mi"}},
+    }
+    s = parse_resource_slice(
+        slice_obj(devices=[{"name": "a", "nodeAllocatableResources": mapped}, {"name": "b"}])
+    )
+    a, b = s.devices
+    assert b.node_allocatable == {}
+    cpu, memory, huge = (a.node_allocatable[k] for k in ("cpu", "memory", "hugepages-2Mi"))
+    assert cpu.overhead is None and cpu.mapping is not None
+    assert (cpu.mapping.capacity_key, cpu.mapping.device_multiplier) == ("drv/cores", None)
+    assert cpu.mapping.capacity_multiplier is not None and cpu.mapping.capacity_multiplier.value == 2
+    assert memory.mapping is None and memory.overhead is not None
+    assert memory.overhead.per_pod is not None and memory.overhead.per_pod.value == 1024**3
+    assert memory.overhead.per_container is not None and memory.overhead.per_container.value == 100 * 1024**2
+    assert huge.mapping is not None and huge.mapping.capacity_key is None
+    assert huge.mapping.device_multiplier is not None and str(huge.mapping.device_multiplier) == "4Mi"
+    assert huge.overhead is not None and huge.overhead.per_container is None
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
@@ -137,6 +161,18 @@ def test_slice_devices_are_typed_and_satisfy_the_cel_device_input() -> None:
         ({"devices": [{"name": "d", "attributes": {"a": {"int": "1"}}}]}, "must hold int values"),
         ({"devices": [{"name": "d", "capacity": {"m": {"value": "lots"}}}]}, "invalid quantity"),
         ({"devices": [{}]}, "spec.devices[0].name: required"),
+        (
+            {
+                "devices": [
+                    {"name": "d", "nodeAllocatableResources": {"cpu": {"mapping": {"deviceMultiplier": "x"}}}}
+                ]
+            },
+            "spec.devices[0].nodeAllocatableResources[cpu].mapping.deviceMultiplier: invalid quantity",
+        ),
+        (
+            {"devices": [{"name": "d", "nodeAllocatableResources": {"memory": []}}]},
+            "spec.devices[0].nodeAllocatableResources[memory]: must be an object",
+        ),
     ],
 )
 def test_malformed_slices_are_rejected(spec: dict[str, Any], message: str) -> None:
