@@ -239,15 +239,24 @@ async def test_a_refusal_after_an_unanswered_attempt_still_reports_the_write_as_
     assert "allocation" not in (held.get("status") or {})
 
 
-async def test_a_binding_whose_reply_was_lost_is_success_when_the_pod_is_bound_there(
+async def binding_landed_reply_held(
     apiserver: ApiServer, client: RawClient
-) -> None:
+) -> tuple[asyncio.Future[None], threading.Event]:
+    """A bind of the pod whose Binding has landed and whose reply is held until the event is set
+    (then the connection is cut: the client never hears)."""
     pod = make_pod(apiserver)
     dropped = threading.Event()
     apiserver.faults.lose_reply("create", "pods", subresource="binding", after=dropped)
     binding = asyncio.ensure_future(binder(client).bind_pod(pod, "node-a"))
     await eventually(lambda: apiserver.store.get(POD, "default", "trainer")["spec"].get("nodeName"),
                      what="the Binding to land")
+    return binding, dropped
+
+
+async def test_a_binding_whose_reply_was_lost_is_success_when_the_pod_is_bound_there(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    binding, dropped = await binding_landed_reply_held(apiserver, client)
     # The retry is refused (not with the 409 of an already bound pod: that case is older and known).
     apiserver.faults.fail("create", "pods", 403, subresource="binding")
     dropped.set()
@@ -269,14 +278,9 @@ async def test_an_unanswered_binding_that_did_not_land_still_fails(apiserver: Ap
 async def test_an_unanswered_binding_whose_pod_cannot_be_read_is_uncertain_not_failed(
     apiserver: ApiServer, client: RawClient
 ) -> None:
-    pod = make_pod(apiserver)
     # The Binding lands but its reply is lost; the retry is refused and the pod cannot be read:
     # the pod is bound, and bind must not be told the Binding failed (it would roll back).
-    dropped = threading.Event()
-    apiserver.faults.lose_reply("create", "pods", subresource="binding", after=dropped)
-    binding = asyncio.ensure_future(binder(client).bind_pod(pod, "node-a"))
-    await eventually(lambda: apiserver.store.get(POD, "default", "trainer")["spec"].get("nodeName"),
-                     what="the Binding to land")
+    binding, dropped = await binding_landed_reply_held(apiserver, client)
     apiserver.faults.fail("create", "pods", 403, subresource="binding")
     apiserver.faults.fail("get", "pods", 503, times=100)
     dropped.set()
