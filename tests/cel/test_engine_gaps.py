@@ -92,6 +92,21 @@ CASES = [
     ('{?"a": optional.of(1), "a": 2}.size() == 1', "error"),
     ('{"k": true ? 1 : 2, ?"j": optional.of(3)}.j == 3', "true"),
     ('{?"a": 1}.size() == 1', "compile-error"),
+    # google.protobuf wrapper literals: the primitive, its range checked when evaluated.
+    ("google.protobuf.Int32Value{value: 1} + 1 == 2", "true"),
+    ("google.protobuf.Int32Value{value: 2147483648} == 0", "error"),
+    ("google.protobuf.UInt32Value{value: 4294967296u} == 0u", "error"),
+    ("google.protobuf.Int32Value{value: dyn('a')} == 1", "error"),
+    ("google.protobuf.Int32Value{value: 1u} == 1", "compile-error"),
+    ("google.protobuf.Int32Value{value: null} == null", "compile-error"),
+    ("google.protobuf.Int32Value{valu: 1} == 1", "compile-error"),
+    ("google.protobuf.Int32Value{value: 1}.value == 1", "compile-error"),
+    ("google.protobuf.FooValue{} == 1", "compile-error"),
+    ("(google.protobuf).Int32Value{} == 0", "compile-error"),
+    ("google.protobuf.Int32Value{value: 1, value: 2} == 2", "true"),
+    ("google.protobuf.StringValue{} == null", "false"),
+    ("google.protobuf.FloatValue{value: 1e100} == double('inf')", "true"),
+    ("type(google.protobuf.UInt64Value{}) == uint", "true"),
 ]
 
 

@@ -30,6 +30,7 @@ from extender.cel.python.evaluator import (
     make_opt_map,
     make_or,
     make_select,
+    make_wrapper,
 )
 from extender.cel.python.library import (
     CONVERSIONS,
@@ -42,7 +43,21 @@ from extender.cel.python.library import (
     unsupported_message,
 )
 from extender.cel.python.strings import compile_regex
-from extender.cel.python.syntax import And, Call, Cond, Ident, Index, ListLit, Lit, MapLit, Or, Select
+from extender.cel.python.syntax import (
+    And,
+    Call,
+    Cond,
+    Ident,
+    Index,
+    ListLit,
+    Lit,
+    MapLit,
+    Or,
+    Select,
+    Struct,
+    qualified_name,
+)
+from extender.cel.python.wrappers import FIELD, WRAPPERS
 from extender.cel.runtime.formatting import check_format
 from extender.cel.runtime.types import (
     BOOL,
@@ -64,6 +79,8 @@ from extender.cel.runtime.types import (
     optional_of,
     substitute,
     unify,
+    unwrapped,
+    wrapper_of,
 )
 from extender.cel.runtime.values import CelType, EvalError, UInt
 
@@ -159,6 +176,8 @@ class Compiler:
             return self._list(node, scope)
         if kind is MapLit:
             return self._map(node, scope)
+        if kind is Struct:
+            return self._struct(node, scope)
         raise CompileFailure(f"unsupported expression {node!r}")
 
     # --- names and selection ------------------------------------------------------------
@@ -186,7 +205,7 @@ class Compiler:
         raise CompileFailure(f"type '{display(t)}' does not support field selection")
 
     def _select(self, node: Select, scope: dict[str, Type]) -> Compiled:
-        qualified = _qualified_name(node)
+        qualified = qualified_name(node)
         if qualified in QUALIFIED_TYPE_IDENTS and qualified.split(".", 1)[0] not in scope:
             return _const(CelType(qualified), TYPE)
         operand = self.compile(node.operand, scope)
@@ -264,11 +283,30 @@ class Compiler:
         value_type = self._homogeneous(value_types)
         self._equivalent(key_types, tuple(k for k, _ in node.entries))
         self._equivalent(value_types, tuple(v for _, v in node.entries))
-        if key_type not in _MAP_KEY_TYPES:
+        if unwrapped(key_type) not in _MAP_KEY_TYPES:
             raise CompileFailure(f"unsupported map key type: {display(key_type)}")
         fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
         cost = sum(p.cost for p in keys + values) + 1
         return _try_fold(Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values, literal=True)
+
+    def _struct(self, node: Struct, scope: dict[str, Type]) -> Compiled:
+        wrapper = WRAPPERS.get(node.name)
+        if wrapper is None:
+            raise CompileFailure(f"undeclared reference to '{node.name}' (in container '')")
+        values = []
+        for field, value_node in node.fields:
+            if field != FIELD:
+                raise CompileFailure(f"undefined field '{field}'")
+            value = self.compile(value_node, scope)
+            if not unify(wrapper.primitive, value.type, {}):
+                raise CompileFailure(
+                    f"expected type of field '{field}' is '{display(wrapper.primitive)}' "
+                    f"but provided type is '{display(value.type)}'"
+                )
+            values.append(value)
+        fn = make_wrapper(wrapper, [v.fn for v in values])
+        compiled = Compiled(wrapper_of(wrapper.primitive), fn, cost=sum(v.cost for v in values) + 1)
+        return _try_fold(compiled, values)
 
     def _homogeneous(self, types: list[Type]) -> Type:
         if not types:
@@ -293,7 +331,7 @@ class Compiler:
                 continue
             if first is None:
                 first = t
-            elif t != first:
+            elif _equivalence_class(t) != _equivalence_class(first):
                 raise CompileFailure(f"expected type '{display(first)}' but found '{display(t)}'")
 
     # --- calls and macros ---------------------------------------------------------------
@@ -315,7 +353,7 @@ class Compiler:
             macro = self._macro(node, scope)
             if macro is not None:
                 return macro
-            qualified = _qualified_name(target)
+            qualified = qualified_name(target)
             if qualified is not None and qualified.split(".")[0] not in scope:
                 full = f"{qualified}.{name}"
                 if (full, False) in FUNCTIONS:
@@ -523,15 +561,6 @@ def _var_name(node: Any) -> str:
     return str(node.name)
 
 
-def _qualified_name(node: Any) -> str | None:
-    if type(node) is Ident:
-        return str(node.name)
-    if type(node) is Select and not node.optional:
-        prefix = _qualified_name(node.operand)
-        return None if prefix is None else f"{prefix}.{node.field}"
-    return None
-
-
 def _unconstrained(node: Any) -> bool:
     """Whether ``node`` is an empty literal or ``optional.none()``, whose type parameter the
     checker binds to whatever the rest of an aggregate literal has."""
@@ -542,9 +571,15 @@ def _unconstrained(node: Any) -> bool:
     return (
         type(node) is Call
         and not node.args
-        and _qualified_name(node.target or Ident("")) == "optional"
+        and qualified_name(node.target or Ident("")) == "optional"
         and (node.function == "none")
     )
+
+
+def _equivalence_class(t: Type) -> Type:
+    """``t`` as cel-go's IsEquivalentType compares it: a wrapper type is its primitive."""
+    t = unwrapped(t)
+    return t if isinstance(t, str) else (t[0], *(_equivalence_class(p) for p in t[1:]))
 
 
 def _optional_element_type(t: Type) -> Type:

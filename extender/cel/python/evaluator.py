@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from extender.cel.python.library import Overload
+from extender.cel.python.wrappers import Wrapper
 from extender.cel.runtime.types import value_fits
 from extender.cel.runtime.values import (
     EMPTY_DOMAIN,
@@ -219,6 +220,22 @@ def make_cond(cond: Fn, then: Fn, other: Fn) -> Fn:
 
 
 # --- literals --------------------------------------------------------------------------------
+
+
+def make_wrapper(wrapper: Wrapper, values: list[Fn]) -> Fn:
+    """A wrapper literal's value: the last ``value`` given (as cel-go sets fields in order),
+    else the primitive's zero value."""
+
+    def build(ctx: Ctx) -> Any:
+        result = wrapper.zero
+        for value in values:
+            v = value(ctx)
+            if not value_fits(wrapper.primitive, v):
+                raise EvalError(f"type conversion error from '{type_name(v)}' to '{wrapper.primitive}'")
+            result = wrapper.convert(v)
+        return result
+
+    return build
 
 
 def make_list(items: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:

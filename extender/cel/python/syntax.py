@@ -85,6 +85,14 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
+class Struct:
+    """A message literal ``pkg.Name{field: e, ...}``."""
+
+    name: str
+    fields: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ListLit:
     elements: tuple[Any, ...]
     optional: frozenset[int] = frozenset()  # indexes of ``?e`` elements
@@ -336,7 +344,12 @@ def _convert(t: Any) -> Any:
     if data == "member_index":
         return Index(_convert(kids[0]), _convert(kids[1]))
     if data == "member_object":
-        raise ParseFailure("Syntax error: message construction is not supported")
+        type_name = qualified_name(_convert(kids[0]))
+        if type_name is None or not _names_type(kids[0]):
+            raise ParseFailure("Syntax error: mismatched input '{'")
+        inits = kids[1].children if len(kids) > 1 else []
+        fields = tuple((str(f), _convert(v)) for f, v in zip(inits[0::2], inits[1::2], strict=True))
+        return Struct(type_name, fields)
     if data in ("ident_arg", "dot_ident_arg"):
         name = str(kids[0])
         _check_ident(name)
@@ -362,6 +375,26 @@ def _convert(t: Any) -> Any:
     if data == "literal":
         return Lit(_literal(kids[0]))
     raise ParseFailure(f"Syntax error: unsupported construct {data}")
+
+
+def qualified_name(node: Any) -> str | None:
+    """The dotted name ``node`` spells (``google.protobuf.Int32Value``), if it is one."""
+    if type(node) is Ident:
+        return node.name
+    if type(node) is Select and not node.optional:
+        prefix = qualified_name(node.operand)
+        return None if prefix is None else f"{prefix}.{node.field}"
+    return None
+
+
+def _names_type(t: Any) -> bool:
+    """Whether the parse tree ``t`` is a dotted name, which alone may start a message literal
+    in CEL's grammar (cel-python's also admits any member, ``(a){}``)."""
+    while t.data in ("member", "primary") and len(t.children) == 1:
+        t = t.children[0]
+    if t.data == "member_dot":
+        return _names_type(t.children[0])
+    return t.data in ("ident", "dot_ident")
 
 
 def _element(t: Any) -> tuple[Any, bool]:
