@@ -76,7 +76,16 @@ from extender.cel.cpp.tokens import (
     tokens,
     uses_format_library,
 )
-from extender.cel.cpp.types import CALL_ALIASES, CONFIG_YAML, GLOBAL_ALIASES, POOL, QT, T, status_text
+from extender.cel.cpp.types import (
+    CALL_ALIASES,
+    CONFIG_YAML,
+    FORMAT_CALLS,
+    GLOBAL_ALIASES,
+    POOL,
+    QT,
+    T,
+    status_text,
+)
 from extender.cel.cpp.values import quantity_message, to_cel
 from extender.cel.engine import Engine, Program, make_engine
 from extender.cel.runtime.timestamps import parse_duration, parse_timestamp
@@ -117,8 +126,6 @@ _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
-# Calls whose list literals the literal validator leaves alone (cel-go's strings extension).
-_FORMAT_CALLS = frozenset({"format", CALL_ALIASES["format"]})
 
 
 def _bind_edits(
@@ -462,7 +469,7 @@ class CppEngine:
 
     def _validate_literals(self, expression: str, checked: Any) -> None:
         """Kubernetes' homogeneous-literal validator, after checking (see cpp_literals)."""
-        found = literal_mismatches(checked.serialize(), _FORMAT_CALLS)
+        found = literal_mismatches(checked.serialize(), FORMAT_CALLS)
         if found:
             first = found[0]
             line, col = position(expression, first.offset)

@@ -309,12 +309,13 @@ class Compiler:
         return _try_fold(compiled, values)
 
     def _homogeneous(self, types: list[Type]) -> Type:
+        """The element type cel-go's checker gives a literal: the common type, else dyn (it
+        leaves mixed entries to the literal validator, see _equivalent)."""
         if not types:
             return DYN
         bindings: dict[str, Type] = {}
-        for t in types:
-            if not unify("A", t, bindings):
-                raise CompileFailure(f"expected type '{display(bindings['A'])}' but found '{display(t)}'")
+        if not all(unify("A", t, bindings) for t in types):
+            return DYN
         return join(types)
 
     def _equivalent(self, types: list[Type], nodes: tuple[Any, ...]) -> None:
