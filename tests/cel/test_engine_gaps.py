@@ -92,6 +92,18 @@ CASES = [
     ('{?"a": optional.of(1), "a": 2}.size() == 1', "error"),
     ('{"k": true ? 1 : 2, ?"j": optional.of(3)}.j == 3', "true"),
     ('{?"a": 1}.size() == 1', "compile-error"),
+    # Qualifying an optional value is optional selection; has() looks inside a present one.
+    ("optional.of({'c': {}}).c.missing.orValue(1) == 1", "true"),
+    ("optional.of({'c': {}}).c['missing'].hasValue()", "false"),
+    ("has(optional.of({'a': 1}).a) && !has(optional.of({'a': 1}).b)", "true"),
+    ("has(optional.none().a)", "false"),
+    ("has(optional.of(1).a)", "compile-error"),
+    ("type(optional.none()) == optional_type", "true"),
+    # An empty literal, optional.none() or what is taken from them takes the other entries' type.
+    ("[{}.?c, optional.of(1)].size() == 2", "true"),
+    ("[[][0], 1].size() == 1", "error"),
+    ("[optional.none(), 1].size() == 2", "compile-error"),
+    ("[[], 1].size() == 2", "compile-error"),
     # google.protobuf wrapper literals: the primitive, its range checked when evaluated.
     ("google.protobuf.Int32Value{value: 1} + 1 == 2", "true"),
     ("google.protobuf.Int32Value{value: 2147483648} == 0", "error"),

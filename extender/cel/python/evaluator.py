@@ -54,7 +54,8 @@ def select_value(v: Any, field: str) -> Any:
             raise EvalError(f"no such key: {field}")
         return value
     if t is CelOptional:
-        return CelOptional(select_value(v.value, field)) if v.present else v
+        # cel-go qualifies an optional value as ``.?`` does: a missing field is optional.none().
+        return select_optional(v.value, field) if v.present else v
     raise EvalError(f"type '{type_name(v)}' does not support field selection")
 
 
@@ -78,15 +79,19 @@ def make_select(operand: Fn, field: str, optional: bool, on_device: bool) -> Fn:
 
 
 def make_has(operand: Fn, field: str) -> Fn:
-    def has(ctx: Ctx) -> bool:
-        v = operand(ctx)
+    def has_field(v: Any) -> bool:
         if type(v) is DomainMap:
             # Upstream's lookup of a missing domain finds the default, and presence tests
             # use that lookup (unlike ``in``): has(device.attributes.anything) is true.
             return True
         if isinstance(v, dict):
             return map_contains(v, field)
+        if type(v) is CelOptional:
+            return v.present and has_field(v.value)
         raise EvalError(f"invalid type for field selection: {type_name(v)}")
+
+    def has(ctx: Ctx) -> bool:
+        return has_field(operand(ctx))
 
     return has
 
@@ -117,7 +122,7 @@ def index_value(v: Any, k: Any) -> Any:
             raise EvalError(f"index out of bounds: {i}")
         return v[i]
     if t is CelOptional:
-        return CelOptional(index_value(v.value, k)) if v.present else v
+        return index_optional(v.value, k) if v.present else v
     raise EvalError(f"no such overload: {type_name(v)}[{type_name(k)}]")
 
 
