@@ -89,7 +89,14 @@ CASES = [
     ('[1, ?optional.of("a")].size() == 2', "compile-error"),
     ('{"a": 1, ?"b": optional.none(), ?"c": optional.of(3)} == {"a": 1, "c": 3}', "true"),
     ('{?"a": optional.none(), "a": 2}["a"] == 2', "true"),
-    ('{?"a": optional.of(1), "a": 2}.size() == 1', "error"),
+    # A repeated map key keeps the last value; an absent optional entry removes the key.
+    ('{?"a": optional.of(1), "a": 2}.size() == 1', "true"),
+    ('{"a": 1, ?"a": optional.none()}.size() == 0', "true"),
+    ('{"a": 1, ?"a": optional.of(3), "b": 2}["a"] == 3', "true"),
+    ("{true: 1, false: 2, true: 3}[true] == 3", "true"),
+    ("{device.driver: 1, 'gpu.example.com': 2}[device.driver] == 2", "true"),
+    ("[1, 2].map(x, {'k': x, 'k': 3}['k']) == [3, 3]", "true"),
+    ("{'a': 1 / 0, 'a': 2}['a'] == 2", "error"),
     ('{"k": true ? 1 : 2, ?"j": optional.of(3)}.j == 3', "true"),
     ('{?"a": 1}.size() == 1', "compile-error"),
     # Qualifying an optional value is optional selection; has() looks inside a present one.

@@ -67,6 +67,7 @@ from extender.cel.cpp.rewrite import (
 from extender.cel.cpp.tokens import (
     LITERAL_WORDS,
     Token,
+    later_optional_map_entry,
     literal_conversions,
     literal_patterns,
     may_hold_optionals,
@@ -126,6 +127,7 @@ _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
+_DUPLICATE_KEY = "duplicate key in map"
 
 
 def _bind_edits(
@@ -162,7 +164,8 @@ class CppProgram:
     def __init__(self, engine: CppEngine, expression: str, compiled: Any) -> None:
         self._engine = engine
         self._compiled = compiled
-        self._fallback: Program | None = None  # the python engine's, for over-budget loops
+        # The python engine's, for over-budget loops and repeated map keys (see _on_python).
+        self._fallback: Program | None = None
         self.expression = expression
 
     def evaluate(self, view: DeviceView) -> bool:
@@ -171,11 +174,14 @@ class CppProgram:
         try:
             with self._engine.lock:
                 result = self._eval(view)
-        except RuntimeError as exc:  # the iteration budget aborts instead of yielding an error
+        except RuntimeError as exc:  # the iteration budget and a repeated map key abort the evaluation
             if _ITERATION_BUDGET in str(exc):
                 # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
                 # cost limit; the python engine, which charges Kubernetes-like costs, decides.
-                return self._over_budget(view)
+                return self._on_python(view, "loop too long for the C++ runtime")
+            if _DUPLICATE_KEY in str(exc):
+                # cel-go keeps the last value of a repeated map key, where the C++ runtime fails.
+                return self._on_python(view, "repeated map key")
             raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
             raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
@@ -188,14 +194,13 @@ class CppProgram:
             f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
 
-    def _over_budget(self, view: DeviceView) -> bool:
+    def _on_python(self, view: DeviceView, why: str) -> bool:
+        """The python engine's answer, where the C++ runtime cannot give Kubernetes' (``why``)."""
         if self._fallback is None:
             try:
                 self._fallback = self._engine.python_program(self.expression)
             except CelCompileError as exc:
-                raise CelRuntimeError(
-                    f"loop too long for the C++ runtime: {exc.message}", self.expression
-                ) from None
+                raise CelRuntimeError(f"{why}: {exc.message}", self.expression) from None
         return self._fallback.evaluate(view)
 
     def _eval(self, view: DeviceView) -> Any:
@@ -249,7 +254,7 @@ class CppEngine:
 
     def _compile(self, expression: str) -> Program:
         toks = original_toks = tokens(expression)
-        if toks is not None and uses_format_library(toks):
+        if toks is not None and (uses_format_library(toks) or later_optional_map_entry(toks)):
             return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
@@ -305,7 +310,8 @@ class CppEngine:
         The C++ runtime crashes the process (a segmentation fault) when an optional value
         reaches a Python function through a list(dyn) parameter, so expressions that can make
         optional values and call such a function are run by the pure-Python engine; so are
-        those using Kubernetes' format library, whose functions return optional values.
+        those using Kubernetes' format library, whose functions return optional values, and
+        those where an absent optional map entry may remove an earlier one.
         """
         if self._python is None:
             try:

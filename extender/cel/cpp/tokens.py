@@ -195,6 +195,20 @@ def may_hold_optionals(toks: list[Token]) -> bool:
     return False
 
 
+def later_optional_map_entry(toks: list[Token]) -> bool:
+    """Whether a map literal has an optional entry ``?k: v`` after another entry: when ``v`` is
+    absent, cel-go removes an earlier entry of the same key, which the C++ runtime keeps."""
+    open_brackets: list[str] = []
+    for i, tok in enumerate(toks):
+        if tok.text in ("(", "[", "{"):
+            open_brackets.append(tok.text)
+        elif tok.text in (")", "]", "}") and open_brackets:
+            open_brackets.pop()
+        elif tok.text == "?" and open_brackets[-1:] == ["{"] and toks[i - 1].text == ",":
+            return True
+    return False
+
+
 def uses_format_library(toks: list[Token]) -> bool:
     """Whether the expression calls Kubernetes' format library (``format.<name>(...)``)."""
     return any(

@@ -271,7 +271,8 @@ _KEY_TYPES = (int, UInt, bool, str)
 
 
 def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
-    """A map literal; the entries at ``optional`` (``?k: v``) are added only when ``v`` is present."""
+    """A map literal, built as cel-go's evalMap does: a repeated key keeps the last value, and
+    an entry at ``optional`` (``?k: v``) whose ``v`` is absent removes its key."""
     entries = [(kf, vf, n in optional) for n, (kf, vf) in enumerate(zip(keys, values, strict=True))]
 
     def build(ctx: Ctx) -> dict[Any, Any]:
@@ -281,16 +282,24 @@ def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozen
             if type(k) not in _KEY_TYPES:
                 raise EvalError(f"unsupported key type: {type_name(k)}")
             v = vf(ctx)
+            if map_contains(out, k):
+                _remove_key(out, k)
             if is_optional:
                 if not _present(v):
                     continue
                 v = v.value
-            if map_contains(out, k):
-                raise EvalError(f"Failed with repeated key: {_key_text(k)}")
             out[k] = v
         return out
 
     return build
+
+
+def _remove_key(m: dict[Any, Any], key: Any) -> None:
+    """Remove the key of ``m`` that is ``key`` as a map key (``True`` is not ``1`` there)."""
+    for k in m:
+        if (type(k) is bool) == (type(key) is bool) and k == key:
+            del m[k]
+            return
 
 
 # --- function calls --------------------------------------------------------------------------
