@@ -111,6 +111,11 @@ CASES = [
     ("[[][0], 1].size() == 1", "error"),
     ("[optional.none(), 1].size() == 2", "compile-error"),
     ("[[], 1].size() == 2", "compile-error"),
+    # Backtick-quoted identifiers are not enabled in Kubernetes' parser; backticks in strings
+    # and comments are just characters.
+    ("{'a-b': 1}.`a-b` == 1", "compile-error"),
+    ("has({'a': 1}.`a`)", "compile-error"),
+    ("'`' + r'`' + '''`''' == '```' // `comment`", "true"),
     # google.protobuf wrapper literals: the primitive, its range checked when evaluated.
     ("google.protobuf.Int32Value{value: 1} + 1 == 2", "true"),
     ("google.protobuf.Int32Value{value: 2147483648} == 0", "error"),

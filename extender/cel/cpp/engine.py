@@ -75,6 +75,7 @@ from extender.cel.cpp.tokens import (
     position,
     texts,
     tokens,
+    unknown_character,
     uses_format_library,
 )
 from extender.cel.cpp.types import (
@@ -254,6 +255,8 @@ class CppEngine:
 
     def _compile(self, expression: str) -> Program:
         toks = original_toks = tokens(expression)
+        if toks is None:
+            self._check_backticks(expression)
         if toks is not None and (uses_format_library(toks) or later_optional_map_entry(toks)):
             return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
@@ -299,6 +302,17 @@ class CppEngine:
             # Not expected; the checked expression still runs, only without the rewrites.
             program = checked
         return CppProgram(self, expression, program)
+
+    @staticmethod
+    def _check_backticks(expression: str) -> None:
+        """Kubernetes' parser does not enable backtick-quoted identifiers (cel-go's
+        EnableIdentEscapeSyntax), which the C++ parser accepts."""
+        at = unknown_character(expression)
+        if at is not None and expression[at] == "`":
+            line, col = position(expression, at)
+            raise CelCompileError(
+                f"ERROR: <input>:{line}:{col}: Syntax error: token recognition error at: '`'", expression
+            )
 
     def python_program(self, expression: str) -> Program:
         """The pure-Python engine's program for ``expression`` (see ``_delegate``)."""

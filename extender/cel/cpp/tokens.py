@@ -34,17 +34,28 @@ class Token(NamedTuple):
 def tokens(source: str) -> list[Token] | None:
     """Lex ``source``; None when it holds something the lexer does not know (the C++ parser
     has already accepted it, so it is then compiled without rewriting)."""
+    out, stop = _lex(source)
+    return out if stop is None else None
+
+
+def unknown_character(source: str) -> int | None:
+    """The offset of the first character outside every token (string literals and comments
+    included), if there is one."""
+    return _lex(source)[1]
+
+
+def _lex(source: str) -> tuple[list[Token], int | None]:
     out: list[Token] = []
     pos = 0
     while pos < len(source):
         m = _TOKEN_RE.match(source, pos)
         if m is None:
-            return None
+            return out, pos
         kind = m.lastgroup or ""
         if kind != "ws":
             out.append(Token(kind, m.group(), m.start(), m.end()))
         pos = m.end()
-    return out
+    return out, None
 
 
 def texts(toks: list[Token], i: int, n: int) -> tuple[str, ...]:
