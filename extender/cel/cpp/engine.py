@@ -63,6 +63,7 @@ from extender.cel.cpp.rewrite import (
     relation_operands,
     rewrite,
     widen_numeric_comparisons,
+    without_doubled_parentheses,
 )
 from extender.cel.cpp.tokens import (
     LITERAL_WORDS,
@@ -155,6 +156,22 @@ def _is_float_literal(tok: Token) -> bool:
 def _is_literal(toks: list[Token], a: int, b: int) -> bool:
     """Whether ``toks[a:b]`` is one scalar literal (a string, a number, true, false or null)."""
     return b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in LITERAL_WORDS)
+
+
+def _shallower_sources(source: str, toks: list[Token]) -> Iterator[str]:
+    """``source`` rewritten to nest less for the C++ parser: without doubled parentheses, with
+    long sums regrouped, then both."""
+    unnested = without_doubled_parentheses(source, toks)
+    if unnested is not None:
+        yield unnested
+    balanced = balanced_sums(source, toks)
+    if balanced is not None:
+        yield balanced
+    if unnested is not None and balanced is not None:
+        unnested_toks = tokens(unnested)
+        both = None if unnested_toks is None else balanced_sums(unnested, unnested_toks)
+        if both is not None:
+            yield both
 
 
 class CppProgram:
@@ -344,15 +361,15 @@ class CppEngine:
         except RuntimeError as exc:
             raw = str(exc)
         if toks is not None and _RECURSION_LIMIT.search(raw):
-            balanced = balanced_sums(source, toks)
-            if balanced is not None:
+            for shallower in _shallower_sources(source, toks):
                 try:
-                    return self._env.compile(balanced), balanced
+                    return self._env.compile(shallower), shallower
                 except RuntimeError as exc:
                     if not _RECURSION_LIMIT.search(str(exc)):
-                        # The regrouped chain is deep enough; this error is the real one
-                        # (positions after the first inserted parenthesis are shifted).
+                        # Shallow enough; this error is the real one (after regrouping a sum,
+                        # positions after the first inserted parenthesis are shifted).
                         raw = str(exc)
+                        break
         aliased = None if toks is None else alias_net_strings(source, toks, status_text(raw))
         if aliased is not None:
             try:

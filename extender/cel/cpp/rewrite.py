@@ -411,6 +411,23 @@ MAX_BALANCED_OPERANDS = 240
 _UNARY_MINUS_AFTER = _OPERAND_STOPS | {"+", "-", "*", "/", "%", "!", "(", "[", "{"}
 
 
+def without_doubled_parentheses(source: str, toks: list[Token]) -> str | None:
+    """``source`` with the inner pair of every ``((...))`` blanked out; None if there is none.
+
+    Each pair of parentheses is a nesting level for the C++ parser (limit 32, cel-go's about
+    250); a pair directly inside another changes nothing. Blanks keep error positions.
+    """
+    blanked = list(source)
+    for i in range(1, len(toks)):
+        if toks[i].text != "(" or toks[i - 1].text != "(":
+            continue
+        inner, outer = closing(toks, i), closing(toks, i - 1)
+        if inner is not None and outer is not None and inner + 1 == outer:
+            blanked[toks[i].start] = blanked[toks[inner].start] = " "
+    result = "".join(blanked)
+    return result if result != source else None
+
+
 def balanced_sums(source: str, toks: list[Token]) -> str | None:
     """``source`` with every chain ``a + b + c + ...`` regrouped as ``((a + b) + (c + d))``;
     None if there is none.
