@@ -111,6 +111,13 @@ CASES = [
     ("[[][0], 1].size() == 1", "error"),
     ("[optional.none(), 1].size() == 2", "compile-error"),
     ("[[], 1].size() == 2", "compile-error"),
+    # An integer against a double compares as a double (within the integer type's range).
+    ("dyn(9223372036854775807) == 9223372036854775808.0", "true"),
+    ("dyn(9007199254740993) == 9007199254740992.0", "true"),
+    ("dyn(9007199254740993) > 9007199254740992.0", "false"),
+    ("dyn(18446744073709551615u) >= 18446744073709551616.0", "true"),
+    ("dyn(-9223372036854775808) == -9223372036854775808.0", "true"),
+    ("dyn(1u) > -1.0 && dyn(-1) < 0u", "true"),
     # Backtick-quoted identifiers are not enabled in Kubernetes' parser; backticks in strings
     # and comments are just characters.
     ("{'a-b': 1}.`a-b` == 1", "compile-error"),
