@@ -118,6 +118,10 @@ CASES = [
     ("dyn(18446744073709551615u) >= 18446744073709551616.0", "true"),
     ("dyn(-9223372036854775808) == -9223372036854775808.0", "true"),
     ("dyn(1u) > -1.0 && dyn(-1) < 0u", "true"),
+    # int() of a double rejects -2**63 itself (cel-go's doubleToInt64Checked).
+    ("int(-9223372036854775808.0) == 0", "compile-error"),
+    ("[-9223372036854775808.0].exists(x, int(x) < 0)", "error"),
+    ("[-9223372036854774784.0].exists(x, int(x) < 0)", "true"),
     # Backtick-quoted identifiers are not enabled in Kubernetes' parser; backticks in strings
     # and comments are just characters.
     ("{'a-b': 1}.`a-b` == 1", "compile-error"),
