@@ -106,6 +106,8 @@ CASES = [
     ("has(optional.none().a)", "false"),
     ("has(optional.of(1).a)", "compile-error"),
     ("type(optional.none()) == optional_type", "true"),
+    ("optional.of([1])[3] == optional.none() && !optional.of([[1]])[0][5].hasValue()", "true"),
+    ("optional.of({'a': [1]}).a[2].orValue(7) == 7 && optional.of([1])[0] == optional.of(1)", "true"),
     # An empty literal, optional.none() or what is taken from them takes the other entries' type.
     ("[{}.?c, optional.of(1)].size() == 2", "true"),
     ("[[][0], 1].size() == 1", "error"),

@@ -60,6 +60,7 @@ from extender.cel.cpp.rewrite import (
     field_presence,
     go_number_edits,
     go_string_edits,
+    optional_index_edits,
     relation_operands,
     rewrite,
     widen_numeric_comparisons,
@@ -308,6 +309,11 @@ class CppEngine:
                 [
                     *go_string_edits(source_toks, self._static_type_of(source, source_toks)),
                     *go_number_edits(source_toks, self._static_type_of(source, source_toks)),
+                    *(
+                        optional_index_edits(source_toks, self._static_type_of(source, source_toks))
+                        if optionals
+                        else ()
+                    ),
                     *self._library_equality_guards(source, source_toks, routed),
                 ],
             )

@@ -254,6 +254,20 @@ def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | N
 _SELF_COMPARING = frozenset({"sort", "distinct", "sortBy"})
 
 
+def optional_index_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[Edit]:
+    """``x[k]`` of an optional ``x`` -> ``x[?k]``. cel-go qualifies an optional value as an
+    optional index does (an index out of range gives optional.none()); the C++ runtime gives a
+    present optional there."""
+    for i, tok in enumerate(toks):
+        if tok.text != "[" or i == 0 or texts(toks, i + 1, 1) == ("?",):
+            continue
+        if not (toks[i - 1].kind in ("id", "str") or toks[i - 1].text in (")", "]")):
+            continue  # a list literal, not an index
+        start = _receiver_start(toks, i)
+        if start is not None and (static_type(start, i) or "").startswith("optional_type("):
+            yield tok.end, tok.end, 0, "?"
+
+
 def _receiver_start(toks: list[Token], dot: int) -> int | None:
     """The first token of the receiver of the member call whose ``.`` is at ``dot``: a chain
     of names, literals, selections, calls and indexes; None if there is none."""
