@@ -217,6 +217,10 @@ DEPTH_CASES = [
     ("(" * 40 + "(1 + 2) * 3" + ")" * 40 + " == 9", "true"),
     ("(" * 40 + _sum("1", 50) + ")" * 40 + " == 50", "true"),
     ("(" * 40 + "7" + ")" * 40 + " == 'a'", "compile-error"),
+    # cel-go's parser limit: 250 nested rules, the outermost expression one of them.
+    ("(" * 249 + "true" + ")" * 249, "true"),
+    ("(" * 250 + "true" + ")" * 250, "compile-error"),
+    ("[" * 250 + "true" + "]" * 250 + " != []", "compile-error"),
 ]
 
 

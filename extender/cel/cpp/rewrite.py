@@ -420,6 +420,9 @@ def widen_numeric_comparisons(source: str, toks: list[Token], message: str) -> s
 # up to cel-go's own limit (a parse recursion depth of 250, some of it taken by the levels
 # above a sum): longer chains stay a compile error.
 MIN_BALANCED_OPERANDS = 4
+# cel-go's parser stops at a rule nesting depth of 250 (parser/parser.go recursionListener);
+# each bracket level nests one more expression below the outermost.
+MAX_BRACKET_DEPTH = 250
 MAX_BALANCED_OPERANDS = 240
 # After these a ``-`` is a sign, not a subtraction.
 _UNARY_MINUS_AFTER = _OPERAND_STOPS | {"+", "-", "*", "/", "%", "!", "(", "[", "{"}
@@ -428,9 +431,19 @@ _UNARY_MINUS_AFTER = _OPERAND_STOPS | {"+", "-", "*", "/", "%", "!", "(", "[", "
 def without_doubled_parentheses(source: str, toks: list[Token]) -> str | None:
     """``source`` with the inner pair of every ``((...))`` blanked out; None if there is none.
 
-    Each pair of parentheses is a nesting level for the C++ parser (limit 32, cel-go's about
-    250); a pair directly inside another changes nothing. Blanks keep error positions.
+    Each pair of parentheses is a nesting level for the C++ parser (limit 32); a pair directly
+    inside another changes nothing. Blanks keep error positions. Brackets nested as deep as
+    cel-go's limit (MAX_BRACKET_DEPTH) stay, for that to be a compile error here too.
     """
+    depth = deepest = 0
+    for tok in toks:
+        if tok.text in ("(", "[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok.text in (")", "]", "}"):
+            depth -= 1
+    if deepest >= MAX_BRACKET_DEPTH:
+        return None
     blanked = list(source)
     for i in range(1, len(toks)):
         if toks[i].text != "(" or toks[i - 1].text != "(":

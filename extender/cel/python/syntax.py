@@ -21,6 +21,10 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from extender.cel.runtime.values import INT_MAX, INT_MIN, UINT_MAX, UInt
 
+# cel-go's parser stops at a rule nesting depth of 250 (parser/parser.go recursionListener);
+# each bracket level nests one more expression below the outermost.
+MAX_BRACKET_DEPTH = 250
+
 _OPT_SELECT = "zzOptSelect__"
 _OPT_INDEX = "zzOptIndex__"
 _OPT_ELEMENT = "zzOptElement__"
@@ -268,6 +272,8 @@ def _rewrite_optional_syntax(source: str) -> str:
         elif c in "({":
             literal = c == "{" and not (last_sig.isalnum() or last_sig == "_")
             open_brackets.append(_Bracket(")" if c == "(" else "}", literal=literal))
+        if len(open_brackets) >= MAX_BRACKET_DEPTH:
+            raise ParseFailure(f"expression recursion limit exceeded: {MAX_BRACKET_DEPTH}")
         elif c in ")]}" and open_brackets:
             closed = open_brackets.pop()
             if closed.marked:
