@@ -60,13 +60,16 @@ from extender.cel.cpp.rewrite import (
     field_presence,
     go_number_edits,
     go_string_edits,
+    optional_index_edits,
     relation_operands,
     rewrite,
     widen_numeric_comparisons,
+    without_doubled_parentheses,
 )
 from extender.cel.cpp.tokens import (
     LITERAL_WORDS,
     Token,
+    later_optional_map_entry,
     literal_conversions,
     literal_patterns,
     may_hold_optionals,
@@ -74,9 +77,19 @@ from extender.cel.cpp.tokens import (
     position,
     texts,
     tokens,
+    unknown_character,
     uses_format_library,
 )
-from extender.cel.cpp.types import CALL_ALIASES, CONFIG_YAML, GLOBAL_ALIASES, POOL, QT, T, status_text
+from extender.cel.cpp.types import (
+    CALL_ALIASES,
+    CONFIG_YAML,
+    FORMAT_CALLS,
+    GLOBAL_ALIASES,
+    POOL,
+    QT,
+    T,
+    status_text,
+)
 from extender.cel.cpp.values import quantity_message, to_cel
 from extender.cel.engine import Engine, Program, make_engine
 from extender.cel.runtime.timestamps import parse_duration, parse_timestamp
@@ -117,8 +130,7 @@ _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
-# Calls whose list literals the literal validator leaves alone (cel-go's strings extension).
-_FORMAT_CALLS = frozenset({"format", CALL_ALIASES["format"]})
+_DUPLICATE_KEY = "duplicate key in map"
 
 
 def _bind_edits(
@@ -147,6 +159,22 @@ def _is_literal(toks: list[Token], a: int, b: int) -> bool:
     return b - a == 1 and (toks[a].kind in ("str", "num") or toks[a].text in LITERAL_WORDS)
 
 
+def _shallower_sources(source: str, toks: list[Token]) -> Iterator[str]:
+    """``source`` rewritten to nest less for the C++ parser: without doubled parentheses, with
+    long sums regrouped, then both."""
+    unnested = without_doubled_parentheses(source, toks)
+    if unnested is not None:
+        yield unnested
+    balanced = balanced_sums(source, toks)
+    if balanced is not None:
+        yield balanced
+    if unnested is not None and balanced is not None:
+        unnested_toks = tokens(unnested)
+        both = None if unnested_toks is None else balanced_sums(unnested, unnested_toks)
+        if both is not None:
+            yield both
+
+
 class CppProgram:
     """One compiled selector; evaluation reuses the device's cached activation."""
 
@@ -155,7 +183,8 @@ class CppProgram:
     def __init__(self, engine: CppEngine, expression: str, compiled: Any) -> None:
         self._engine = engine
         self._compiled = compiled
-        self._fallback: Program | None = None  # the python engine's, for over-budget loops
+        # The python engine's, for over-budget loops and repeated map keys (see _on_python).
+        self._fallback: Program | None = None
         self.expression = expression
 
     def evaluate(self, view: DeviceView) -> bool:
@@ -164,11 +193,14 @@ class CppProgram:
         try:
             with self._engine.lock:
                 result = self._eval(view)
-        except RuntimeError as exc:  # the iteration budget aborts instead of yielding an error
+        except RuntimeError as exc:  # the iteration budget and a repeated map key abort the evaluation
             if _ITERATION_BUDGET in str(exc):
                 # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
                 # cost limit; the python engine, which charges Kubernetes-like costs, decides.
-                return self._over_budget(view)
+                return self._on_python(view, "loop too long for the C++ runtime")
+            if _DUPLICATE_KEY in str(exc):
+                # cel-go keeps the last value of a repeated map key, where the C++ runtime fails.
+                return self._on_python(view, "repeated map key")
             raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
             raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
@@ -181,14 +213,13 @@ class CppProgram:
             f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
 
-    def _over_budget(self, view: DeviceView) -> bool:
+    def _on_python(self, view: DeviceView, why: str) -> bool:
+        """The python engine's answer, where the C++ runtime cannot give Kubernetes' (``why``)."""
         if self._fallback is None:
             try:
                 self._fallback = self._engine.python_program(self.expression)
             except CelCompileError as exc:
-                raise CelRuntimeError(
-                    f"loop too long for the C++ runtime: {exc.message}", self.expression
-                ) from None
+                raise CelRuntimeError(f"{why}: {exc.message}", self.expression) from None
         return self._fallback.evaluate(view)
 
     def _eval(self, view: DeviceView) -> Any:
@@ -242,7 +273,9 @@ class CppEngine:
 
     def _compile(self, expression: str) -> Program:
         toks = original_toks = tokens(expression)
-        if toks is not None and uses_format_library(toks):
+        if toks is None:
+            self._check_backticks(expression)
+        if toks is not None and (uses_format_library(toks) or later_optional_map_entry(toks)):
             return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
@@ -276,6 +309,11 @@ class CppEngine:
                 [
                     *go_string_edits(source_toks, self._static_type_of(source, source_toks)),
                     *go_number_edits(source_toks, self._static_type_of(source, source_toks)),
+                    *(
+                        optional_index_edits(source_toks, self._static_type_of(source, source_toks))
+                        if optionals
+                        else ()
+                    ),
                     *self._library_equality_guards(source, source_toks, routed),
                 ],
             )
@@ -288,6 +326,17 @@ class CppEngine:
             program = checked
         return CppProgram(self, expression, program)
 
+    @staticmethod
+    def _check_backticks(expression: str) -> None:
+        """Kubernetes' parser does not enable backtick-quoted identifiers (cel-go's
+        EnableIdentEscapeSyntax), which the C++ parser accepts."""
+        at = unknown_character(expression)
+        if at is not None and expression[at] == "`":
+            line, col = position(expression, at)
+            raise CelCompileError(
+                f"ERROR: <input>:{line}:{col}: Syntax error: token recognition error at: '`'", expression
+            )
+
     def python_program(self, expression: str) -> Program:
         """The pure-Python engine's program for ``expression`` (see ``_delegate``)."""
         return self._delegate(expression)
@@ -298,7 +347,8 @@ class CppEngine:
         The C++ runtime crashes the process (a segmentation fault) when an optional value
         reaches a Python function through a list(dyn) parameter, so expressions that can make
         optional values and call such a function are run by the pure-Python engine; so are
-        those using Kubernetes' format library, whose functions return optional values.
+        those using Kubernetes' format library, whose functions return optional values, and
+        those where an absent optional map entry may remove an earlier one.
         """
         if self._python is None:
             try:
@@ -317,15 +367,15 @@ class CppEngine:
         except RuntimeError as exc:
             raw = str(exc)
         if toks is not None and _RECURSION_LIMIT.search(raw):
-            balanced = balanced_sums(source, toks)
-            if balanced is not None:
+            for shallower in _shallower_sources(source, toks):
                 try:
-                    return self._env.compile(balanced), balanced
+                    return self._env.compile(shallower), shallower
                 except RuntimeError as exc:
                     if not _RECURSION_LIMIT.search(str(exc)):
-                        # The regrouped chain is deep enough; this error is the real one
-                        # (positions after the first inserted parenthesis are shifted).
+                        # Shallow enough; this error is the real one (after regrouping a sum,
+                        # positions after the first inserted parenthesis are shifted).
                         raw = str(exc)
+                        break
         aliased = None if toks is None else alias_net_strings(source, toks, status_text(raw))
         if aliased is not None:
             try:
@@ -462,7 +512,7 @@ class CppEngine:
 
     def _validate_literals(self, expression: str, checked: Any) -> None:
         """Kubernetes' homogeneous-literal validator, after checking (see cpp_literals)."""
-        found = literal_mismatches(checked.serialize(), _FORMAT_CALLS)
+        found = literal_mismatches(checked.serialize(), FORMAT_CALLS)
         if found:
             first = found[0]
             line, col = position(expression, first.offset)

@@ -1,11 +1,13 @@
 """cel-go's HomogeneousAggregateLiterals for the C++ checker, which types ``[1, "a"]`` as
-list(dyn): probe variants of the source whose checking fails exactly when a literal mixes types."""
+list(dyn): probe variants of the source whose checking fails exactly when a literal mixes types.
+Literals inside a ``format`` call's arguments are exempt, as cel-go's validator exempts them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from extender.cel.cpp.tokens import Token, closing, split_top
+from extender.cel.cpp.tokens import Token, closing, split_top, texts
+from extender.cel.cpp.types import FORMAT_CALLS
 
 _OPERAND_END_TEXTS = frozenset({")", "]", "}"})
 
@@ -44,9 +46,21 @@ def _literal_probe(toks: list[Token], i: int, close: int, render: Callable[[int,
     return f"cel.bind(k8sdra_keys, {keys}, cel.bind(k8sdra_values, {values}, {literal}))"
 
 
-def _literals(toks: list[Token]) -> Iterator[tuple[int, int]]:
+def _format_arguments(toks: list[Token]) -> set[int]:
+    """Indexes of the tokens inside the parentheses of a ``format`` call: cel-go's literal
+    validator exempts every literal there, at any depth."""
+    inside: set[int] = set()
     for i, tok in enumerate(toks):
-        if tok.text in ("[", "{") and _opens_literal(toks, i):
+        if tok.text in FORMAT_CALLS and i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",):
+            close = closing(toks, i + 1)
+            inside.update(range(i + 2, len(toks) if close is None else close))
+    return inside
+
+
+def _literals(toks: list[Token]) -> Iterator[tuple[int, int]]:
+    exempt = _format_arguments(toks)
+    for i, tok in enumerate(toks):
+        if tok.text in ("[", "{") and i not in exempt and _opens_literal(toks, i):
             close = closing(toks, i)
             if close is not None:
                 yield i, close

@@ -254,6 +254,20 @@ def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | N
 _SELF_COMPARING = frozenset({"sort", "distinct", "sortBy"})
 
 
+def optional_index_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[Edit]:
+    """``x[k]`` of an optional ``x`` -> ``x[?k]``. cel-go qualifies an optional value as an
+    optional index does (an index out of range gives optional.none()); the C++ runtime gives a
+    present optional there."""
+    for i, tok in enumerate(toks):
+        if tok.text != "[" or i == 0 or texts(toks, i + 1, 1) == ("?",):
+            continue
+        if not (toks[i - 1].kind in ("id", "str") or toks[i - 1].text in (")", "]")):
+            continue  # a list literal, not an index
+        start = _receiver_start(toks, i)
+        if start is not None and (static_type(start, i) or "").startswith("optional_type("):
+            yield tok.end, tok.end, 0, "?"
+
+
 def _receiver_start(toks: list[Token], dot: int) -> int | None:
     """The first token of the receiver of the member call whose ``.`` is at ``dot``: a chain
     of names, literals, selections, calls and indexes; None if there is none."""
@@ -406,9 +420,39 @@ def widen_numeric_comparisons(source: str, toks: list[Token], message: str) -> s
 # up to cel-go's own limit (a parse recursion depth of 250, some of it taken by the levels
 # above a sum): longer chains stay a compile error.
 MIN_BALANCED_OPERANDS = 4
+# cel-go's parser stops at a rule nesting depth of 250 (parser/parser.go recursionListener);
+# each bracket level nests one more expression below the outermost.
+MAX_BRACKET_DEPTH = 250
 MAX_BALANCED_OPERANDS = 240
 # After these a ``-`` is a sign, not a subtraction.
 _UNARY_MINUS_AFTER = _OPERAND_STOPS | {"+", "-", "*", "/", "%", "!", "(", "[", "{"}
+
+
+def without_doubled_parentheses(source: str, toks: list[Token]) -> str | None:
+    """``source`` with the inner pair of every ``((...))`` blanked out; None if there is none.
+
+    Each pair of parentheses is a nesting level for the C++ parser (limit 32); a pair directly
+    inside another changes nothing. Blanks keep error positions. Brackets nested as deep as
+    cel-go's limit (MAX_BRACKET_DEPTH) stay, for that to be a compile error here too.
+    """
+    depth = deepest = 0
+    for tok in toks:
+        if tok.text in ("(", "[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok.text in (")", "]", "}"):
+            depth -= 1
+    if deepest >= MAX_BRACKET_DEPTH:
+        return None
+    blanked = list(source)
+    for i in range(1, len(toks)):
+        if toks[i].text != "(" or toks[i - 1].text != "(":
+            continue
+        inner, outer = closing(toks, i), closing(toks, i - 1)
+        if inner is not None and outer is not None and inner + 1 == outer:
+            blanked[toks[i].start] = blanked[toks[inner].start] = " "
+    result = "".join(blanked)
+    return result if result != source else None
 
 
 def balanced_sums(source: str, toks: list[Token]) -> str | None:

@@ -34,17 +34,28 @@ class Token(NamedTuple):
 def tokens(source: str) -> list[Token] | None:
     """Lex ``source``; None when it holds something the lexer does not know (the C++ parser
     has already accepted it, so it is then compiled without rewriting)."""
+    out, stop = _lex(source)
+    return out if stop is None else None
+
+
+def unknown_character(source: str) -> int | None:
+    """The offset of the first character outside every token (string literals and comments
+    included), if there is one."""
+    return _lex(source)[1]
+
+
+def _lex(source: str) -> tuple[list[Token], int | None]:
     out: list[Token] = []
     pos = 0
     while pos < len(source):
         m = _TOKEN_RE.match(source, pos)
         if m is None:
-            return None
+            return out, pos
         kind = m.lastgroup or ""
         if kind != "ws":
             out.append(Token(kind, m.group(), m.start(), m.end()))
         pos = m.end()
-    return out
+    return out, None
 
 
 def texts(toks: list[Token], i: int, n: int) -> tuple[str, ...]:
@@ -191,6 +202,20 @@ def may_hold_optionals(toks: list[Token]) -> bool:
         if tok.text in ("optional", "optMap", "optFlatMap", ".?"):
             return True
         if tok.text == "?" and i > 0 and toks[i - 1].text in ("[", "{", ","):
+            return True
+    return False
+
+
+def later_optional_map_entry(toks: list[Token]) -> bool:
+    """Whether a map literal has an optional entry ``?k: v`` after another entry: when ``v`` is
+    absent, cel-go removes an earlier entry of the same key, which the C++ runtime keeps."""
+    open_brackets: list[str] = []
+    for i, tok in enumerate(toks):
+        if tok.text in ("(", "[", "{"):
+            open_brackets.append(tok.text)
+        elif tok.text in (")", "]", "}") and open_brackets:
+            open_brackets.pop()
+        elif tok.text == "?" and open_brackets[-1:] == ["{"] and toks[i - 1].text == ",":
             return True
     return False
 

@@ -79,6 +79,8 @@ CALL_ALIASES = {
     # A duration's milliseconds are its total in cel-go, the part below a second in C++.
     "getMilliseconds": "_etMilliseconds",
 }
+# The strings extension's format, by either name: the literal validator exempts its arguments.
+FORMAT_CALLS = frozenset({"format", CALL_ALIASES["format"]})
 # Global calls renamed alike: bool() of a string follows Go's strconv.ParseBool ("T", "1", ...),
 # where the C++ runtime accepts only "true" and "false".
 GLOBAL_ALIASES = {"bool": "_ool"}

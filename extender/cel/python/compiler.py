@@ -30,6 +30,7 @@ from extender.cel.python.evaluator import (
     make_opt_map,
     make_or,
     make_select,
+    make_wrapper,
 )
 from extender.cel.python.library import (
     CONVERSIONS,
@@ -42,7 +43,21 @@ from extender.cel.python.library import (
     unsupported_message,
 )
 from extender.cel.python.strings import compile_regex
-from extender.cel.python.syntax import And, Call, Cond, Ident, Index, ListLit, Lit, MapLit, Or, Select
+from extender.cel.python.syntax import (
+    And,
+    Call,
+    Cond,
+    Ident,
+    Index,
+    ListLit,
+    Lit,
+    MapLit,
+    Or,
+    Select,
+    Struct,
+    qualified_name,
+)
+from extender.cel.python.wrappers import FIELD, WRAPPERS
 from extender.cel.runtime.formatting import check_format
 from extender.cel.runtime.types import (
     BOOL,
@@ -64,6 +79,8 @@ from extender.cel.runtime.types import (
     optional_of,
     substitute,
     unify,
+    unwrapped,
+    wrapper_of,
 )
 from extender.cel.runtime.values import CelType, EvalError, UInt
 
@@ -88,6 +105,9 @@ class Compiled:
     # A constant as cel-go's planner sees one: a literal, or a list, map or conversion of such
     # constants, which it evaluates up front (a conversion failing there is a compile error).
     planned: bool = False
+    # The type's dyn stands for a type parameter cel-go leaves unbound (an empty literal,
+    # optional.none(), an entry or field of those), which a literal's other entries bind.
+    free: bool = False
 
     @property
     def is_const(self) -> bool:
@@ -159,6 +179,8 @@ class Compiler:
             return self._list(node, scope)
         if kind is MapLit:
             return self._map(node, scope)
+        if kind is Struct:
+            return self._struct(node, scope)
         raise CompileFailure(f"unsupported expression {node!r}")
 
     # --- names and selection ------------------------------------------------------------
@@ -186,7 +208,7 @@ class Compiler:
         raise CompileFailure(f"type '{display(t)}' does not support field selection")
 
     def _select(self, node: Select, scope: dict[str, Type]) -> Compiled:
-        qualified = _qualified_name(node)
+        qualified = qualified_name(node)
         if qualified in QUALIFIED_TYPE_IDENTS and qualified.split(".", 1)[0] not in scope:
             return _const(CelType(qualified), TYPE)
         operand = self.compile(node.operand, scope)
@@ -194,7 +216,9 @@ class Compiler:
         if node.optional:
             result = optional_of(_strip_optional(result))
         fn = make_select(operand.fn, node.field, node.optional, operand.type == DEVICE)
-        return _try_fold(Compiled(result, fn, cost=operand.cost + 1), [operand])
+        compiled = _try_fold(Compiled(result, fn, cost=operand.cost + 1), [operand])
+        compiled.free = operand.free
+        return compiled
 
     def _index(self, node: Index, scope: dict[str, Type]) -> Compiled:
         operand = self.compile(node.operand, scope)
@@ -203,7 +227,9 @@ class Compiler:
         if node.optional:
             result = optional_of(_strip_optional(result))
         fn = make_index(operand.fn, index.fn, node.optional)
-        return _try_fold(Compiled(result, fn, cost=operand.cost + index.cost + 1), [operand, index])
+        compiled = _try_fold(Compiled(result, fn, cost=operand.cost + index.cost + 1), [operand, index])
+        compiled.free = operand.free
+        return compiled
 
     def _element_type(self, t: Type, it: Type) -> Type:
         if t == DYN:
@@ -248,10 +274,13 @@ class Compiler:
             _optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)
         ]
         elem = self._homogeneous(types)
-        self._equivalent(types, node.elements)
+        self._equivalent(types, [i.free for i in items])
         fn = make_list([i.fn for i in items], node.optional)
-        compiled = Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1)
-        return _try_fold(compiled, items, literal=True)
+        compiled = _try_fold(
+            Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1), items, literal=True
+        )
+        compiled.free = not items
+        return compiled
 
     def _map(self, node: MapLit, scope: dict[str, Type]) -> Compiled:
         keys = [self.compile(k, scope) for k, _ in node.entries]
@@ -262,39 +291,61 @@ class Compiler:
         ]
         key_type = self._homogeneous(key_types)
         value_type = self._homogeneous(value_types)
-        self._equivalent(key_types, tuple(k for k, _ in node.entries))
-        self._equivalent(value_types, tuple(v for _, v in node.entries))
-        if key_type not in _MAP_KEY_TYPES:
+        self._equivalent(key_types, [k.free for k in keys])
+        self._equivalent(value_types, [v.free for v in values])
+        if unwrapped(key_type) not in _MAP_KEY_TYPES:
             raise CompileFailure(f"unsupported map key type: {display(key_type)}")
         fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
         cost = sum(p.cost for p in keys + values) + 1
-        return _try_fold(Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values, literal=True)
+        compiled = _try_fold(
+            Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values, literal=True
+        )
+        compiled.free = not keys
+        return compiled
+
+    def _struct(self, node: Struct, scope: dict[str, Type]) -> Compiled:
+        wrapper = WRAPPERS.get(node.name)
+        if wrapper is None:
+            raise CompileFailure(f"undeclared reference to '{node.name}' (in container '')")
+        values = []
+        for field, value_node in node.fields:
+            if field != FIELD:
+                raise CompileFailure(f"undefined field '{field}'")
+            value = self.compile(value_node, scope)
+            if not unify(wrapper.primitive, value.type, {}):
+                raise CompileFailure(
+                    f"expected type of field '{field}' is '{display(wrapper.primitive)}' "
+                    f"but provided type is '{display(value.type)}'"
+                )
+            values.append(value)
+        fn = make_wrapper(wrapper, [v.fn for v in values])
+        compiled = Compiled(wrapper_of(wrapper.primitive), fn, cost=sum(v.cost for v in values) + 1)
+        return _try_fold(compiled, values)
 
     def _homogeneous(self, types: list[Type]) -> Type:
+        """The element type cel-go's checker gives a literal: the common type, else dyn (it
+        leaves mixed entries to the literal validator, see _equivalent)."""
         if not types:
             return DYN
         bindings: dict[str, Type] = {}
-        for t in types:
-            if not unify("A", t, bindings):
-                raise CompileFailure(f"expected type '{display(bindings['A'])}' but found '{display(t)}'")
+        if not all(unify("A", t, bindings) for t in types):
+            return DYN
         return join(types)
 
-    def _equivalent(self, types: list[Type], nodes: tuple[Any, ...]) -> None:
+    def _equivalent(self, types: list[Type], free: list[bool]) -> None:
         """Kubernetes' ValidateHomogeneousAggregateLiterals (base environment since 1.29):
         the entries of a literal must have the same type, ``dyn`` being a type of its own, so
-        ``[attr, 1]`` is rejected where the checker alone would type it list(dyn). An empty
-        literal entry or ``optional.none()`` takes its type from the others in cel-go, so it is
-        not compared."""
+        ``[attr, 1]`` is rejected where the checker alone would type it list(dyn). An entry of a
+        ``free`` type takes its type from the others in cel-go where the two unify."""
         if self._format_depth:
             return
-        first: Type | None = None
-        for t, n in zip(types, nodes, strict=True):
-            if _unconstrained(n):
-                continue
-            if first is None:
-                first = t
-            elif t != first:
-                raise CompileFailure(f"expected type '{display(first)}' but found '{display(t)}'")
+        bound = [t for t, unbound in zip(types, free, strict=True) if not unbound]
+        for t in bound[1:]:
+            if _equivalence_class(t) != _equivalence_class(bound[0]):
+                raise CompileFailure(f"expected type '{display(bound[0])}' but found '{display(t)}'")
+        for t in [t for t, unbound in zip(types, free, strict=True) if unbound and bound]:
+            if not unify(t, bound[0], {}):
+                raise CompileFailure(f"expected type '{display(t)}' but found '{display(bound[0])}'")
 
     # --- calls and macros ---------------------------------------------------------------
 
@@ -315,11 +366,13 @@ class Compiler:
             macro = self._macro(node, scope)
             if macro is not None:
                 return macro
-            qualified = _qualified_name(target)
+            qualified = qualified_name(target)
             if qualified is not None and qualified.split(".")[0] not in scope:
                 full = f"{qualified}.{name}"
                 if (full, False) in FUNCTIONS:
-                    return self._function(full, None, args, scope)
+                    compiled = self._function(full, None, args, scope)
+                    compiled.free = full == "optional.none"
+                    return compiled
                 if name in NOT_SUPPORTED or full in NOT_SUPPORTED or qualified in NOT_SUPPORTED:
                     raise CompileFailure(unsupported_message(full))
         return self._function(name, target, args, scope)
@@ -523,28 +576,10 @@ def _var_name(node: Any) -> str:
     return str(node.name)
 
 
-def _qualified_name(node: Any) -> str | None:
-    if type(node) is Ident:
-        return str(node.name)
-    if type(node) is Select and not node.optional:
-        prefix = _qualified_name(node.operand)
-        return None if prefix is None else f"{prefix}.{node.field}"
-    return None
-
-
-def _unconstrained(node: Any) -> bool:
-    """Whether ``node`` is an empty literal or ``optional.none()``, whose type parameter the
-    checker binds to whatever the rest of an aggregate literal has."""
-    if type(node) is ListLit:
-        return not node.elements
-    if type(node) is MapLit:
-        return not node.entries
-    return (
-        type(node) is Call
-        and not node.args
-        and _qualified_name(node.target or Ident("")) == "optional"
-        and (node.function == "none")
-    )
+def _equivalence_class(t: Type) -> Type:
+    """``t`` as cel-go's IsEquivalentType compares it: a wrapper type is its primitive."""
+    t = unwrapped(t)
+    return t if isinstance(t, str) else (t[0], *(_equivalence_class(p) for p in t[1:]))
 
 
 def _optional_element_type(t: Type) -> Type:

@@ -15,7 +15,7 @@ from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.python.compiler import CompileFailure, compile_expression
 from extender.cel.python.evaluator import Ctx, Fn
 from extender.cel.python.syntax import ParseFailure, parse
-from extender.cel.runtime.types import BOOL, DEVICE, DYN, display
+from extender.cel.runtime.types import BOOL, DEVICE, DYN, display, unwrapped
 from extender.cel.runtime.values import DeviceValue, DomainMap, EvalError, type_name
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class PythonEngine:
             raise CelCompileError("expression nesting is too deep", expression) from None
         except Exception as e:
             raise CelCompileError(f"internal error: {type(e).__name__}: {e}", expression) from e
-        if result_type not in (BOOL, DYN):
+        if unwrapped(result_type) not in (BOOL, DYN):
             raise CelCompileError(
                 f"must evaluate to bool or the unknown type, not {display(result_type)}", expression
             )

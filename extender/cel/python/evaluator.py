@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from extender.cel.python.library import Overload
+from extender.cel.python.wrappers import Wrapper
 from extender.cel.runtime.types import value_fits
 from extender.cel.runtime.values import (
     EMPTY_DOMAIN,
@@ -53,7 +54,8 @@ def select_value(v: Any, field: str) -> Any:
             raise EvalError(f"no such key: {field}")
         return value
     if t is CelOptional:
-        return CelOptional(select_value(v.value, field)) if v.present else v
+        # cel-go qualifies an optional value as ``.?`` does: a missing field is optional.none().
+        return select_optional(v.value, field) if v.present else v
     raise EvalError(f"type '{type_name(v)}' does not support field selection")
 
 
@@ -77,15 +79,19 @@ def make_select(operand: Fn, field: str, optional: bool, on_device: bool) -> Fn:
 
 
 def make_has(operand: Fn, field: str) -> Fn:
-    def has(ctx: Ctx) -> bool:
-        v = operand(ctx)
+    def has_field(v: Any) -> bool:
         if type(v) is DomainMap:
             # Upstream's lookup of a missing domain finds the default, and presence tests
             # use that lookup (unlike ``in``): has(device.attributes.anything) is true.
             return True
         if isinstance(v, dict):
             return map_contains(v, field)
+        if type(v) is CelOptional:
+            return v.present and has_field(v.value)
         raise EvalError(f"invalid type for field selection: {type_name(v)}")
+
+    def has(ctx: Ctx) -> bool:
+        return has_field(operand(ctx))
 
     return has
 
@@ -116,7 +122,7 @@ def index_value(v: Any, k: Any) -> Any:
             raise EvalError(f"index out of bounds: {i}")
         return v[i]
     if t is CelOptional:
-        return CelOptional(index_value(v.value, k)) if v.present else v
+        return index_optional(v.value, k) if v.present else v
     raise EvalError(f"no such overload: {type_name(v)}[{type_name(k)}]")
 
 
@@ -221,6 +227,22 @@ def make_cond(cond: Fn, then: Fn, other: Fn) -> Fn:
 # --- literals --------------------------------------------------------------------------------
 
 
+def make_wrapper(wrapper: Wrapper, values: list[Fn]) -> Fn:
+    """A wrapper literal's value: the last ``value`` given (as cel-go sets fields in order),
+    else the primitive's zero value."""
+
+    def build(ctx: Ctx) -> Any:
+        result = wrapper.zero
+        for value in values:
+            v = value(ctx)
+            if not value_fits(wrapper.primitive, v):
+                raise EvalError(f"type conversion error from '{type_name(v)}' to '{wrapper.primitive}'")
+            result = wrapper.convert(v)
+        return result
+
+    return build
+
+
 def make_list(items: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
     """A list literal; the elements at ``optional`` (``?e``) are added only when present."""
     if not optional:
@@ -249,7 +271,8 @@ _KEY_TYPES = (int, UInt, bool, str)
 
 
 def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
-    """A map literal; the entries at ``optional`` (``?k: v``) are added only when ``v`` is present."""
+    """A map literal, built as cel-go's evalMap does: a repeated key keeps the last value, and
+    an entry at ``optional`` (``?k: v``) whose ``v`` is absent removes its key."""
     entries = [(kf, vf, n in optional) for n, (kf, vf) in enumerate(zip(keys, values, strict=True))]
 
     def build(ctx: Ctx) -> dict[Any, Any]:
@@ -259,16 +282,24 @@ def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozen
             if type(k) not in _KEY_TYPES:
                 raise EvalError(f"unsupported key type: {type_name(k)}")
             v = vf(ctx)
+            if map_contains(out, k):
+                _remove_key(out, k)
             if is_optional:
                 if not _present(v):
                     continue
                 v = v.value
-            if map_contains(out, k):
-                raise EvalError(f"Failed with repeated key: {_key_text(k)}")
             out[k] = v
         return out
 
     return build
+
+
+def _remove_key(m: dict[Any, Any], key: Any) -> None:
+    """Remove the key of ``m`` that is ``key`` as a map key (``True`` is not ``1`` there)."""
+    for k in m:
+        if (type(k) is bool) == (type(key) is bool) and k == key:
+            del m[k]
+            return
 
 
 # --- function calls --------------------------------------------------------------------------

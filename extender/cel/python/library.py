@@ -390,7 +390,7 @@ for _name, _getter in cel_time.DURATION_GETTERS.items():
     _decl(_name, True, (DURATION,), INT, _getter)
 
 # Names that are types when used as plain identifiers (``type(x) == int``).
-TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "map", TYPE})
+TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "map", TYPE, "optional_type"})
 # Qualified type names that are type values: the well-known protobuf types, and the library
 # types Kubernetes registers with cel.Types.
 QUALIFIED_TYPE_IDENTS = frozenset({IP, CIDR, TIMESTAMP, DURATION})

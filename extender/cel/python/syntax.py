@@ -21,6 +21,10 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from extender.cel.runtime.values import INT_MAX, INT_MIN, UINT_MAX, UInt
 
+# cel-go's parser stops at a rule nesting depth of 250 (parser/parser.go recursionListener);
+# each bracket level nests one more expression below the outermost.
+MAX_BRACKET_DEPTH = 250
+
 _OPT_SELECT = "zzOptSelect__"
 _OPT_INDEX = "zzOptIndex__"
 _OPT_ELEMENT = "zzOptElement__"
@@ -82,6 +86,14 @@ class Call:
     function: str
     target: Any  # None for a global call
     args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Struct:
+    """A message literal ``pkg.Name{field: e, ...}``."""
+
+    name: str
+    fields: tuple[tuple[str, Any], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +272,8 @@ def _rewrite_optional_syntax(source: str) -> str:
         elif c in "({":
             literal = c == "{" and not (last_sig.isalnum() or last_sig == "_")
             open_brackets.append(_Bracket(")" if c == "(" else "}", literal=literal))
+        if len(open_brackets) >= MAX_BRACKET_DEPTH:
+            raise ParseFailure(f"expression recursion limit exceeded: {MAX_BRACKET_DEPTH}")
         elif c in ")]}" and open_brackets:
             closed = open_brackets.pop()
             if closed.marked:
@@ -336,7 +350,12 @@ def _convert(t: Any) -> Any:
     if data == "member_index":
         return Index(_convert(kids[0]), _convert(kids[1]))
     if data == "member_object":
-        raise ParseFailure("Syntax error: message construction is not supported")
+        type_name = qualified_name(_convert(kids[0]))
+        if type_name is None or not _names_type(kids[0]):
+            raise ParseFailure("Syntax error: mismatched input '{'")
+        inits = kids[1].children if len(kids) > 1 else []
+        fields = tuple((str(f), _convert(v)) for f, v in zip(inits[0::2], inits[1::2], strict=True))
+        return Struct(type_name, fields)
     if data in ("ident_arg", "dot_ident_arg"):
         name = str(kids[0])
         _check_ident(name)
@@ -362,6 +381,26 @@ def _convert(t: Any) -> Any:
     if data == "literal":
         return Lit(_literal(kids[0]))
     raise ParseFailure(f"Syntax error: unsupported construct {data}")
+
+
+def qualified_name(node: Any) -> str | None:
+    """The dotted name ``node`` spells (``google.protobuf.Int32Value``), if it is one."""
+    if type(node) is Ident:
+        return node.name
+    if type(node) is Select and not node.optional:
+        prefix = qualified_name(node.operand)
+        return None if prefix is None else f"{prefix}.{node.field}"
+    return None
+
+
+def _names_type(t: Any) -> bool:
+    """Whether the parse tree ``t`` is a dotted name, which alone may start a message literal
+    in CEL's grammar (cel-python's also admits any member, ``(a){}``)."""
+    while t.data in ("member", "primary") and len(t.children) == 1:
+        t = t.children[0]
+    if t.data == "member_dot":
+        return _names_type(t.children[0])
+    return t.data in ("ident", "dot_ident")
 
 
 def _element(t: Any) -> tuple[Any, bool]:

@@ -33,7 +33,8 @@ def to_int(v: Any) -> int:
     if t is int or t is UInt:
         return check_int(int(v))
     if t is float:
-        if math.isnan(v) or math.isinf(v) or not (-(2.0**63) <= v < 2.0**63):
+        # cel-go's doubleToInt64Checked also rejects -2**63 itself.
+        if math.isnan(v) or math.isinf(v) or not (-(2.0**63) < v < 2.0**63):
             raise EvalError(f"range error converting {format_double(v)} to int")
         return int(v)
     if t is str:

@@ -1,8 +1,9 @@
 """Static CEL types for the pure-Python engine's checker.
 
 A type is a string (``"int"``, ``"dyn"``, ...; single capitals are type parameters) or a tuple
-``("list", T)``, ``("map", K, V)``, ``("optional_type", T)``. ``dyn`` unifies with anything,
-at any depth, as in cel-go.
+``("list", T)``, ``("map", K, V)``, ``("optional_type", T)``, ``("wrapper", T)``. ``dyn`` unifies
+with anything, at any depth, as in cel-go. A wrapper type is its primitive that also takes
+null (cel-go's nullable types).
 """
 
 from __future__ import annotations
@@ -40,6 +41,15 @@ def optional_of(t: Type) -> Type:
     return ("optional_type", t)
 
 
+def wrapper_of(t: Type) -> Type:
+    return ("wrapper", t)
+
+
+def unwrapped(t: Type) -> Type:
+    """The primitive of a wrapper type; any other type as it is."""
+    return t[1] if isinstance(t, tuple) and t[0] == "wrapper" else t
+
+
 DEVICE_FIELDS: dict[str, Type] = {
     "driver": STRING,
     "attributes": map_of(STRING, map_of(STRING, DYN)),
@@ -70,6 +80,8 @@ def unify(param: Type, arg: Type, bindings: dict[str, Type]) -> bool:
                 bindings[param] = arg if not _has_dyn(arg) else bound
             return True
         return False
+    if unwrapped(param) != param or unwrapped(arg) != arg:
+        return NULL in (param, arg) or unify(unwrapped(param), unwrapped(arg), bindings)
     if isinstance(param, str) or isinstance(arg, str):
         return param == arg
     return (

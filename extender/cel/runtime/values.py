@@ -208,7 +208,7 @@ def cel_equal(a: Any, b: Any) -> bool:
             return not a.present or cel_equal(a.value, b.value)
         return bool(a == b)
     if _is_num(ta) and _is_num(tb):
-        return bool(a == b)
+        return _numeric_order(a, b) == 0 and a == a and b == b  # NaN equals nothing
     if (ta is list or ta is tuple) and (tb is list or tb is tuple):
         return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
@@ -267,10 +267,31 @@ def cel_compare(a: Any, b: Any) -> int:
     if _is_num(ta) and _is_num(tb):
         if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
             raise _NaNCompare
-        return -1 if a < b else (1 if a > b else 0)
+        return _numeric_order(a, b)
     if ta is tb and ta in (str, bytes, bool, Duration, Timestamp):
         return -1 if a < b else (1 if a > b else 0)
     raise EvalError(f"no such overload: {type_name(a)} < {type_name(b)}")
+
+
+def _numeric_order(a: Any, b: Any) -> int:
+    """cel-go's order of two numbers (common/types/compare.go): ints and uints exactly, an
+    integer against a double as a double once the double is within the integer type's range,
+    so 2**63 - 1 and 2.0**63 are equal."""
+    if type(a) is float and type(b) is not float:
+        return _double_integer_order(a, b)
+    if type(b) is float and type(a) is not float:
+        return -_double_integer_order(b, a)
+    return -1 if a < b else (1 if a > b else 0)
+
+
+def _double_integer_order(d: float, i: int) -> int:
+    low, high = (0.0, float(UINT_MAX)) if type(i) is UInt else (float(INT_MIN), float(INT_MAX))
+    if d < low:
+        return -1
+    if d > high:
+        return 1
+    f = float(i)
+    return -1 if d < f else (1 if d > f else 0)
 
 
 class _NaNCompareError(Exception):
