@@ -82,7 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser(
-        "serve", help="run the scheduler extender", description="Run the scheduler extender.",
+        "serve",
+        help="run the scheduler extender",
+        description="Run the scheduler extender.",
         formatter_class=_Help,
     )
     serve.add_argument("--state", type=Path, help="directory of *.yaml manifests (default: the demo cluster)")
@@ -91,26 +93,36 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     serve.add_argument("--port", type=int, default=8888, help="port of the extender's HTTP(S) API")
     serve.add_argument(
-        "--feature-gates", default="", metavar="GATE=BOOL,...",
+        "--feature-gates",
+        default="",
+        metavar="GATE=BOOL,...",
         help="kube-scheduler syntax, over the defaults of --kubernetes-version; /debug/config shows "
         "what is in force",
     )
     serve.add_argument(
-        "--kubernetes-version", metavar="MAJOR.MINOR",
+        "--kubernetes-version",
+        metavar="MAJOR.MINOR",
         help=f"whose feature-gate defaults apply ({', '.join(RELEASES)}; newer ones get {DEFAULT_RELEASE}'s; "
         f"default: with --kube the API server's, locally {DEFAULT_RELEASE})",
     )
     serve.add_argument(
-        "--node-filter-timeout", type=float, default=Config.node_filter_timeout_s, metavar="SECONDS",
+        "--node-filter-timeout",
+        type=float,
+        default=Config.node_filter_timeout_s,
+        metavar="SECONDS",
         help="with DRASchedulerFilterTimeout: give up on one node's allocation after this long, as "
         "the DynamicResources plugin's filterTimeout (0: no limit but the request's)",
     )
     serve.add_argument(
-        "--cel-engine", choices=ENGINE_CHOICES, default="auto",
+        "--cel-engine",
+        choices=ENGINE_CHOICES,
+        default="auto",
         help="CEL engine for device selectors (auto: the C++ runtime when installed, else Python)",
     )
     serve.add_argument(
-        "--score-policy", choices=SCORE_POLICIES, default="binpack",
+        "--score-policy",
+        choices=SCORE_POLICIES,
+        default="binpack",
         help="how prioritize ranks nodes that fit (docs/scheduling-policy.md)",
     )
     serve.add_argument(
@@ -120,13 +132,18 @@ def _parser() -> argparse.ArgumentParser:
         "dra-scheduler, locally every pod)",
     )
     serve.add_argument(
-        "--max-body-bytes", default="", metavar="SIZE|ROUTE=SIZE,...",
+        "--max-body-bytes",
+        default="",
+        metavar="SIZE|ROUTE=SIZE,...",
         help="request-body limits: one size for every route, or per route "
         f"({', '.join(f'{r}={s >> 10}Ki' for r, s in BODY_LIMITS.items())} by default); "
         "sizes may end in Ki, Mi, Gi",
     )
     serve.add_argument(
-        "--max-json-elements", type=int, default=MAX_JSON_ELEMENTS, metavar="N",
+        "--max-json-elements",
+        type=int,
+        default=MAX_JSON_ELEMENTS,
+        metavar="N",
         help="refuse a request body with more JSON elements than this, before parsing it",
     )
     serve.add_argument(
@@ -137,7 +154,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--lease-name", default="dra-extender", help="with --leader-elect: the Lease's name")
     serve.add_argument(
-        "--lease-namespace", default=os.environ.get("POD_NAMESPACE") or "dra-system",
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE") or "dra-system",
         help="with --leader-elect: the Lease's namespace ($POD_NAMESPACE when set)",
     )
     serve.add_argument(
@@ -150,7 +168,10 @@ def _parser() -> argparse.ArgumentParser:
         help="with TLS: only clients with a certificate signed by this CA may connect (i.e. kube-scheduler)",
     )
     serve.add_argument(
-        "--client-allowed-names", type=_names, default=(), metavar="NAME[,NAME...]",
+        "--client-allowed-names",
+        type=_names,
+        default=(),
+        metavar="NAME[,NAME...]",
         help="with --client-ca-file: serve only clients whose certificate has one of these names among "
         "its DNS subjectAltNames (its subject CN if it has no subjectAltName); the others get 403",
     )
@@ -163,20 +184,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     limits = ConnectionLimits()
     serve.add_argument(
-        "--header-timeout", type=float, default=limits.header_timeout, metavar="SECONDS",
+        "--header-timeout",
+        type=float,
+        default=limits.header_timeout,
+        metavar="SECONDS",
         help="close a connection that has not sent a request's complete headers this long after it "
         "opened (TLS handshake included) or after the request began",
     )
     serve.add_argument(
-        "--body-timeout", type=float, default=limits.body_timeout, metavar="SECONDS",
-        help="answer 408 and close when a request body is not complete this long after its headers "
+        "--body-timeout",
+        type=float,
+        default=limits.body_timeout,
+        metavar="SECONDS",
+        help="answer 408 and close when a request body is not complete this long after its headers ",
     )
     serve.add_argument(
-        "--keepalive-timeout", type=float, default=limits.keepalive_timeout, metavar="SECONDS",
+        "--keepalive-timeout",
+        type=float,
+        default=limits.keepalive_timeout,
+        metavar="SECONDS",
         help="close a kept-alive connection idle this long between requests",
     )
     serve.add_argument(
-        "--max-connections", type=int, default=limits.max_connections, metavar="N",
+        "--max-connections",
+        type=int,
+        default=limits.max_connections,
+        metavar="N",
         help="open connections, both ports together; a new one beyond closes the one that has waited "
         "longest for its client's request (fewer if the descriptor limit is lower)",
     )
@@ -187,11 +220,15 @@ def _parser() -> argparse.ArgumentParser:
         help="serve /debug/* (default: on locally, off with --kube: they expose every claim and pod)",
     )
     serve.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
         help="info: one line per filter, preempt and bind decision; debug: also prioritize",
     )
     serve.add_argument(
-        "--log-format", default="text", choices=logs.FORMATS,
+        "--log-format",
+        default="text",
+        choices=logs.FORMATS,
         help="text lines, or one JSON object per line (fields: docs/usage.md)",
     )
     explain_tool.add_parser(sub, _Help)
@@ -384,8 +421,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # collection (those showed up as 0.4 s latency spikes on a 5,000-node cluster).
     gc.collect()
     gc.freeze()
-    listeners = servers(app, config.host, config.port, tls=tls, probe_port=args.probe_port,
-                        log_level=args.log_level, limits=limits)
+    # The default first threshold (700 allocations) runs a young collection every few
+    # candidate nodes, and promotes enough to trigger full collections of the live state every
+    # second or so at 2,000 nodes: tens of ms each, landing on some request (docs/performance.md).
+    gc.set_threshold(50_000, 20, 100)
+    listeners = servers(
+        app,
+        config.host,
+        config.port,
+        tls=tls,
+        probe_port=args.probe_port,
+        log_level=args.log_level,
+        limits=limits,
+    )
     # uvicorn.run would pick uvloop when installed; running the servers ourselves must too
     # (the plain asyncio loop costs about a fifth more CPU per request).
     with asyncio.Runner(loop_factory=listeners[0].config.get_loop_factory()) as runner:

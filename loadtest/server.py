@@ -15,6 +15,8 @@ from types import TracebackType
 
 import httpx
 
+import extender
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -29,6 +31,16 @@ def server_command() -> list[str]:
         return [str(script)]
     found = shutil.which("dra-extender")
     return [found] if found else [sys.executable, "-m", "extender"]
+
+
+def server_env() -> dict[str, str]:
+    """The environment for the server: the ``extender`` package this driver imports comes
+    first on its path. The console script is installed from one checkout; without this, a run
+    from another checkout (a git worktree, say) would measure the installed copy's code."""
+    root = str(Path(extender.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else root
+    return env
 
 
 def peak_rss_bytes(pid: int) -> int | None:
@@ -75,7 +87,7 @@ class ExtenderServer:
         cmd += ["--port", str(self.port)]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=server_env())
         started = time.monotonic()
         try:
             self._wait_ready(started)

@@ -106,7 +106,7 @@ async def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Com
     return _Commit(writes, placement.status)
 
 
-def _moved(ctx: SchedulingContext, plan: PodPlan, node: Node, signature: tuple[int, ...]) -> bool:
+def _moved(ctx: SchedulingContext, plan: PodPlan, node: Node, signature: int) -> bool:
     """Whether the pod, its claims or the node's devices changed since ``plan`` was made.
 
     The store replaces an object on every change, so identity is the test.
@@ -172,8 +172,10 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
         # Filter let it pass untouched, so nothing was decided for its claims: binding it would
         # leave them unallocated (or race the allocator of the scheduler it belongs to).
         names = ", ".join(ctx.config.handled_scheduler_names or ())
-        return _refused(ctx, f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds "
-                             f"only pods of {names}")
+        return _refused(
+            ctx,
+            f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds only pods of {names}",
+        )
     if not memory.begin_bind(pod.uid):
         return _refused(ctx, f"a bind of pod {pod.ref} is already in progress")
     ref = PodRef(namespace, name, pod.uid)
@@ -283,8 +285,10 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             _outcome(ctx, "failed")
             ctx.memory.binding_unknown(ref.uid)
             what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
-            return (f"binding pod {pod_ref} to node {node}: {what_happened}; "
-                    "its claims stay reserved for the retry")
+            return (
+                f"binding pod {pod_ref} to node {node}: {what_happened}; "
+                "its claims stay reserved for the retry"
+            )
         except Exception as exc:
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:
@@ -339,7 +343,10 @@ def _ours_to_release(ctx: SchedulingContext, plan: PodPlan, ref: PodRef) -> list
 
 
 def _follow(
-    ctx: SchedulingContext, write: _Write, ref: PodRef, outcome: Unfinished | WriteUncertain,
+    ctx: SchedulingContext,
+    write: _Write,
+    ref: PodRef,
+    outcome: Unfinished | WriteUncertain,
     created: Mapping[str, ResourceClaim],
 ) -> None:
     """Hand a new allocation's write of unknown fate to the settler, which holds its devices."""
@@ -394,8 +401,12 @@ async def _delete_extended_claims(ctx: SchedulingContext, ref: PodRef) -> None:
     try:
         deleted = await asyncio.wait_for(ctx.binder.delete_extended_claims(ref), ctx.config.bind_timeout_s)
     except Exception as exc:
-        log.error("rollback: deleting the extended-resource claim of pod %s/%s failed: %s",
-                  ref.namespace, ref.name, exc)
+        log.error(
+            "rollback: deleting the extended-resource claim of pod %s/%s failed: %s",
+            ref.namespace,
+            ref.name,
+            exc,
+        )
         return
     for obj in deleted:
         meta = obj.get("metadata") or {}

@@ -78,24 +78,21 @@ def filter_nodes(
     if not plan.concerns_dra:
         out.passed = list(names)
         return out
-    for name in names:
-        node = given.get(name) if given is not None else ctx.state.nodes.get(name)
-        if node is None:
-            out.unresolvable[name] = f"node {name} is not known to the extender"
-            continue
-        try:
-            verdict = plan.evaluate(node)
-        except FatalAllocation as exc:
-            plan.flush_metrics()
-            # Upstream aborts the whole attempt: nodes decided before this one fail too.
-            return FilterOutcome(unresolvable=dict.fromkeys(names, str(exc)))
-        if verdict.fits:
-            out.passed.append(name)
-        elif verdict.resolvable:
-            out.failed[name] = verdict.reason
-        else:
-            out.unresolvable[name] = verdict.reason
+    try:
+        out.passed, rejected = plan.decide(names, given)
+    except FatalAllocation as exc:
+        plan.flush_metrics()
+        # Upstream aborts the whole attempt: nodes decided before this one fail too.
+        return FilterOutcome(unresolvable=dict.fromkeys(names, str(exc)))
     plan.flush_metrics()
+    failed, unresolvable = out.failed, out.unresolvable
+    for name, verdict in rejected.items():
+        if verdict is None:
+            unresolvable[name] = f"node {name} is not known to the extender"
+        elif verdict.resolvable:
+            failed[name] = verdict.reason
+        else:
+            unresolvable[name] = verdict.reason
     if len(out.passed) == 1:
         _expect_sole_node(ctx, plan, out.passed[0])
     elif not out.passed:
@@ -113,4 +110,4 @@ def _expect_sole_node(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> 
     if remembered is None:
         return
     claims = frozenset(c.uid for c in plan.claims.to_allocate)
-    ctx.memory.expect(plan.pod.uid, node_name, remembered.verdict.devices, claims)
+    ctx.memory.expect(plan.pod.uid, node_name, remembered[2].devices, claims)

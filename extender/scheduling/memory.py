@@ -26,7 +26,7 @@ from typing import Protocol
 from cachetools import TTLCache
 
 from extender.model import DeviceID, ResourceClaim
-from extender.scheduling.plan import Remembered, SharedVerdict
+from extender.scheduling.plan import PodResults, SpecVerdicts
 
 MAX_VERDICTS = 200_000
 MAX_PODS_REMEMBERED = 20_000
@@ -45,22 +45,6 @@ class Expected:
     devices: frozenset[DeviceID]
     claims: frozenset[str]  # UIDs of the claims it will allocate there
     expires_at: float
-
-
-class PodResults:
-    """One pod's filter results by node name, as memory hands them to a plan.
-
-    Changed only through ``keep``. A plan that must not leave anything behind (what-if) gets
-    one that is not held by memory. ``get`` and ``keep`` are the map's own bound methods: a
-    plan calls them for every candidate node.
-    """
-
-    __slots__ = ("get", "keep")
-
-    def __init__(self) -> None:
-        by_node: dict[str, Remembered] = {}
-        self.get: Callable[[str], Remembered | None] = by_node.get
-        self.keep: Callable[[str, Remembered], None] = by_node.__setitem__
 
 
 class InFlightTable(Protocol):
@@ -86,14 +70,11 @@ class SchedulerMemory:
         self._results: TTLCache[str, PodResults] = TTLCache(
             maxsize=MAX_PODS_REMEMBERED, ttl=result_ttl_s, timer=clock
         )
-        # (claim-spec signature, node) -> verdict, shared by pods whose claims ask for the same
-        # thing (every pod of one template). Invalidation: a node-signature mismatch (checked
-        # by the plan); bounded by dropping everything at MAX_VERDICTS (a plain dict: this is
-        # read once per node and pod).
-        self._verdicts: dict[tuple[bytes, str], SharedVerdict] = {}
-        # The verdict for (claim-spec signature, node name), if one was shared: the map's own
-        # bound ``get``, read for every candidate node (``share_verdict`` only ever clears it).
-        self.shared_verdict: Callable[[tuple[bytes, str]], SharedVerdict | None] = self._verdicts.get
+        # claim-spec signature -> its shared verdicts by node, shared by pods whose claims ask
+        # for the same thing (every pod of one template). Invalidation: a node's version
+        # moving (``SpecVerdicts.sync``, by the plan); bounded by dropping everything once they
+        # hold MAX_VERDICTS (checked by ``expire``).
+        self._verdicts: dict[bytes, SpecVerdicts] = {}
         # pod uid -> its expected placement, between prioritize and bind. kube-scheduler assumes
         # the chosen node at once; the extender only learns it at bind, so without this two pods
         # scored back to back both go for a node's last device. Invalidation: the pod's bind
@@ -124,6 +105,10 @@ class SchedulerMemory:
         Called by every verb before anything else (see the module docstring).
         """
         self._inflight.expire_inflight()
+        if sum(map(len, self._verdicts.values())) >= MAX_VERDICTS:
+            for table in self._verdicts.values():
+                table.clear()  # in place: a pod's results may name one
+            self._verdicts.clear()
         if self._expected:
             now = self._clock()
             for uid in [uid for uid, e in self._expected.items() if e.expires_at <= now]:
@@ -140,10 +125,12 @@ class SchedulerMemory:
 
     # --- verdicts shared between pods ---------------------------------------------------------
 
-    def share_verdict(self, key: tuple[bytes, str], verdict: SharedVerdict) -> None:
-        if len(self._verdicts) >= MAX_VERDICTS:
-            self._verdicts.clear()
-        self._verdicts[key] = verdict
+    def shared_verdicts(self, spec: bytes) -> SpecVerdicts:
+        """The verdicts shared for a claim spec, created empty on first use."""
+        table = self._verdicts.get(spec)
+        if table is None:
+            table = self._verdicts[spec] = SpecVerdicts()
+        return table
 
     # --- expected placements ------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -96,26 +96,11 @@ class NodeVerdict:
 FITS = NodeVerdict(True)
 
 
-class Remembered(NamedTuple):
-    """A filter decision kept for bind: valid only while the node's signature is unchanged.
-
-    A tuple rather than a frozen dataclass: one is made per passing node per filter call.
-    """
-
-    node_signature: tuple[int, ...]
-    claim_uids: tuple[str, ...]
-    verdict: NodeVerdict
-
-    @property
-    def results(self) -> tuple[AllocationResult, ...]:
-        return self.verdict.results
-
-
 @dataclass(frozen=True, slots=True)
 class SharedVerdict:
     """A node's answer for one claim-spec signature, shared by pods asking alike (see ``PodPlan``)."""
 
-    node_signature: tuple[int, ...]
+    node_signature: int  # the node's version it was computed at
     claim_keys: tuple[str, ...]  # "ns/name" of the claims it was computed for (named in reasons)
     verdict: NodeVerdict
     # A rejection's reason with those claim names as numbered slots (see ``PodPlan``): equal
@@ -123,22 +108,93 @@ class SharedVerdict:
     reason_template: str = ""
 
 
-class NodeResults(Protocol):
-    """One pod's filter results by node name, as memory keeps them (``memory.PodResults``)."""
+# A filter decision kept for bind, valid only while the node's version is unchanged:
+# (node version, UIDs of the claims it allocates, verdict). A plain tuple: a named tuple
+# costs several times as much to make.
+Remembered = tuple[int, tuple[str, ...], NodeVerdict]
 
-    def get(self, node_name: str, /) -> Remembered | None: ...
 
-    def keep(self, node_name: str, entry: Remembered, /) -> None: ...
+class SpecVerdicts:
+    """The shared verdicts of one claim spec by node name, current after ``sync``.
+
+    ``entries`` holds only verdicts computed at the node's current version (``put`` refuses
+    others), and ``sync`` drops every node whose version moved since the previous sync, so
+    after a sync every entry is current. ``fits`` names the entries that fit; ``derived``
+    keeps what readers compute from a fitting entry (prioritize's figures), dropped with it.
+    """
+
+    __slots__ = ("_floor", "_synced", "derived", "entries", "fits")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, SharedVerdict] = {}
+        self.fits: set[str] = set()
+        self.derived: dict[str, tuple[int, int, int]] = {}
+        self._floor = -1
+        self._synced = -1
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def sync(self, stamps: dict[str, int], floor: int, clock: int) -> None:
+        """Drop the nodes whose version moved since the last sync (``node_versions``' view:
+        ``stamps`` in the order they were given out, ``clock`` the latest)."""
+        if floor != self._floor:
+            self.clear()
+            self._floor = floor
+        elif clock != self._synced:
+            entries, fits, derived, synced = self.entries, self.fits, self.derived, self._synced
+            for name in reversed(stamps):  # the latest changes first
+                if stamps[name] <= synced:
+                    break
+                if entries.pop(name, None) is not None:
+                    fits.discard(name)
+                    derived.pop(name, None)
+        self._synced = clock
+
+    def put(self, name: str, shared: SharedVerdict, version: int) -> None:
+        """Keep ``shared`` for ``name`` if it was computed at the node's ``version`` (current)."""
+        if shared.node_signature != version:
+            return
+        self.entries[name] = shared
+        self.derived.pop(name, None)
+        if shared.verdict.fits:
+            self.fits.add(name)
+        else:
+            self.fits.discard(name)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.fits.clear()
+        self.derived.clear()
+
+
+class PodResults:
+    """One pod's filter results for bind and prioritize, as memory hands them to a plan.
+
+    A fitting verdict the filter read from a spec's shared table is not copied per node:
+    ``shared`` names the table (and the UIDs of the claims its verdicts allocate), which stays
+    current on its own. ``get`` and ``keep`` (the pod's own verdicts by node name: computed
+    over devices held for nominated pods, or never shared) are the map's own bound methods.
+    A plan that must not leave anything behind (what-if) gets one that memory does not hold.
+    """
+
+    __slots__ = ("get", "keep", "shared")
+
+    def __init__(self) -> None:
+        by_node: dict[str, Remembered] = {}
+        self.get: Callable[[str], Remembered | None] = by_node.get
+        self.keep: Callable[[str, Remembered], None] = by_node.__setitem__
+        self.shared: tuple[SpecVerdicts, tuple[str, ...]] | None = None
 
 
 class PlanMemory(Protocol):
     """What a plan reads from, and leaves in, the scheduler's memory (``memory.SchedulerMemory``)."""
 
-    def results_for(self, pod_uid: str) -> NodeResults: ...
+    def results_for(self, pod_uid: str) -> PodResults: ...
 
-    def shared_verdict(self, key: tuple[bytes, str], /) -> SharedVerdict | None: ...
-
-    def share_verdict(self, key: tuple[bytes, str], verdict: SharedVerdict) -> None: ...
+    def shared_verdicts(self, spec: bytes, /) -> SpecVerdicts:
+        """The verdicts shared for a claim spec (created empty on first use)."""
+        ...
 
     def placed_with(
         self, claims: Iterable[ResourceClaim], pod_uid: str
@@ -258,9 +314,8 @@ class PodPlan:
 
     Verdicts are shared between pods through ``memory``, keyed by the claims' spec
     signature: the allocator is deterministic, so claims with equal specs get the same
-    answer on a node whose signature (inventory epoch + versions of the in-use sets of its
-    pools) has not changed. Results with share IDs (fresh UUIDs per allocation) and
-    timeouts are never shared.
+    answer on a node whose version (``ClusterState.node_versions``) has not moved. Results
+    with share IDs (fresh UUIDs per allocation) and timeouts are never shared.
     """
 
     def __init__(
@@ -269,7 +324,7 @@ class PodPlan:
         pod: PodInfo,
         claims: PodClaims,
         extended: ExtendedNeeds | None = None,
-        results: NodeResults | None = None,
+        results: PodResults | None = None,
         remember: bool = True,
         deadline: float | None = None,
     ) -> None:
@@ -284,21 +339,14 @@ class PodPlan:
         # nor share verdicts computed against a hypothetical state.
         self.remember = remember
         # Where this pod's filter results go for bind: memory's (handed out by ``build``), or
-        # a throw-away map. Bound once: evaluate runs for every candidate node.
-        remembered_on: Callable[[str], Remembered | None]
-        keep: Callable[[str, Remembered], None]
-        if results is None or not remember:
-            detached: dict[str, Remembered] = {}
-            remembered_on, keep = detached.get, detached.__setitem__
-        else:
-            remembered_on, keep = results.get, results.keep
-        self._remembered_on, self._keep = remembered_on, keep
+        # a throw-away one.
+        self._results = results if results is not None and remember else PodResults()
         self._allocator: Allocator | None = None
         # Nodes where devices are held for pods a preemption nominated there (see
         # ``preemption.nominated``): decided over that view, and never shared.
         self.held: Mapping[str, AllocatedState] = {}
         self._held_allocators: dict[str, Allocator] = {}
-        self._shared_verdict = ctx.memory.shared_verdict
+        self._shared_verdicts = ctx.memory.shared_verdicts
         self._plain = Variant.of(claims.to_allocate)
         self._variants: dict[tuple[str, ...], Variant] = {}
         self.outcomes: Counter[tuple[str, str]] = Counter()
@@ -370,10 +418,133 @@ class PodPlan:
 
     def remembered(self, node_name: str) -> Remembered | None:
         """This pod's filter result on the node, while the node is unchanged."""
-        entry = self._remembered_on(node_name)
-        if entry is None or entry.node_signature != self.ctx.state.node_signature(node_name):
+        state = self.ctx.state
+        entry = self._results.get(node_name)
+        if entry is not None and entry[0] == state.node_signature(node_name):
+            return entry
+        shared = self._results.shared
+        if shared is None or node_name in self.held:
             return None
-        return entry
+        table, uids = shared
+        table.sync(*state.node_versions())
+        hit = table.entries.get(node_name)
+        if hit is None or not hit.verdict.fits:
+            return None
+        return (hit.node_signature, uids, hit.verdict)
+
+    def decide(
+        self, names: list[str], given: Mapping[str, Node] | None = None, phase: str = "filter"
+    ) -> tuple[list[str], dict[str, NodeVerdict | None]]:
+        """``evaluate`` every named node (``given``: the request's Node objects, else the
+        state's): the nodes that fit, in order, and the others' verdicts (None: a node that is
+        not known). Raises FatalAllocation as ``evaluate``.
+
+        Where the pod's claims are shared alike, nodes with a current shared verdict are
+        read from the spec's table as sets: this runs for every filter call over every
+        candidate node, and in a big cluster almost none has moved since the previous pod.
+        """
+        nodes = self.ctx.state.nodes if given is None else given
+        variant = self._plain
+        if given is not None or not self.remember or self.extended is not None or self.claims.allocated:
+            passed: list[str] = []
+            rejected: dict[str, NodeVerdict | None] = {}
+            for name in names:
+                node = nodes.get(name)
+                verdict = None if node is None else self.evaluate(node, phase)
+                if verdict is not None and verdict.fits:
+                    passed.append(name)
+                else:
+                    rejected[name] = verdict
+            return passed, rejected
+        if not variant.claims:
+            return [n for n in names if n in nodes], {n: None for n in names if n not in nodes}
+        state = self.ctx.state
+        table = self._shared_verdicts(variant.spec)
+        self._results.shared = (table, variant.uids)
+        entries, held = table.entries, self.held
+        # Decided here rather than read: nodes without a current verdict, and nodes with holds.
+        own: dict[str, NodeVerdict | None] = {}
+        while True:
+            table.sync(*state.node_versions())
+            if own or held:
+                todo = [n for n in names if (n not in entries or n in held) and n not in own]
+            else:  # the usual first round, in one test per node
+                todo = [n for n in names if n not in entries]
+            if not todo:
+                break
+            for name in todo:
+                node = nodes.get(name)
+                own[name] = None if node is None else self.evaluate(node, phase)
+            # Evaluations may have paused, and other requests moved the state meanwhile.
+        self.cache_hits[phase] += len(names) - len(own)
+        fit = table.fits
+        if own:
+            fit = (fit - own.keys()) | {n for n, v in own.items() if v is not None and v.fits}
+        passed = [n for n in names if n in fit]
+        if len(passed) == len(names):
+            return passed, {}
+        keys = variant.keys
+        rejected = {}
+        for name in names:
+            if name in fit:
+                continue
+            if name in own:
+                rejected[name] = own[name]
+                continue
+            hit = entries[name]
+            rejected[name] = hit.verdict if hit.claim_keys == keys else self._rekey(hit, keys)
+        return passed, rejected
+
+    def fitting(
+        self, names: list[str], phase: str
+    ) -> tuple[list[str], dict[str, NodeVerdict], SpecVerdicts | None]:
+        """The named nodes that fit: those whose fitting verdict the spec's shared table holds
+        (the table, current until the caller next yields to other requests), and the pod's
+        own fitting verdicts by node name.
+
+        A verdict is this pod's filter result while the node is unchanged, else decided now:
+        binds of other pods land between verbs.
+        """
+        state = self.ctx.state
+        shared = self._results.shared
+        table = shared[0] if shared is not None else None
+        fits: set[str] = table.fits if table is not None else set()
+        held = self.held
+        nodes = state.nodes
+        remembered_on = self._results.get
+        own: dict[str, NodeVerdict] = {}
+        looked: set[str] = set()
+        while True:
+            if table is not None:
+                table.sync(*state.node_versions())
+            if not looked and not held:
+                from_table = [n for n in names if n in fits]
+                if len(from_table) == len(names):
+                    return from_table, own, table  # the usual case: every survivor of filter
+            rest = [n for n in names if (n not in fits or n in held) and n not in looked]
+            if not rest:
+                break
+            stamps, floor, _ = state.node_versions()
+            for name in rest:
+                looked.add(name)
+                entry = remembered_on(name)
+                if entry is not None and entry[0] == stamps.get(name, floor):
+                    own[name] = entry[2]
+                    continue
+                node = nodes.get(name)
+                if node is None:
+                    continue
+                try:
+                    verdict = self.evaluate(node, phase)
+                except FatalAllocation:
+                    continue
+                if verdict.fits:
+                    own[name] = verdict
+                # The evaluation may have paused, and other requests moved the state meanwhile.
+                stamps, floor, _ = state.node_versions()
+        if not fits:
+            return [], own, table
+        return [n for n in names if n in fits and n not in looked], own, table
 
     def variant(self, node: Node) -> Variant | str:
         """What must be allocated on ``node``, or why the node cannot serve the pod's resources."""
@@ -415,9 +586,9 @@ class PodPlan:
         view = self.held.get(name) if self.held else None
         shareable = self.remember and view is None and (cached is node or cached == node)
         verdict = None
-        key = (variant.spec, name)
-        if shareable:
-            hit = self._shared_verdict(key)
+        table = self._shared_verdicts(variant.spec) if shareable else None
+        if table is not None:
+            hit = table.entries.get(name)
             if hit is not None and hit.node_signature == signature:
                 verdict = hit.verdict
                 # A fit names no claim; only rejections speak of the other pod's claims.
@@ -426,11 +597,13 @@ class PodPlan:
                 self.cache_hits[phase] += 1
         if verdict is None:
             verdict = self._allocate(node, phase, variant.claims, view)
-            if shareable and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
+            if table is not None and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
                 template = "" if verdict.fits else _reason_template(verdict.reason, variant.keys)
-                self.ctx.memory.share_verdict(key, SharedVerdict(signature, variant.keys, verdict, template))
+                # Kept only if the node did not move while it was computed (``put``).
+                shared = SharedVerdict(signature, variant.keys, verdict, template)
+                table.put(name, shared, state.node_signature(name))
         if verdict.fits and self.remember:
-            self._keep(name, Remembered(signature, variant.uids, verdict))
+            self._results.keep(name, (signature, variant.uids, verdict))
         return verdict
 
     def placement(self, node: Node) -> Placement | str:
@@ -449,8 +622,8 @@ class PodPlan:
         results: tuple[AllocationResult, ...] = ()
         # A hold may have appeared since filter without changing the node's signature.
         remembered = self.remembered(node.name) if variant.claims and node.name not in self.held else None
-        if remembered is not None and remembered.claim_uids == variant.uids:
-            results = remembered.results
+        if remembered is not None and remembered[1] == variant.uids:
+            results = remembered[2].results
         elif variant.claims:
             try:
                 verdict = self.evaluate(node, phase="bind")

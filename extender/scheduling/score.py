@@ -24,7 +24,7 @@ from extender.model import AllocationResult, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import FatalAllocation, NodeVerdict, PodPlan, handles, wants_devices
+from extender.scheduling.plan import NodeVerdict, PodPlan, handles, wants_devices
 
 MAX_SCORE = 10
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
@@ -92,54 +92,56 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
         return scores
     if not plan.concerns_dra:
         return scores
-    keys: dict[str, tuple[int, int, int]] = {}
-    verdicts: dict[str, NodeVerdict] = {}
     order = subrequest_order(plan.claims.to_allocate)
     prioritized = any(order)
     packing = _Packing(ctx)
-    claim_uids = frozenset(c.uid for c in plan.claims.to_allocate)
-    # Devices other scored-but-unbound pods are expected to take, per node. (A pod sharing an
-    # unallocated claim with one of them never gets here: it waits, see ``PodPlan.build``.)
-    others = ctx.memory.devices_expected_elsewhere(pod.uid)
     sign = -1 if ctx.config.score_policy == "binpack" else 1
-    remembered = plan.remembered
-    for name in names:
-        entry = remembered(name)
-        verdict = entry.verdict if entry is not None else _fresh_verdict(ctx, plan, name)
-        if verdict is None:
-            continue
+
+    def key_of(name: str, verdict: NodeVerdict) -> tuple[int, int, int]:
+        """The node's key as if no other pod contended for its devices."""
         # An extended-resource claim comes last and has no prioritized lists.
         prio = prioritized_score(order, verdict.results[: len(order)]) if prioritized else 0
-        contended = others.get(name)
-        free_of_contention = 1 if contended is None else int(verdict.devices.isdisjoint(contended))
-        keys[name] = (prio, free_of_contention, sign * packing.free_after(name, verdict))
-        verdicts[name] = verdict
+        return (prio, 1, sign * packing.free_after(name, verdict))
+
+    # A node's verdict is this pod's filter result while the node is unchanged, else decided
+    # afresh: binds of earlier pods land between this pod's filter and prioritize, and scoring
+    # a node on a stale result would send the pod to devices that are gone.
+    from_table, own, table = plan.fitting(names, phase="prioritize")
     plan.flush_metrics()
+    keys: dict[str, tuple[int, int, int]] = {}
+    if table is not None and from_table:
+        # A shared verdict's key depends on nothing but the verdict and the node's devices in
+        # use, so it is kept with the verdict (and the score policy is fixed for the
+        # extender's life): an unchanged node costs a lookup.
+        derived, entries = table.derived, table.entries
+
+        def derive(name: str) -> tuple[int, int, int]:
+            key = derived[name] = key_of(name, entries[name].verdict)
+            return key
+
+        known = derived.get
+        keys = {name: known(name) or derive(name) for name in from_table}
+    for name, verdict in own.items():
+        keys[name] = key_of(name, verdict)
     if not keys:
         return scores
+
+    def verdict_of(name: str) -> NodeVerdict:
+        return own[name] if name in own else table.entries[name].verdict  # type: ignore[union-attr]
+
+    # Devices other scored-but-unbound pods are expected to take, per node. (A pod sharing an
+    # unallocated claim with one of them never gets here: it waits, see ``PodPlan.build``.)
+    for name, contended in ctx.memory.devices_expected_elsewhere(pod.uid).items():
+        key = keys.get(name)
+        if key is not None and not verdict_of(name).devices.isdisjoint(contended):
+            keys[name] = (key[0], 0, key[2])
     ranked = sorted(set(keys.values()), reverse=True)
     score_of = {key: round((MAX_SCORE - 1) * (len(ranked) - i) / len(ranked)) for i, key in enumerate(ranked)}
-    for name, key in keys.items():
-        scores[name] = score_of[key]
+    scores.update(zip(keys, map(score_of.__getitem__, keys.values()), strict=True))
     # One node, the first of the best, gets the top score: the scheduler then (normally)
     # picks exactly the node recorded as this pod's expected placement.
-    best = max(keys, key=keys.__getitem__)
+    best = next(name for name in names if keys.get(name) == ranked[0])
     scores[best] = MAX_SCORE
-    ctx.memory.expect(pod.uid, best, verdicts[best].devices, claim_uids)
+    claim_uids = frozenset(c.uid for c in plan.claims.to_allocate)
+    ctx.memory.expect(pod.uid, best, verdict_of(best).devices, claim_uids)
     return scores
-
-
-def _fresh_verdict(ctx: SchedulingContext, plan: PodPlan, name: str) -> NodeVerdict | None:
-    """The node's fitting verdict computed now: it changed since filter, or filter never saw it.
-
-    Binds of earlier pods land between this pod's filter and prioritize; scoring a node on a
-    stale result would send the pod to devices that are gone.
-    """
-    node = ctx.state.nodes.get(name)
-    if node is None:
-        return None
-    try:
-        verdict = plan.evaluate(node, phase="prioritize")
-    except FatalAllocation:
-        return None
-    return verdict if verdict.fits else None

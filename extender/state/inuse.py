@@ -46,8 +46,9 @@ class InUse:
         self.capacity: dict[DeviceID, dict[str, Quantity]] = {}
         # Distinct devices in use per (driver, pool): a cheap "could eviction free anything here".
         self.per_pool: Counter[tuple[str, str]] = Counter()
-        # Bumped whenever anything in use in a pool changes: part of a node's signature.
-        self.pool_versions: Counter[tuple[str, str]] = Counter()
+        # Pools whose devices in use changed since the state last turned them into node
+        # versions (``ClusterState.node_versions``); a set, so it stays bounded unread.
+        self.changed_pools: set[tuple[str, str]] = set()
         self.inflight: dict[str, InFlight] = {}
         self._owners: dict[Owner, Holdings] = {}
         self._device_refs: Counter[DeviceID] = Counter()
@@ -70,10 +71,9 @@ class InUse:
         return True
 
     def _touch(self, c: Holdings) -> None:
-        for pool in (
+        self.changed_pools.update(
             {d[:2] for d in c.devices} | {s[0][:2] for s in c.shares} | {d[:2] for d, _ in c.capacity}
-        ):
-            self.pool_versions[pool] += 1
+        )
 
     def _add(self, owner: Owner, c: Holdings) -> None:
         self._touch(c)

@@ -88,6 +88,17 @@ class SliceIndex:
     def pool_slices(self, driver: str, pool: str) -> Sequence[ResourceSlice]:
         return list(self._by_pool.get((driver, pool), {}).values())
 
+    def nodes_of_pool(self, pool: tuple[str, str]) -> set[str] | None:
+        """The nodes whose slices publish ``pool``; None when some slice of it has no node
+        (every node sees it)."""
+        nodes = set()
+        for rs in self._by_pool.get(pool, {}).values():
+            node = _node_of(rs)
+            if not node:
+                return None
+            nodes.add(node)
+        return nodes
+
     def pools_for_node(self, node_name: str) -> tuple[tuple[str, str], ...]:
         """The pools whose devices the node can see, in a stable order."""
         pools = self.pools_by_node.get(node_name)

@@ -2,10 +2,10 @@
 
 Sources (a Kubernetes watch or the local store) feed it plain API dicts through
 ``apply`` / ``delete`` / ``replace``; every object is parsed once, here, and the hot path
-only reads the parsed form. ``node_signature`` changes whenever anything that can alter an
-allocation decision on that node changes (slices, classes, nodes: the inventory epoch;
-devices in use in the node's pools: per-pool versions); results computed for a node are
-reused only while its signature is unchanged.
+only reads the parsed form. ``node_signature`` (a node's version) changes whenever anything
+that can alter an allocation decision on that node changes (slices, classes, nodes: the
+inventory epoch; devices in use in the pools the node sees); results computed for a node are
+reused only while its version is unchanged.
 
 Every kind of the table in ``extender.model.kinds`` has one shelf here: how objects of that
 kind are parsed (the table's parser), kept, dropped, counted and shown raw. ``apply``,
@@ -98,6 +98,14 @@ class ClusterState:
         self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
         self.inuse = InUse(features)
         self.inventory_epoch = 0
+        # Node versions (``node_versions``) come from one counter: a node's version is its own
+        # stamp, or ``_floor`` (the stamp of the last change that concerns every node: the
+        # inventory, a pool without a node) where it has none since. Pools whose devices in use
+        # changed are turned into stamps when a version is next read.
+        self._clock = 0
+        self._floor = 0
+        self._floor_epoch = 0  # the inventory epoch ``_floor`` accounts for
+        self._stamps: dict[str, int] = {}
         self._synced: set[str] = set()
         # Claims whose cached version was written by us: kube-scheduler's assume cache
         # (pkg/scheduler/util/assumecache), where our write wins over older watch events.
@@ -368,17 +376,40 @@ class ClusterState:
 
     # --- reads ----------------------------------------------------------------------------
 
-    def node_signature(self, node_name: str) -> tuple[int, ...]:
-        """Changes whenever an allocation on this node could come out differently."""
-        # Called for every candidate node of every request (twice): no generator, the pools
-        # memo read directly, and .get skips Counter.__missing__ for never-allocated pools.
-        pools = self.slices.pools_by_node.get(node_name)
-        if pools is None:
-            pools = self.slices.pools_for_node(node_name)
-        if len(pools) == 1:
-            return (self.inventory_epoch, self.inuse.pool_versions.get(pools[0], 0))
-        version = self.inuse.pool_versions.get
-        return (self.inventory_epoch, *[version(pool, 0) for pool in pools])
+    def node_signature(self, node_name: str) -> int:
+        """The node's version: changes whenever an allocation on this node could come out differently."""
+        stamps, floor, _ = self.node_versions()
+        return stamps.get(node_name, floor)
+
+    def node_versions(self) -> tuple[dict[str, int], int, int]:
+        """Every node's version at once, for readers that look at many nodes: a node's
+        version is ``stamps.get(name, floor)``. ``stamps`` is the state's own (read it, never
+        change it) and iterates in the order the stamps were given out, so the nodes that
+        moved since a reader last looked (at ``clock``, the third figure) are its last
+        entries. Valid until the state next changes."""
+        inuse = self.inuse
+        if self.inventory_epoch != self._floor_epoch:
+            self._floor_epoch = self.inventory_epoch
+            self._raise_floor()
+            inuse.changed_pools.clear()
+        elif inuse.changed_pools:
+            stamps = self._stamps
+            for pool in inuse.changed_pools:
+                nodes = self.slices.nodes_of_pool(pool)
+                if nodes is None:
+                    self._raise_floor()
+                    break
+                for node in nodes:
+                    self._clock += 1
+                    stamps.pop(node, None)  # to the end: stamps stay in the order given out
+                    stamps[node] = self._clock
+            inuse.changed_pools.clear()
+        return self._stamps, self._floor, self._clock
+
+    def _raise_floor(self) -> None:
+        self._clock += 1
+        self._floor = self._clock
+        self._stamps.clear()  # every stamp is below the new floor
 
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self.claims.get((namespace, name))

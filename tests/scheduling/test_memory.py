@@ -2,16 +2,8 @@
 
 from __future__ import annotations
 
-from extender.scheduling.memory import (
-    DELETED_CLAIM_TTL_S,
-    EXPECTED_TTL_S,
-    MAX_VERDICTS,
-    PodResults,
-    Remembered,
-    SchedulerMemory,
-    SharedVerdict,
-)
-from extender.scheduling.plan import NodeVerdict
+from extender.scheduling.memory import DELETED_CLAIM_TTL_S, EXPECTED_TTL_S, MAX_VERDICTS, SchedulerMemory
+from extender.scheduling.plan import NodeVerdict, PodResults, Remembered, SharedVerdict, SpecVerdicts
 from tests.scheduling.cluster import DRIVER
 
 
@@ -78,7 +70,7 @@ def test_begin_bind_ends_the_placement_and_refuses_a_second_bind_until_the_first
 
 def test_filter_results_last_their_ttl_or_until_the_pod_is_bound():
     mem, clock, _ = memory(result_ttl_s=30.0)
-    entry = Remembered((1,), ("claim-1",), NodeVerdict(True))
+    entry: Remembered = (1, ("claim-1",), NodeVerdict(True))
     mem.results_for("a").keep("node-0", entry)
     assert mem.results_for("a").get("node-0") is entry
     mem.bound("a")
@@ -90,19 +82,41 @@ def test_filter_results_last_their_ttl_or_until_the_pod_is_bound():
 
 def test_a_detached_pod_results_is_not_memory():
     mem, _, _ = memory()
-    PodResults().keep("node-0", Remembered((1,), (), NodeVerdict(True)))
+    PodResults().keep("node-0", (1, (), NodeVerdict(True)))
     assert mem.results_for("a").get("node-0") is None
 
 
 def test_shared_verdicts_are_dropped_all_at_once_at_the_bound():
     mem, _, _ = memory()
-    verdict = SharedVerdict((1,), ("default/c",), NodeVerdict(True))
-    for i in range(MAX_VERDICTS):
-        mem.share_verdict((b"spec", f"node-{i}"), verdict)
-    assert mem.shared_verdict((b"spec", "node-0")) is verdict
-    mem.share_verdict((b"spec", "one-more"), verdict)
-    assert mem.shared_verdict((b"spec", "node-0")) is None
-    assert mem.shared_verdict((b"spec", "one-more")) is verdict
+    verdict = SharedVerdict(1, ("default/c",), NodeVerdict(True))
+    table = mem.shared_verdicts(b"spec")
+    for i in range(MAX_VERDICTS // 2):
+        table.put(f"node-{i}", verdict, 1)
+    for i in range(MAX_VERDICTS // 2 - 1):
+        mem.shared_verdicts(b"other").put(f"node-{i}", verdict, 1)
+    mem.expire()
+    assert table.entries.get("node-0") is verdict
+    mem.shared_verdicts(b"other").put("one-more", verdict, 1)
+    mem.expire()
+    assert table.entries.get("node-0") is None  # emptied in place: a pod's results may name it
+    assert not mem.shared_verdicts(b"spec").entries and not mem.shared_verdicts(b"other").entries
+
+
+def test_a_spec_table_keeps_only_current_verdicts():
+    fits = SharedVerdict(5, (), NodeVerdict(True))
+    table = SpecVerdicts()
+    table.sync({"node-0": 5}, 1, 5)
+    table.put("node-0", fits, 5)
+    table.put("node-1", SharedVerdict(1, (), NodeVerdict(False, "no")), 1)
+    table.put("node-2", SharedVerdict(1, (), NodeVerdict(True)), 6)  # computed before the node moved
+    table.derived["node-0"] = (0, 1, 3)
+    assert set(table.entries) == {"node-0", "node-1"} and table.fits == {"node-0"}
+    table.sync({"node-0": 5, "node-3": 6}, 1, 6)  # node-3 moved: the others stay
+    assert set(table.entries) == {"node-0", "node-1"} and table.derived
+    table.sync({"node-3": 6, "node-0": 7}, 1, 7)  # node-0 moved
+    assert set(table.entries) == {"node-1"} and not table.fits and not table.derived
+    table.sync({}, 8, 8)  # every node moved
+    assert not table.entries
 
 
 def test_deleted_claims_are_remembered_for_their_ttl():

@@ -47,6 +47,24 @@ def test_node_signature_ignores_heartbeats_but_not_labels_or_other_pools():
     assert state.node_signature("node-0") != before
 
 
+def test_devices_in_use_change_the_versions_of_the_nodes_that_see_their_pool():
+    state = ClusterState()
+    state.apply("ResourceSlice", node_slice("node-0", gpus(2)))
+    state.apply("ResourceSlice", node_slice("node-1", gpus(2)))
+    state.apply("ResourceSlice", network_slice("net", gpus(2)))
+    before = {n: state.node_signature(n) for n in ("node-0", "node-1")}
+    state.apply("ResourceClaim", allocated_claim("a", "ua", [result("gpu-0", pool="node-0")]))
+    assert state.node_signature("node-0") != before["node-0"]
+    assert state.node_signature("node-1") == before["node-1"]
+    middle = {n: state.node_signature(n) for n in ("node-0", "node-1")}
+    # Every node sees a pool published without a node.
+    state.apply("ResourceClaim", allocated_claim("b", "ub", [result("gpu-0", pool="net")]))
+    after = {n: state.node_signature(n) for n in ("node-0", "node-1")}
+    assert all(after[n] != middle[n] and after[n] != before[n] for n in after)
+    stamps, floor, _ = state.node_versions()
+    assert {n: stamps.get(n, floor) for n in after} == after
+
+
 def test_synced_only_when_every_kind_is():
     state = ClusterState()
     for kind in KINDS[:-1]:
