@@ -1,4 +1,4 @@
-"""Reading the local cluster's manifests: the YAML files of a ``--state`` directory, or the demo.
+"""Reading the local cluster's manifests: the YAML and JSON files of a ``--state`` directory, or the demo.
 
 Its one job is turning files into (origin, object) pairs, each origin naming the file and the
 document so that an error points at the place to fix.
@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from extender.local.store import ManifestError, clone
@@ -21,9 +22,12 @@ _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_manifests(paths: Iterable[Path]) -> list[tuple[str, Any]]:
-    """Every YAML document of the given files as (origin, object); errors name the file."""
+    """Every document of the given YAML or JSON files as (origin, object); errors name the file."""
     docs: list[tuple[str, Any]] = []
     for path in paths:
+        if path.suffix == ".json":
+            docs.extend(_json_documents(path))
+            continue
         try:
             with path.open(encoding="utf-8") as fh:
                 for i, doc in enumerate(yaml.load_all(fh, Loader=_SAFE_LOADER)):
@@ -42,6 +46,34 @@ def read_manifests(paths: Iterable[Path]) -> list[tuple[str, Any]]:
     return docs
 
 
+def _json_documents(path: Path) -> list[tuple[str, Any]]:
+    """A JSON file's objects: one object, or a ``List`` of them as ``kubectl get -o json`` writes.
+
+    JSON is the fast state format: orjson reads a big cluster over ten times faster than libyaml,
+    and its output is plain JSON already, so documents skip the clone and sharing YAML's need
+    (the keys orjson makes are shared by its own cache; slices are shared when parsed).
+    """
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ManifestError(f"{path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ManifestError(f"{path}: expected a Kubernetes object or a List, got {_json_type(doc)}")
+    if doc.get("kind") != "List":
+        return [(str(path), doc)]
+    items = doc.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ManifestError(f"{path}: items: expected an array of objects, got {_json_type(items)}")
+    return [(f"{path} (item {j + 1})", item) for j, item in enumerate(items)]
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return names.get(type(value), "null" if value is None else "a number")
+
+
 def _compact(doc: Any) -> Any:
     """``doc`` as it waits for its turn to load: plain JSON types with repeated subtrees shared.
 
@@ -57,7 +89,7 @@ def _compact(doc: Any) -> Any:
 def state_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         raise ManifestError(f"{directory}: not a directory")
-    return sorted(directory.glob("*.yaml"))
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".json") and p.is_file())
 
 
 def demo_files() -> list[Path]:

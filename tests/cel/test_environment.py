@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.cel.device import PlainDevice
 from extender.cel import engine as engine_module
+from extender.cel.device import PlainDevice
 from extender.cel.engine import available_engines, make_engine, unavailable_reason
 from extender.cel.environment import MAX_EXPRESSION_BYTES, WARM_UP_SELECTOR, CelStats, Environment
 

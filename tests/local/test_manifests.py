@@ -3,6 +3,7 @@ and are let go once applied, every kind arrives."""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -187,3 +188,43 @@ def test_a_state_directory_of_ones_own_manifests_loads_the_kinds_the_extender_us
     skipped = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
     assert len(skipped) == 3  # one line per kind: Deployment, Kustomization, Service
     assert any("2 Service object(s)" in line and "and 1 more" in line for line in skipped)
+
+
+def test_json_state_files_load_like_yaml(tmp_path: Path):
+    # kubectl's `-o json` shapes: a List of objects, and one object alone.
+    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"})]
+    as_json, as_yaml = tmp_path / "json", tmp_path / "yaml"
+    as_json.mkdir()
+    as_yaml.mkdir()
+    (as_json / "a.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs[:-1]}))
+    (as_json / "b.json").write_text(json.dumps(objs[-1]))
+    (as_yaml / "a.yaml").write_text(yaml.safe_dump_all(objs))
+    from_json, from_yaml = ClusterState(), ClusterState()
+    load_local(from_json, as_json)
+    load_local(from_yaml, as_yaml)
+    assert from_json.counts() == from_yaml.counts()
+    assert from_json.counts()["ResourceClaim"] == 1 and from_json.counts()["Pod"] == 1
+    origins = [origin for origin, _ in read_manifests([as_json / "a.json", as_json / "b.json"])]
+    assert origins[0] == f"{as_json / 'a.json'} (item 1)" and origins[-1] == f"{as_json / 'b.json'}"
+
+
+def test_json_and_yaml_files_of_one_directory_load_together(tmp_path: Path):
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(node("n1")))
+    (tmp_path / "b.json").write_text(json.dumps(node("n2")))
+    state = ClusterState()
+    load_local(state, tmp_path)
+    assert sorted(state.nodes) == ["n1", "n2"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"kind": "Node", ', r"bad\.json: unexpected end of data: line 1 column 18"),
+        ("[1, 2]", r"bad\.json: expected a Kubernetes object or a List, got an array"),
+        ('{"kind": "List", "items": {}}', r"bad\.json: items: expected an array of objects"),
+    ],
+)
+def test_a_malformed_json_file_is_refused_with_its_name(tmp_path: Path, text: str, message: str):
+    (tmp_path / "bad.json").write_text(text)
+    with pytest.raises(ManifestError, match=message):
+        read_manifests([tmp_path / "bad.json"])
