@@ -144,7 +144,7 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", type=Path, required=True, help="state directory to write")
     gen.add_argument(
         "--format", choices=STATE_FORMATS, default="yaml",
-        help="state files as YAML (readable) or JSON (loads over ten times faster); default yaml",
+        help="state files as YAML (readable) or JSON Lines (loads several times faster); default yaml",
     )
     gen.set_defaults(func=cmd_generate)
 

@@ -281,7 +281,8 @@ STATE_FORMATS = ("yaml", "json")
 
 def write_state(workload: Workload, directory: Path, fmt: str = "yaml") -> list[Path]:
     """Write the workload for `dra-extender serve --state`: one file per kind, as multi-document
-    YAML or as one JSON ``List`` (the format that loads over ten times faster, docs/performance.md)."""
+    YAML or as JSON Lines (one object per line: loads several times faster, in less memory;
+    docs/performance.md)."""
     if fmt not in STATE_FORMATS:
         raise ValueError(f"unknown state format {fmt!r}; choose one of {', '.join(STATE_FORMATS)}")
     directory.mkdir(parents=True, exist_ok=True)
@@ -293,7 +294,7 @@ def write_state(workload: Workload, directory: Path, fmt: str = "yaml") -> list[
     for filename, objs in sorted(by_file.items()):
         path = directory / filename
         if fmt == "json":
-            path.write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+            path.write_bytes(b"".join(orjson.dumps(obj) + b"\n" for obj in objs))
         else:
             with path.open("w") as f:
                 yaml.dump_all(objs, f, Dumper=dumper, sort_keys=False, width=4096)

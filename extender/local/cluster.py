@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from extender.local.claim_controller import ClaimController, in_use
-from extender.local.manifests import demo_files, read_manifests, state_files
+from extender.local.manifests import JsonText, demo_files, kind_of, read_manifests, state_files
 from extender.local.store import API_VERSIONS, LocalStore, ManifestError, clone, now_rfc3339
 from extender.model.kinds import KIND_NAMES
 from extender.state import ClusterState
@@ -75,7 +75,7 @@ class LocalCluster:
         """
 
         def rank(item: tuple[str, Any]) -> int:
-            kind = item[1].get("kind") if isinstance(item[1], Mapping) else None
+            kind = kind_of(item[1])
             return _LOAD_ORDER.index(kind) if kind in _LOAD_ORDER else len(_LOAD_ORDER)
 
         pending = sorted(_used_kinds(docs), key=rank)
@@ -85,7 +85,7 @@ class LocalCluster:
         while pending:
             origin, doc = pending.pop()
             try:
-                self.apply(doc)
+                self.apply(doc.decode() if isinstance(doc, JsonText) else doc)
             except (ManifestError, ValueError) as exc:
                 raise ManifestError(f"{origin}: {exc}") from None
         return count
@@ -101,7 +101,7 @@ def _used_kinds(docs: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     used: list[tuple[str, Any]] = []
     skipped: dict[str, list[str]] = {}
     for origin, doc in docs:
-        kind = doc.get("kind") if isinstance(doc, Mapping) else None
+        kind = kind_of(doc)
         if doc is None:
             continue
         if isinstance(kind, str) and kind not in API_VERSIONS:

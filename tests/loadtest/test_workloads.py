@@ -150,7 +150,7 @@ def test_state_directory_as_json_loads_like_yaml(tmp_path: Path) -> None:
     workload = generate("partitionable", SMALL)
     files = write_state(workload, tmp_path / "json", fmt="json")
     assert all(f.suffix == ".json" for f in files)
-    loaded = [doc for f in files for doc in json.loads(f.read_text())["items"]]
+    loaded = [json.loads(line) for f in files for line in f.read_text().splitlines()]
     assert sorted(loaded, key=repr) == sorted(workload.objects, key=repr)
     write_state(workload, tmp_path / "yaml")
     from_json, from_yaml = ClusterState(), ClusterState()

@@ -18,7 +18,7 @@ import yaml
 
 from extender.cli import main
 from extender.local.cluster import LocalCluster, load_local
-from extender.local.manifests import read_manifests
+from extender.local.manifests import JsonText, read_manifests
 from extender.local.store import ManifestError
 from extender.state import ClusterState
 from tests.scheduling.cluster import gpu, gpu_cluster, node, node_slice, pod, template
@@ -262,3 +262,38 @@ def test_loading_pauses_the_cyclic_gc_and_restores_it(tmp_path: Path):
         assert not gc.isenabled()  # a caller's choice is left as it was
     finally:
         gc.enable()
+
+
+def test_json_lines_wait_as_text_and_load_like_yaml(tmp_path: Path):
+    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"})]
+    (tmp_path / "all.json").write_text("\n".join(json.dumps(obj) for obj in objs) + "\n\n")
+    docs = read_manifests([tmp_path / "all.json"])
+    lines = range(1, len(objs) + 1)
+    assert [origin for origin, _ in docs] == [f"{tmp_path / 'all.json'} (line {n})" for n in lines]
+    assert all(isinstance(doc, JsonText) for _, doc in docs)
+    assert [doc.kind for _, doc in docs] == [obj["kind"] for obj in objs]
+    state = ClusterState()
+    load_local(state, tmp_path)
+    as_yaml = tmp_path / "yaml"
+    as_yaml.mkdir()
+    (as_yaml / "all.yaml").write_text(yaml.safe_dump_all(objs))
+    from_yaml = ClusterState()
+    load_local(from_yaml, as_yaml)
+    assert state.counts() == from_yaml.counts() and state.counts()["ResourceClaim"] == 1
+
+
+def test_a_bad_line_of_a_json_lines_file_is_named(tmp_path: Path):
+    (tmp_path / "nodes.json").write_text(json.dumps(node("a")) + "\n" + '{"kind": "Node"\n')
+    with pytest.raises(ManifestError, match=r"nodes\.json: line 2: unexpected end of data, column 16"):
+        read_manifests([tmp_path / "nodes.json"])
+    # A pretty-printed object that is malformed is one document: its error is the whole file's.
+    (tmp_path / "nodes.json").write_text('{\n  "kind": "Node",\n  "metadata": {}\n')
+    with pytest.raises(ManifestError, match=r"nodes\.json: unexpected end of data: line 4 column 1"):
+        read_manifests([tmp_path / "nodes.json"])
+
+
+def test_a_malformed_object_of_a_json_lines_file_is_refused_with_its_line(tmp_path: Path):
+    bad = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": 3}}
+    (tmp_path / "c.json").write_text(json.dumps(node("a")) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(ManifestError, match=r"c\.json \(line 2\): .*metadata\.name"):
+        load_local(ClusterState(), tmp_path)
