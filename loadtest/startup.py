@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,14 +32,18 @@ class Startup:
     peak_rss_bytes: int
 
 
-def measure(serve_args: list[str], source: Path, timeout: float) -> Startup:
-    """One start of the extender with ``serve_args`` (after ``--port``), stopped once ready."""
+@contextlib.contextmanager
+def running(
+    serve_args: list[str], source: Path, timeout: float
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``python -m extender serve`` from ``source`` with ``serve_args``, ready: (process, URL)."""
     port = free_port()
+    url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "extender", "serve", "--host", "127.0.0.1", "--port", str(port), *serve_args]
     started = time.monotonic()
     process = subprocess.Popen(cmd, cwd=source, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=2.0) as client:
+        with httpx.Client(base_url=url, timeout=2.0) as client:
             while True:
                 if process.poll() is not None:
                     err = process.stderr.read().decode(errors="replace")[-2000:] if process.stderr else ""
@@ -49,8 +54,7 @@ def measure(serve_args: list[str], source: Path, timeout: float) -> Startup:
                     if client.get("/readyz").status_code == 200:
                         break
                 time.sleep(0.05)
-        ready = time.monotonic() - started
-        return Startup(ready, cpu_seconds(process.pid) or 0.0, peak_rss_bytes(process.pid) or 0)
+        yield process, url
     finally:
         process.terminate()
         try:
@@ -58,6 +62,14 @@ def measure(serve_args: list[str], source: Path, timeout: float) -> Startup:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def measure(serve_args: list[str], source: Path, timeout: float) -> Startup:
+    """One start of the extender with ``serve_args`` (after ``--port``), stopped once ready."""
+    started = time.monotonic()
+    with running(serve_args, source, timeout) as (process, _):
+        ready = time.monotonic() - started
+        return Startup(ready, cpu_seconds(process.pid) or 0.0, peak_rss_bytes(process.pid) or 0)
 
 
 def report(label: str, runs: list[Startup]) -> str:
