@@ -68,7 +68,7 @@ def _lazy_fields(body: bytes, what: str) -> dict[str, msgspec.Raw]:
         raise BadRequest("empty request body")
     try:
         fields = _fields_decoder.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         decode(body)  # orjson's message, with its line and column, for the same body
         raise
     return fold(fields, what)
@@ -180,6 +180,8 @@ def extender_args(body: bytes) -> ExtenderArgs:
         return _with_nodes(pod, nodes)
     except msgspec.DecodeError as exc:  # only where orjson takes what msgspec refuses
         raise BadRequest(f"body is not valid JSON: {exc}") from None
+    except RecursionError:  # msgspec builds nested arrays by recursion; orjson stops at 1024
+        raise BadRequest("body is not valid JSON: nested too deeply") from None
 
 
 def _with_nodes(pod: dict[str, Any], nodes: msgspec.Raw) -> ExtenderArgs:

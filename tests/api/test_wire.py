@@ -78,3 +78,16 @@ def test_a_malformed_node_is_refused_with_the_field_at_fault():
 def test_malformed_bodies_keep_their_messages(body: bytes, message: str):
     with pytest.raises(wire.BadRequest, match=message):
         wire.extender_args(body)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "depth limit exceeded"),
+        (_args(b'{"metadata": {"name": "n"}, "status": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+         "body is not valid JSON"),
+    ],
+)
+def test_deep_nesting_is_a_bad_request(body: bytes, message: str):
+    with pytest.raises(wire.BadRequest, match=message):
+        wire.extender_args(body)
