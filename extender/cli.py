@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--cel-engine", choices=ENGINE_CHOICES, default="auto",
-        help="CEL engine for device selectors (auto: the faster pure Python engine, else the C++ runtime)",
+        help="CEL engine for device selectors (auto: the C++ runtime when installed, else Python)",
     )
     serve.add_argument(
         "--score-policy", choices=SCORE_POLICIES, default="binpack",

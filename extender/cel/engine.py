@@ -59,13 +59,8 @@ def available_engines() -> list[str]:
     return [name for name in _ENGINE_MODULES if unavailable_reason(name) is None]
 
 
-# What ``auto`` tries, fastest first. The pure Python engine is ahead on every figure of
-# ``python -m loadtest.bench_cel`` and end to end (docs/performance.md, "Cold start and scale").
-_AUTO_ORDER = ("python", "cpp")
-
-
 def make_engine(name: str = "auto") -> Engine:
-    """Build an engine; ``auto`` prefers the faster pure Python engine, else the C++ runtime.
+    """Build an engine; ``auto`` prefers the C++ runtime and falls back to pure Python.
 
     Raises ValueError for an unknown name and ImportError when the engine asked for
     cannot be loaded.
@@ -73,6 +68,6 @@ def make_engine(name: str = "auto") -> Engine:
     if name != "auto":
         return _load(name)
     try:
-        return _load(_AUTO_ORDER[0])
+        return _load("cpp")
     except ImportError:
-        return _load(_AUTO_ORDER[1])
+        return _load("python")

@@ -101,7 +101,7 @@ class Environment:
 
     @classmethod
     def create(cls, engine: str = "auto") -> Environment:
-        """An environment on engine ``engine`` (``auto``: the faster engine installed, see ``make_engine``).
+        """An environment on engine ``engine`` (``auto`` prefers the C++ runtime).
 
         Raises ValueError for an unknown name and ImportError when that engine is not installed.
         """
