@@ -14,7 +14,7 @@ from loadtest.driver import DriverConfig
 from loadtest.matrix import markdown, run_matrix
 from loadtest.runner import RunSpec, run
 from loadtest.server import ServerError
-from loadtest.workloads import GENERATORS, WorkloadParams, generate, write_state
+from loadtest.workloads import GENERATORS, STATE_FORMATS, WorkloadParams, generate, write_state
 
 RESULTS = Path("loadtest/results")
 
@@ -84,7 +84,7 @@ def _spec(args: argparse.Namespace, out_dir: Path) -> RunSpec:
 def cmd_generate(args: argparse.Namespace) -> int:
     params = WorkloadParams(args.nodes, args.devices_per_node, args.pods, args.seed)
     workload = generate(args.workload, params)
-    for path in write_state(workload, args.out):
+    for path in write_state(workload, args.out, args.format):
         print(path)
     print(f"{len(workload.pods)} pending pods, capacity {workload.capacity}, ", end="")
     print(f"expected bound {workload.expected_bound}")
@@ -142,6 +142,10 @@ def parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="write a workload as a state directory")
     _workload_args(gen)
     gen.add_argument("--out", type=Path, required=True, help="state directory to write")
+    gen.add_argument(
+        "--format", choices=STATE_FORMATS, default="yaml",
+        help="state files as YAML (readable) or JSON Lines (loads several times faster); default yaml",
+    )
     gen.set_defaults(func=cmd_generate)
 
     run_p = sub.add_parser("run", help="play kube-scheduler against the extender")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
 import yaml
 
 from extender.model.kinds import KINDS
@@ -274,20 +275,28 @@ def generate(name: str, params: WorkloadParams) -> Workload:
 
 
 # File per kind keeps the directory readable; numbered in the kind table's load order.
-_FILE_FOR_KIND = {kind.name: f"{i}0-{kind.plural}.yaml" for i, kind in enumerate(KINDS)}
+_FILE_FOR_KIND = {kind.name: f"{i}0-{kind.plural}" for i, kind in enumerate(KINDS)}
+STATE_FORMATS = ("yaml", "json")
 
 
-def write_state(workload: Workload, directory: Path) -> list[Path]:
-    """Write the workload as multi-document YAML files for `dra-extender serve --state`."""
+def write_state(workload: Workload, directory: Path, fmt: str = "yaml") -> list[Path]:
+    """Write the workload for `dra-extender serve --state`: one file per kind, as multi-document
+    YAML or as JSON Lines (one object per line: loads several times faster, in less memory;
+    docs/performance.md)."""
+    if fmt not in STATE_FORMATS:
+        raise ValueError(f"unknown state format {fmt!r}; choose one of {', '.join(STATE_FORMATS)}")
     directory.mkdir(parents=True, exist_ok=True)
     by_file: dict[str, list[Obj]] = {}
     for obj in workload.objects:
-        by_file.setdefault(_FILE_FOR_KIND[obj["kind"]], []).append(obj)
+        by_file.setdefault(f"{_FILE_FOR_KIND[obj['kind']]}.{fmt}", []).append(obj)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     written = []
     for filename, objs in sorted(by_file.items()):
         path = directory / filename
-        with path.open("w") as f:
-            yaml.dump_all(objs, f, Dumper=dumper, sort_keys=False, width=4096)
+        if fmt == "json":
+            path.write_bytes(b"".join(orjson.dumps(obj) + b"\n" for obj in objs))
+        else:
+            with path.open("w") as f:
+                yaml.dump_all(objs, f, Dumper=dumper, sort_keys=False, width=4096)
         written.append(path)
     return written

@@ -23,7 +23,6 @@ from extender.api.replies import failed, json_reply, problem
 from extender.api.snapshot import snapshot
 from extender.api.wire import BadRequest
 from extender.metrics import CONTENT_TYPE
-from extender.model import parse_node
 from extender.model.pods import PodInfo
 from extender.scheduling.bind import UnknownPod, bind_pod
 from extender.scheduling.claims import pod_for_request
@@ -119,12 +118,7 @@ def create_app(
     async def do_filter(body: bytes) -> Any:
         args = wire.extender_args(body)
         _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
-        given = None
-        if args.nodes is not None:
-            try:
-                given = {name: parse_node(obj) for name, obj in args.nodes.items()}
-            except ValueError as exc:
-                raise BadRequest(str(exc)) from None
+        given = args.nodes  # parsed by wire, which keeps each node's bytes for the reply
         pod = request_pod(args.pod)  # after the structural checks: a malformed body is a 400 first
         out = await in_turns(filter_nodes, ctx, pod, args.node_names, given)
         report_no_fit(ctx, pod, out)

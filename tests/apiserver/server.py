@@ -276,19 +276,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, route: _Route, query: dict[str, str]) -> dict[str, Any]:
         rtype = route.rtype
         token = query.get("continue")
-        items, rv = self.api.store.list(rtype, route.namespace)
-        offset = 0
+        offset, token_rv = 0, None
         if token:
             offset_text, _, rv_text = token.partition(":")
-            offset, rv = int(offset_text), int(rv_text)
+            offset, token_rv = int(offset_text), int(rv_text)
         limit = int(query.get("limit") or 0)
+        items, rv, total = self.api.store.page(rtype, route.namespace, offset, limit)
+        rv = rv if token_rv is None else token_rv
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        if limit and offset + limit < len(items):
+        if limit and offset + limit < total:
             meta["continue"] = f"{offset + limit}:{rv}"
-            meta["remainingItemCount"] = len(items) - offset - limit
-            items = items[offset:offset + limit]
-        else:
-            items = items[offset:]
+            meta["remainingItemCount"] = total - offset - limit
         for item in items:
             item.pop("kind", None)
             item.pop("apiVersion", None)

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 import yaml
 
+from extender.local.cluster import load_local
+from extender.state import ClusterState
 from loadtest import k8s
+from loadtest.cli import main as cli_main
 from loadtest.workloads import GENERATORS, WorkloadParams, generate, write_state
 
 SMALL = WorkloadParams(nodes=3, devices_per_node=8, pods=10, seed=7)
@@ -140,6 +144,24 @@ def test_state_directory_round_trips(tmp_path: Path) -> None:
     loaded = [doc for f in files for doc in yaml.safe_load_all(f.read_text())]
     assert sorted(loaded, key=repr) == sorted(workload.objects, key=repr)
     assert all(f.suffix == ".yaml" for f in files)
+
+
+def test_state_directory_as_json_loads_like_yaml(tmp_path: Path) -> None:
+    workload = generate("partitionable", SMALL)
+    files = write_state(workload, tmp_path / "json", fmt="json")
+    assert all(f.suffix == ".json" for f in files)
+    loaded = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert sorted(loaded, key=repr) == sorted(workload.objects, key=repr)
+    write_state(workload, tmp_path / "yaml")
+    from_json, from_yaml = ClusterState(), ClusterState()
+    load_local(from_json, tmp_path / "json")
+    load_local(from_yaml, tmp_path / "yaml")
+    assert from_json.counts() == from_yaml.counts() and from_json.counts()["Pod"] == len(workload.pods)
+
+
+def test_generate_writes_json_on_request(tmp_path: Path) -> None:
+    assert cli_main(["generate", "--nodes", "2", "--format", "json", "--out", str(tmp_path)]) == 0
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json"] * 5
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,93 @@
+"""The wire format of full Node objects (nodeCacheCapable: false): only what the extender reads is
+decoded, and the passing nodes go back as the bytes that came in."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from extender.api import wire
+from extender.model import parse_node
+
+# A kubelet-reported node: the extender reads its name, metadata and status.allocatable only.
+NODE = (
+    b'{"metadata": {"name": "n1", "labels": {"zone": "a"}, "annotations": {"x": "y"}},'
+    b' "spec": {"podCIDR": "10.0.0.0/24"},'
+    b' "status": {"allocatable": {"cpu": "8", "example.com/gpu": "2"},'
+    b' "images": [{"names": ["registry/image:v1"], "sizeBytes": 1.0e3}], "conditions": []}}'
+)
+
+
+def _args(items: bytes) -> bytes:
+    return b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": null, "Nodes": {"items": [' + items + b"]}}"
+
+
+def test_passing_nodes_are_echoed_byte_for_byte():
+    args = wire.extender_args(_args(NODE + b', {"metadata": {"name": "n2"}}'))
+    assert args.node_names == ["n1", "n2"]
+    reply = wire.encode(wire.filter_result(args, ["n1"], {"n2": "no"}, {}, ""))
+    # Untouched, down to the number's spelling and the key order: nothing re-encoded.
+    assert b'"items":[' + NODE + b"]" in reply
+    assert orjson.loads(reply)["Nodes"]["items"] == [orjson.loads(NODE)]
+
+
+def test_nodes_are_parsed_as_from_the_whole_object():
+    args = wire.extender_args(_args(NODE))
+    assert args.nodes == {"n1": parse_node(orjson.loads(NODE))}
+    assert args.nodes["n1"].extended_allocatable == {"example.com/gpu": 2}  # status.allocatable was read
+
+
+def test_a_node_sent_again_is_parsed_once_and_a_changed_one_anew():
+    first = wire.extender_args(_args(NODE)).nodes
+    again = wire.extender_args(_args(NODE)).nodes
+    relabelled = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"'))).nodes
+    assert first is not None and again is not None and relabelled is not None
+    assert again["n1"] is first["n1"]
+    assert relabelled["n1"].labels == {"zone": "b"} and first["n1"].labels == {"zone": "a"}
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (b"5", r"Nodes\.items\[0\]\.metadata\.name: required"),
+        (b'{"metadata": []}', r"Nodes\.items\[0\]\.metadata\.name: required"),
+        (b'{"metadata": {"name": "n"}}, {"metadata": {"name": 3}}', r"Nodes\.items\[1\]\.metadata\.name"),
+    ],
+)
+def test_malformed_node_items_are_bad_requests(items: bytes, message: str):
+    with pytest.raises(wire.BadRequest, match=message):
+        wire.extender_args(_args(items))
+
+
+def test_a_malformed_node_is_refused_with_the_field_at_fault():
+    with pytest.raises(wire.BadRequest, match=r"Node n: status: .*object"):
+        wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": "up"}'))
+    with pytest.raises(wire.BadRequest, match=r"status\.allocatable"):
+        wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"allocatable": []}}'))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [}}', "body is not valid JSON"),
+        (b"[1]", "ExtenderArgs: expected a JSON object, got array"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": {}}}', "Nodes.items: expected an array"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": 3}', "Nodes: expected a JSON object, got number"),
+    ],
+)
+def test_malformed_bodies_keep_their_messages(body: bytes, message: str):
+    with pytest.raises(wire.BadRequest, match=message):
+        wire.extender_args(body)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "depth limit exceeded"),
+        (_args(b'{"metadata": {"name": "n"}, "status": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+         "body is not valid JSON"),
+    ],
+)
+def test_deep_nesting_is_a_bad_request(body: bytes, message: str):
+    with pytest.raises(wire.BadRequest, match=message):
+        wire.extender_args(body)
