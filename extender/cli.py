@@ -117,7 +117,8 @@ def _parser() -> argparse.ArgumentParser:
         "--cel-engine",
         choices=ENGINE_CHOICES,
         default="auto",
-        help="CEL engine for device selectors (auto: the C++ runtime when installed, else Python)",
+        help="CEL engine for device selectors (auto: the pure-Python one, the faster; cpp: Google's "
+        "C++ runtime)",
     )
     serve.add_argument(
         "--score-policy",

@@ -45,7 +45,11 @@ def selectors_match(cache: SelectorCache, owner: str, expressions: Sequence[str]
     for i, expression in enumerate(expressions):
         compiled = cache.get(expression)
         if isinstance(compiled, CelCompileError):
-            raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {compiled.message}")
+            message = compiled.message
+            if expression not in message:
+                # The reason must name the expression: some engines' messages quote it, some not.
+                message = f"{message} (expression: {expression})"
+            raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {message}")
         try:
             if not compiled.matches(device):
                 return False

@@ -60,14 +60,11 @@ def available_engines() -> list[str]:
 
 
 def make_engine(name: str = "auto") -> Engine:
-    """Build an engine; ``auto`` prefers the C++ runtime and falls back to pure Python.
+    """Build an engine; ``auto`` is the pure-Python one.
 
-    Raises ValueError for an unknown name and ImportError when the engine asked for
-    cannot be loaded.
+    Both engines pass every parity and cel-spec case; the Python one is the faster in
+    ``python -m loadtest.bench_cel`` (compile, first and later evaluations) and end to end
+    (docs/performance.md), and it installs everywhere. Raises ValueError for an unknown name
+    and ImportError when the engine asked for cannot be loaded.
     """
-    if name != "auto":
-        return _load(name)
-    try:
-        return _load("cpp")
-    except ImportError:
-        return _load("python")
+    return _load("python" if name == "auto" else name)
