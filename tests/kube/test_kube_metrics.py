@@ -100,8 +100,12 @@ async def test_watch_restarts_and_relists_are_counted_by_kind(apiserver: ApiServ
         assert relists("Node") == 0 and restarts("Node", "error") == 0
         await eventually(lambda: restarts("Node", "ended") >= 1, what="a watch the server ended")
         apiserver.faults.fail("watch", "nodes", 503, times=1)
-        apiserver.cut_watches("nodes")  # mid-stream: the watch breaks
-        await eventually(lambda: restarts("Node", "error") == 2, what="cut watch and failed reopen")
+        # Mid-stream the watch breaks, and its reopen fails. The cut may fall between a watch the
+        # server ended and the next one opening (they last 1-2 s here); the failed reopen is
+        # certain, and counted as an error either way.
+        apiserver.cut_watches("nodes")
+        await eventually(lambda: restarts("Node", "error") >= 1, what="the failed reopen")
+        assert restarts("Node", "error") <= 2
         assert relists("Node") == 0  # resumed from its resourceVersion each time
         apiserver.faults.force_gone("deviceclasses")
         apiserver.cut_watches("deviceclasses")
