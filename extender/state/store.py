@@ -94,6 +94,9 @@ class ClusterState:
         self.claims_by_uid: dict[str, ResourceClaim] = {}
         self.templates: dict[ObjKey, Mapping[str, Any]] = {}
         self.pods: dict[ObjKey, PodInfo] = {}
+        # The pods nominated to a node and not bound: every plan asks for them (preemption holds),
+        # and they are few, so they are kept apart rather than sought among all pods each time.
+        self.nominated: dict[ObjKey, PodInfo] = {}
         self.pod_groups: dict[ObjKey, PodGroup] = {}
         self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
         self.inuse = InUse(features)
@@ -280,10 +283,15 @@ class ClusterState:
             self.inuse.set_owner(("claim", claim.uid), None)
 
     def _apply_pod(self, key: ObjKey, obj: dict[str, Any]) -> None:
-        self.pods[key] = kinds.POD.parse(obj)
+        pod = self.pods[key] = kinds.POD.parse(obj)
+        if pod.nominated_node and not pod.node_name:
+            self.nominated[key] = pod
+        else:
+            self.nominated.pop(key, None)
 
     def _delete_pod(self, key: ObjKey) -> None:
         self.pods.pop(key, None)
+        self.nominated.pop(key, None)
 
     def _apply_pod_group(self, key: ObjKey, obj: dict[str, Any]) -> None:
         self.pod_groups[key] = kinds.POD_GROUP.parse(obj)

@@ -227,3 +227,23 @@ def test_device_index_follows_the_newest_pool_generation():
     assert state.slices.device((DRIVER, "node-0", "gpu-0")) is state.slices.by_name["node-0-v2"].devices[0]
     state.delete("ResourceSlice", old)
     assert state.slices.device((DRIVER, "node-0", "gpu-1")) is None
+
+
+def test_nominated_pods_are_indexed_until_bound_or_deleted():
+    state = ClusterState()
+    waiting = pod("w")
+    waiting["metadata"]["uid"] = "w-uid"
+    state.apply("Pod", waiting)
+    assert state.nominated == {}
+    waiting["status"] = {"nominatedNodeName": "node-0"}
+    state.apply("Pod", waiting)
+    assert [p.name for p in state.nominated.values()] == ["w"]
+    waiting["spec"]["nodeName"] = "node-0"
+    state.apply("Pod", waiting)
+    assert state.nominated == {}
+    other = pod("o")
+    other["metadata"]["uid"] = "o-uid"
+    other["status"] = {"nominatedNodeName": "node-1"}
+    state.apply("Pod", other)
+    state.delete("Pod", other)
+    assert state.nominated == {}

@@ -48,11 +48,9 @@ def importance(pod: PodInfo) -> tuple[int, str]:
 def nominated_pods(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[PodInfo]]:
     """Unbound pods nominated to a node whose holds ``pod`` must respect, by node."""
     out: dict[str, list[PodInfo]] = {}
-    for other in ctx.state.pods.values():
+    for other in ctx.state.nominated.values():
         if (
-            other.nominated_node
-            and not other.node_name
-            and not other.deleting
+            not other.deleting
             and other.uid != pod.uid
             and other.priority >= pod.priority
             and handles(ctx.config, other)
