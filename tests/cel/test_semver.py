@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.cel.runtime.semver import Semver, go_quote
+from extender.cel.runtime.quoting import go_quote
+from extender.cel.runtime.semver import Semver
 
 S = Semver.parse
 

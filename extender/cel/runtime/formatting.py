@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from extender.cel.runtime.conversions import to_string
+from extender.cel.runtime.quoting import go_quote
 from extender.cel.runtime.timestamps import format_duration, format_timestamp
 from extender.cel.runtime.types import (
     BOOL,
@@ -246,16 +247,16 @@ def _element(v: Any) -> str:
     if t is float:
         if math.isfinite(v):
             return f"{v:.6f}"
-        return _go_quote("NaN" if math.isnan(v) else ("+Inf" if v > 0 else "-Inf"))
+        return go_quote("NaN" if math.isnan(v) else ("+Inf" if v > 0 else "-Inf"))
     if t is Duration:
-        return f"duration({_go_quote(format_duration(v))})"
+        return f"duration({go_quote(format_duration(v))})"
     if t is Timestamp:
-        return f"timestamp({_go_quote(format_timestamp(v))})"
+        return f"timestamp({go_quote(format_timestamp(v))})"
     text = _string_clause(v, None)
     if t is str:
-        return _go_quote(text)
+        return go_quote(text)
     if t is bytes:
-        return "b" + _go_quote(text)
+        return "b" + go_quote(text)
     return text
 
 
@@ -273,24 +274,3 @@ def _literal_map(mapping: dict[Any, Any]) -> str:
     return "{" + ", ".join(f"{k}:{v}" for k, v in pairs) + "}"
 
 
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def _go_quote(s: str) -> str:
-    """Go's ``%q`` of a string: double quotes, C escapes, non-printable runes as \\x/\\u/\\U."""
-    out = ['"']
-    for c in s:
-        if c in ('"', "\\"):
-            out.append("\\" + c)
-        elif c in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[c])
-        elif c.isprintable():
-            out.append(c)
-        elif ord(c) < 0x80:
-            out.append(f"\\x{ord(c):02x}")
-        elif ord(c) < 0x10000:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(f"\\U{ord(c):08x}")
-    out.append('"')
-    return "".join(out)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from extender.cel.runtime.k8s_functions import go_parse_request_uri
-from extender.cel.runtime.semver import go_quote
+from extender.cel.runtime.quoting import go_quote
 
 Validator = Callable[[str], list[str]]
 

@@ -11,42 +11,14 @@ from __future__ import annotations
 from functools import lru_cache, total_ordering
 from typing import Final
 
+from extender.cel.runtime.quoting import go_quote
+
 _NUMBERS: Final = frozenset("0123456789")
 _ALPHANUM: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789")
 _UINT64_MAX: Final = (1 << 64) - 1
 
 PreReleaseId = int | str
 
-_GO_ESCAPES: Final = {
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-}
-
-
-def go_quote(s: str) -> str:
-    """Go's ``%q`` for the strings that appear in parse errors."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif ch.isprintable():
-            out.append(ch)
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    out.append('"')
-    return "".join(out)
 
 
 def _contains_only(s: str, allowed: frozenset[str]) -> bool:
