@@ -197,7 +197,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=limits.body_timeout,
         metavar="SECONDS",
-        help="answer 408 and close when a request body is not complete this long after its headers ",
+        help="answer 408 and close when a request body is not complete this long after its headers",
     )
     serve.add_argument(
         "--keepalive-timeout",
