@@ -96,6 +96,7 @@ class ClusterState:
         self.pods: dict[ObjKey, PodInfo] = {}
         # The pods nominated to a node and not bound: every plan asks for them (preemption holds),
         # and they are few, so they are kept apart rather than sought among all pods each time.
+        # Invalidation: kept in step with ``pods`` by _apply_pod and _delete_pod.
         self.nominated: dict[ObjKey, PodInfo] = {}
         self.pod_groups: dict[ObjKey, PodGroup] = {}
         self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
