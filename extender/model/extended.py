@@ -28,7 +28,7 @@ def is_dra_extended_name(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith(_REQUESTS_PREFIX)
 
 
-def _amount(value: object, what: str) -> Fraction:
+def amount_of(value: object, what: str) -> Fraction:
     if not isinstance(value, str | int) or isinstance(value, bool):
         raise ValueError(f"{what}: must be a quantity string, got {type(value).__name__}")
     try:
@@ -39,7 +39,22 @@ def _amount(value: object, what: str) -> Fraction:
 
 def rounded_up_quantity(value: object, what: str) -> int:
     """A node's allocatable amount as the scheduler's scalar resources hold it (rounded up)."""
-    return math.ceil(_amount(value, what))
+    return math.ceil(amount_of(value, what))
+
+
+# The node resources a device may use (DRANodeAllocatableResources) and how the scheduler counts
+# each (framework.Resource: milli-CPU; bytes rounded up for the others).
+NODE_ALLOCATABLE_NAMES = ("cpu", "memory", "ephemeral-storage")
+HUGE_PAGES_PREFIX = "hugepages-"
+
+
+def is_node_allocatable_name(name: str) -> bool:
+    return name in NODE_ALLOCATABLE_NAMES or name.startswith(HUGE_PAGES_PREFIX)
+
+
+def scheduler_units(name: str, amount: Fraction) -> int:
+    """``amount`` of resource ``name`` as kube-scheduler's Resource holds it (rounded up)."""
+    return math.ceil(amount * 1000) if name == "cpu" else math.ceil(amount)
 
 
 def integer_quantity(value: object, what: str) -> int:
@@ -47,7 +62,7 @@ def integer_quantity(value: object, what: str) -> int:
 
     Raises ValueError naming ``what`` for anything else.
     """
-    amount = _amount(value, what)
+    amount = amount_of(value, what)
     if amount.denominator != 1:
         raise ValueError(f"{what}: must be a whole number for an extended resource, got {value}")
     if amount < 0:

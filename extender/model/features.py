@@ -102,7 +102,9 @@ GATES: tuple[Gate, ...] = (
     Gate("DRAFractionalCapacityRange", "fractional_capacity_range", ("-", "-", "-", "beta")),
     Gate("DRAOptionalNodeOperations", "optional_node_operations", ("-", "-", "-", "alpha")),
     Gate("DRADeviceCompatibilityGroups", "device_compatibility_groups", ("-", "-", "-", "alpha")),
-    Gate("DRANodeAllocatableResources", None, ("-", "-", "alpha", "alpha"), _NI),
+    # Devices that use node CPU, memory, hugepages or ephemeral storage (docs/scheduling-policy.md,
+    # "Node-allocatable resources"); plugin at kubernetes/kubernetes 0411cc704533.
+    Gate("DRANodeAllocatableResources", "node_allocatable_resources", ("-", "-", "alpha", "alpha")),
     Gate("DRADerivedAttributes", None, ("-", "-", "-", "alpha"), _NI),
     # Locked on from 1.35: the extender is DRA.
     Gate("DynamicResourceAllocation", None, ("GA+", "GA+", "GA+", "GA+"), _NE),
@@ -203,6 +205,7 @@ class Features:
     fractional_capacity_range: bool
     optional_node_operations: bool
     device_compatibility_groups: bool
+    node_allocatable_resources: bool  # read by the cache (node requests) and the plan
 
     @classmethod
     def defaults(cls, release: str = DEFAULT_RELEASE) -> Features:

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
-from extender.model.extended import is_dra_extended_name, rounded_up_quantity
+from extender.model.extended import (
+    amount_of,
+    is_dra_extended_name,
+    is_node_allocatable_name,
+    rounded_up_quantity,
+    scheduler_units,
+)
 
 _LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
@@ -23,6 +29,10 @@ class Node:
     extended_allocatable: Mapping[str, int] = field(default_factory=dict)
     # status.declaredFeatures: what this node's kubelet says it supports (Node Declared Features)
     declared_features: frozenset[str] = frozenset()
+    # status.allocatable of cpu (milli-units), memory, ephemeral-storage and hugepages-*, as
+    # kube-scheduler counts them: what devices mapped to node resources draw on
+    # (DRANodeAllocatableResources).
+    allocatable: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,5 +194,16 @@ def parse_node(obj: dict[str, Any]) -> Node:
         for key, value in allocatable.items()
         if is_dra_extended_name(key)
     }
+    node_resources = {
+        key: scheduler_units(key, amount_of(value, f"Node {name}: status.allocatable[{key}]"))
+        for key, value in allocatable.items()
+        if is_node_allocatable_name(key)
+    }
     declared = frozenset(f.strings(status.get("declaredFeatures"), "status.declaredFeatures"))
-    return Node(name=name, labels=dict(labels), extended_allocatable=extended, declared_features=declared)
+    return Node(
+        name=name,
+        labels=dict(labels),
+        extended_allocatable=extended,
+        declared_features=declared,
+        allocatable=node_resources,
+    )

@@ -278,6 +278,11 @@ class Quantity:
         a, b, e = _align(self._u, self._e, y._u, y._e)
         return Quantity(a - b, e, True, fmt)
 
+    def times(self, other: Quantity) -> Quantity:
+        """The exact product in inf.Dec form, in this quantity's format (upstream multiplies
+        ``AsDec()`` values and wraps them with ``NewDecimalQuantity``)."""
+        return Quantity(self._u * other._u, self._e + other._e, True, self._fmt)
+
     def neg(self) -> Quantity:
         # -MinInt64 leaves int64, so upstream moves that one value to inf.Dec.
         return Quantity(-self._u, self._e, self._dec or self._u == _INT64_MIN, self._fmt)

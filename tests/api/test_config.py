@@ -49,7 +49,7 @@ def test_feature_gates_default_to_the_newest_release_and_accept_overrides():
         ("DRAAdminAccess=maybe", "expected NAME=true"),
         ("DynamicResourceAllocation=true", "changes nothing the extender decides"),
         ("DRANope=true", "unknown feature gate 'DRANope'; DRA gates the extender reads: DRAAdminAccess, "),
-        ("DRANodeAllocatableResources=true", "DRANodeAllocatableResources is not implemented"),
+        ("DRADerivedAttributes=true", "DRADerivedAttributes is not implemented"),
     ],
 )
 def test_bad_feature_gates_are_errors(text, message):
