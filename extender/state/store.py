@@ -35,6 +35,7 @@ from extender.model.kinds import KIND_NAMES, ObjKey
 from extender.model.pods import PodGroup, PodInfo
 from extender.model.refs import resource_version
 from extender.state.inuse import InFlight, InUse
+from extender.state.pod_requests import NodeRequests
 from extender.state.slices import SliceIndex
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ class ClusterState:
         # and they are few, so they are kept apart rather than sought among all pods each time.
         # Invalidation: kept in step with ``pods`` by _apply_pod and _delete_pod.
         self.nominated: dict[ObjKey, PodInfo] = {}
+        # What each node's pods request of the resources devices may also use: read only with
+        # DRANodeAllocatableResources, so kept only then.
+        self.node_requests = NodeRequests() if features.node_allocatable_resources else None
         self.pod_groups: dict[ObjKey, PodGroup] = {}
         self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
         self.inuse = InUse(features)
@@ -284,7 +288,11 @@ class ClusterState:
             self.inuse.set_owner(("claim", claim.uid), None)
 
     def _apply_pod(self, key: ObjKey, obj: dict[str, Any]) -> None:
-        pod = self.pods[key] = kinds.POD.parse(obj)
+        pod = kinds.POD.parse(obj)
+        if self.node_requests is not None:
+            units = NodeRequests.units_of(obj) if pod.node_name else None  # may refuse the pod
+            self.node_requests.put(key, pod.node_name, pod.phase, units)
+        self.pods[key] = pod
         if pod.nominated_node and not pod.node_name:
             self.nominated[key] = pod
         else:
@@ -292,6 +300,8 @@ class ClusterState:
 
     def _delete_pod(self, key: ObjKey) -> None:
         self.pods.pop(key, None)
+        if self.node_requests is not None:
+            self.node_requests.drop(key)
         self.nominated.pop(key, None)
 
     def _apply_pod_group(self, key: ObjKey, obj: dict[str, Any]) -> None:
