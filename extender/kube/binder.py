@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import kubernetes
 
-from extender.kube.client import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
+from extender.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
 from extender.metrics import Metrics
 from extender.model import ResourceClaim
 from extender.model.extended import is_extended_claim_of
@@ -439,12 +439,13 @@ class KubeBinder:
 
     def _patch_pod_status(self, pod: PodRef, status: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
-        # The UID guards against a pod re-created under the same name meanwhile.
+        # The UID guards against a pod re-created under the same name meanwhile. A JSON merge
+        # patch replaces lists whole: an empty nodeAllocatableResourceClaimStatuses clears it.
         patch = {"metadata": {"uid": pod.uid}, "status": status}
 
         def attempt() -> None:
             try:
-                self._client.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+                self._client.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
             except KubeApiError as exc:
                 if exc.not_found:
                     raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc

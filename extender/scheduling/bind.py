@@ -25,9 +25,11 @@ from extender.model.refs import Consumer, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
+from extender.scheduling.extended_claim import IN_MEMORY_NAME
 from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
 from extender.scheduling.turns import in_turns
 from extender.state import InFlight
+from extender.state.pod_requests import ClaimFootprint, in_units, pod_requests
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ class _Write:
 class _Commit:
     writes: list[_Write]
     status: ExtendedStatus | None = None
+    footprints: tuple[ClaimFootprint, ...] = ()  # pod.status.nodeAllocatableResourceClaimStatuses
 
     @property
     def creates_claim(self) -> bool:
@@ -103,7 +106,7 @@ async def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Com
         writes.append(_Write(claim, _allocation_api(ctx, result), True, create, consumer))
     consumers = plan.claims.consumers
     writes.extend(_Write(c, None, False, consumer=consumers.get(c.uid)) for c in placement.reserve)
-    return _Commit(writes, placement.status)
+    return _Commit(writes, placement.status, placement.footprints)
 
 
 def _moved(ctx: SchedulingContext, plan: PodPlan, node: Node, signature: int) -> bool:
@@ -241,6 +244,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     # Claims whose write may still land: a rollback now could run before it, so the settler
     # follows each to its end and their devices stay in flight until then.
     unknown: set[str] = set()
+    footprints_written = False
     try:
         deadline = time.monotonic() + ctx.config.bind_timeout_s
         outcomes = await _run_all(
@@ -266,6 +270,9 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             raise BindFailed("; ".join(errors))
         if commit.status is not None:
             await _record_extended_status(ctx, ref, commit.status, created)
+        if commit.footprints:
+            footprints_written = True  # even a failed patch may have landed
+            await _record_footprints(ctx, ref, commit.footprints, created)
         if plan is not None and ctx.features.binding:
             readiness = first_problem(_current_claims(ctx, plan, created))
             if readiness.failed:
@@ -293,6 +300,8 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
     except BindFailed as exc:
         await _release(ctx, ref, [w for w in written if w.create is None], commit.creates_claim)
+        if footprints_written:
+            await _clear_footprints(ctx, ref)
         _outcome(ctx, "failed")
         return str(exc)
     finally:
@@ -300,6 +309,11 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
             if write.newly_allocated and write.claim.uid not in unknown:
                 ctx.state.remove_inflight(write.claim.uid)
     ctx.memory.bound(ref.uid)
+    if commit.footprints and ctx.state.node_requests is not None:
+        # Counted on the node at once, as kube-scheduler assumes a pod: until the watch shows
+        # it bound, the next pod must not get the same CPU or memory.
+        units = in_units(pod_requests(pod.raw, commit.footprints, use_status=True))
+        ctx.state.node_requests.assume(pod.key, node, units)
     _outcome(ctx, "bound")
     return ""
 
@@ -317,6 +331,48 @@ async def _record_extended_status(
         raise BindFailed(
             f"recording claim {ref.namespace}/{name} in the status of pod {ref.name}: {exc}"
         ) from None
+
+
+async def _record_footprints(
+    ctx: SchedulingContext,
+    ref: PodRef,
+    footprints: tuple[ClaimFootprint, ...],
+    created: Mapping[str, ResourceClaim],
+) -> None:
+    """PreBind's pod status write: what the claims cost the node, under their real names (the
+    extended-resource claim got its name when it was created)."""
+    created_name = next(iter(created.values())).name if created else IN_MEMORY_NAME
+    entries = [
+        replace(f, claim_name=created_name) if f.claim_name == IN_MEMORY_NAME else f for f in footprints
+    ]
+    try:
+        await asyncio.wait_for(
+            ctx.binder.patch_pod_status(
+                ref, {"nodeAllocatableResourceClaimStatuses": [f.to_api() for f in entries]}
+            ),
+            ctx.config.bind_timeout_s,
+        )
+    except Exception as exc:
+        raise BindFailed(
+            f"recording what the claims use of node resources in the status of pod {ref.name}: {exc}"
+        ) from None
+
+
+async def _clear_footprints(ctx: SchedulingContext, ref: PodRef) -> None:
+    """Rollback (upstream's Unreserve): an empty list, not an absent field, so that the API
+    server does not keep the old value for a client that does not know the field."""
+    try:
+        await asyncio.wait_for(
+            ctx.binder.patch_pod_status(ref, {"nodeAllocatableResourceClaimStatuses": []}),
+            ctx.config.bind_timeout_s,
+        )
+    except Exception as exc:
+        log.error(
+            "rollback: clearing nodeAllocatableResourceClaimStatuses of pod %s/%s failed: %s",
+            ref.namespace,
+            ref.name,
+            exc,
+        )
 
 
 def _current_claims(

@@ -54,8 +54,10 @@ from extender.scheduling.extended_claim import (
     leftover_reason,
     mappings_of,
 )
+from extender.scheduling.node_resources import NodeResourcesOutcome, check, sharing_problem
 from extender.scheduling.turns import pause
 from extender.state import ClusterState
+from extender.state.pod_requests import ClaimFootprint
 
 if TYPE_CHECKING:
     from extender.config import Config
@@ -279,6 +281,8 @@ class Placement:
     status: ExtendedStatus | None  # what the pod's status must say about its extended-resource claim
     # The extended-resource claim of ``variant`` exists only in memory: bind creates it from this.
     create: dict[str, Any] | None = None
+    # What the claims cost the node (``pod.status.nodeAllocatableResourceClaimStatuses``).
+    footprints: tuple[ClaimFootprint, ...] = ()
 
 
 def handles(config: Config, pod: PodInfo) -> bool:
@@ -354,6 +358,10 @@ class PodPlan:
         # Rekeyed rejections by (reason template, resolvable): in a filling cluster most
         # candidates fail alike, and each would otherwise be rewritten anew.
         self._rekeyed: dict[tuple[str, bool], NodeVerdict] = {}
+        # DRANodeAllocatableResources: each node's answer also depends on this pod's requests
+        # and the node's other pods, so it is checked per pod, after the shared device verdict.
+        self._node_check = ctx.features.node_allocatable_resources
+        self.node_sharing = _shared_mapped_claim(ctx, pod, claims) if self._node_check else ""
 
     @classmethod
     def build(cls, ctx: Wiring, pod: PodInfo, holds: bool = True) -> PodPlan:
@@ -445,7 +453,13 @@ class PodPlan:
         """
         nodes = self.ctx.state.nodes if given is None else given
         variant = self._plain
-        if given is not None or not self.remember or self.extended is not None or self.claims.allocated:
+        if (
+            given is not None
+            or not self.remember
+            or self.extended is not None
+            or self.claims.allocated
+            or self._node_check
+        ):
             passed: list[str] = []
             rejected: dict[str, NodeVerdict | None] = {}
             for name in names:
@@ -573,12 +587,12 @@ class PodPlan:
             return NodeVerdict(False, variant)
         claims = self.claims
         if claims.allocated:
-            reason = claims.unusable or unavailable_on(claims, node)
+            reason = claims.unusable or unavailable_on(claims, node) or self.node_sharing or None
             if reason is not None:
                 self.outcomes[(phase, "unavailable")] += 1
                 return NodeVerdict(False, reason)
         if not variant.claims:
-            return FITS
+            return self._with_node_resources(node, variant, FITS, phase) if self._node_check else FITS
         name = node.name
         state = self.ctx.state
         signature = state.node_signature(name)
@@ -602,9 +616,29 @@ class PodPlan:
                 # Kept only if the node did not move while it was computed (``put``).
                 shared = SharedVerdict(signature, variant.keys, verdict, template)
                 table.put(name, shared, state.node_signature(name))
+        if self._node_check and verdict.fits:
+            verdict = self._with_node_resources(node, variant, verdict, phase)
         if verdict.fits and self.remember:
             self._results.keep(name, (signature, variant.uids, verdict))
         return verdict
+
+    def node_resources(
+        self, node: Node, variant: Variant, results: tuple[AllocationResult, ...]
+    ) -> NodeResourcesOutcome:
+        """What the pod's claims, allocated as given on ``node``, cost the node, and whether the
+        pod still fits there (DRANodeAllocatableResources)."""
+        allocations = [(c, c.allocation) for c in self.claims.allocated if c.allocation is not None]
+        allocations += zip(variant.claims, results, strict=True)
+        return check(self.ctx.state, self.pod, node, allocations)
+
+    def _with_node_resources(
+        self, node: Node, variant: Variant, verdict: NodeVerdict, phase: str
+    ) -> NodeVerdict:
+        outcome = self.node_resources(node, variant, verdict.results)
+        if not outcome.reason:
+            return verdict
+        self.outcomes[(phase, "nofit")] += 1
+        return NodeVerdict(False, outcome.reason, resolvable=outcome.resolvable)
 
     def placement(self, node: Node) -> Placement | str:
         """What bind commits on ``node``, or why the pod cannot go there (the reply's text).
@@ -634,6 +668,13 @@ class PodPlan:
             if not verdict.fits:
                 return f"pod {self.pod.ref} no longer fits on node {node.name}: {verdict.reason}"
             results = verdict.results
+        footprints: tuple[ClaimFootprint, ...] = ()
+        if self._node_check:
+            # Checked again even for a remembered result: other pods may have come to the node.
+            outcome = self.node_resources(node, variant, results)
+            if outcome.reason:
+                return f"{where}: {outcome.reason}"
+            footprints = outcome.footprints
         try:
             status = self._extended_status(variant.extended)
         except ValueError as exc:
@@ -641,7 +682,7 @@ class PodPlan:
         features = self.ctx.features
         reserve = tuple(c for c in self.claims.allocated if not reserved_for_pod(features, c, self.pod))
         create = variant.extended.create_body() if variant.extended is not None else None
-        return Placement(variant, results, reserve, status, create)
+        return Placement(variant, results, reserve, status, create, footprints)
 
     def _extended_status(self, extended: ExtendedClaim | None) -> ExtendedStatus | None:
         """What the pod's status must say about its extended-resource claim, if it does not yet.
@@ -724,6 +765,17 @@ def _with_existing_extended_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) 
     if leftover is not None:
         raise PodWaits(leftover)  # filter has it deleted (``stale``)
     return claims.with_extended(existing)
+
+
+def _shared_mapped_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) -> str:
+    """Why no node can serve the pod: an allocated claim with devices mapped to node resources
+    is already another pod's (upstream's validateNodeAllocatableDRAClaimSharing); "" if none."""
+    features = ctx.features
+    for claim in claims.allocated:
+        problem = sharing_problem(ctx.state, claim, reserved_for_pod(features, claim, pod))
+        if problem is not None:
+            return problem
+    return ""
 
 
 def _may_allocate(claims: PodClaims, extended: ExtendedNeeds | None) -> bool:
