@@ -25,7 +25,7 @@ from extender.model.refs import Consumer, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.extended_claim import IN_MEMORY_NAME
+from extender.scheduling.extended_resources.claim import IN_MEMORY_NAME
 from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
 from extender.scheduling.turns import in_turns
 from extender.state import InFlight

@@ -26,7 +26,7 @@ from typing import Protocol
 from cachetools import TTLCache
 
 from extender.model import DeviceID, ResourceClaim
-from extender.scheduling.plan import PodResults, SpecVerdicts
+from extender.scheduling.verdicts import PodResults, SpecVerdicts
 
 MAX_VERDICTS = 200_000
 MAX_PODS_REMEMBERED = 20_000

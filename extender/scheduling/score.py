@@ -24,7 +24,8 @@ from extender.model import AllocationResult, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import NodeVerdict, PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan, handles, wants_devices
+from extender.scheduling.verdicts import NodeVerdict
 
 MAX_SCORE = 10
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize

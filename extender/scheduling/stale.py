@@ -11,7 +11,7 @@ cycle created. kube-scheduler has no PostFilter for extenders, so filter calls
   stale only when no node at all can use it. Its allocation's node selector matches no known
   node, a device of it is no longer published, or (binding gates on) its binding failed or
   timed out; the pod's extended-resource claim also when it cannot be taken over
-  (``extended_claim.leftover_reason``). Upstream releases a claim the sample could not use.
+  (``extended_resources.claim.leftover_reason``). Upstream releases a claim the sample could not use.
 * Never a claim reserved for another pod, one whose binding conditions are still pending
   within the binding timeout, one in flight, or anything of a pod that is already bound, or
   that a bind of ours bound or may have bound while the cache does not show it yet.
@@ -34,8 +34,8 @@ from extender.model.pods import PodInfo
 from extender.model.refs import PodRef, resource_version
 from extender.scheduling.claims import PodWaits, claim_readiness, resolve, unusable_reason
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.extended import ExtendedNeeds
-from extender.scheduling.extended_claim import find_extended_claim, leftover_reason
+from extender.scheduling.extended_resources.claim import find_extended_claim, leftover_reason
+from extender.scheduling.extended_resources.needs import ExtendedNeeds
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import pytest
 
 from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from extender.model.pods import parse_pod
-from extender.scheduling.extended_claim import in_memory_claim, mappings_of, requests_and_mappings
+from extender.scheduling.extended_resources.claim import in_memory_claim, mappings_of, requests_and_mappings
 from tests.scheduling.cluster import (
     DRIVER,
     Service,

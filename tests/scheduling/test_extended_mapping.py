@@ -9,8 +9,8 @@ import pytest
 from extender.model import parse_device_class, parse_node
 from extender.model.extended import integer_quantity, is_dra_extended_name
 from extender.model.pods import parse_pod
-from extender.scheduling.extended import ExtendedNeeds, class_mapping
-from extender.scheduling.extended_claim import in_memory_claim, mappings_of, requests_and_mappings
+from extender.scheduling.extended_resources.claim import in_memory_claim, mappings_of, requests_and_mappings
+from extender.scheduling.extended_resources.needs import ExtendedNeeds, class_mapping
 
 
 def dclass(name: str, extended: str | None = None, created: str | None = None) -> Any:

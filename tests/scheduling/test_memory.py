@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from extender.scheduling.memory import DELETED_CLAIM_TTL_S, EXPECTED_TTL_S, MAX_VERDICTS, SchedulerMemory
-from extender.scheduling.plan import NodeVerdict, PodResults, Remembered, SharedVerdict, SpecVerdicts
+from extender.scheduling.verdicts import NodeVerdict, PodResults, Remembered, SharedVerdict, SpecVerdicts
 from tests.scheduling.cluster import DRIVER
 
 

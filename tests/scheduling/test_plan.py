@@ -28,7 +28,8 @@ from extender.model import parse_allocation
 from extender.model.pods import PodInfo, parse_pod
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import FatalAllocation, NodeVerdict, PodPlan, handles, wants_devices
+from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
+from extender.scheduling.verdicts import NodeVerdict
 from extender.state import InFlight
 from tests.scheduling.cluster import (
     DRIVER,
