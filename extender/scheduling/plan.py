@@ -245,7 +245,9 @@ class PodPlan:
         # candidates fail alike, and each would otherwise be rewritten anew.
         self._rekeyed: dict[tuple[str, bool], NodeVerdict] = {}
         # DRANodeAllocatableResources: each node's answer also depends on this pod's requests
-        # and the node's other pods, so it is checked per pod, after the shared device verdict.
+        # and the node's other pods, so it is checked per pod, after the shared device verdict;
+        # as upstream's Filter, only where the node allocates something for the pod (the
+        # footprint then covers the pod's allocated claims too).
         self._node_check = ctx.features.node_allocatable_resources
         self.node_sharing = _shared_mapped_claim(ctx, pod, claims) if self._node_check else ""
 
@@ -473,12 +475,14 @@ class PodPlan:
             return NodeVerdict(False, variant)
         claims = self.claims
         if claims.allocated:
-            reason = claims.unusable or unavailable_on(claims, node) or self.node_sharing or None
+            # A shared mapped claim is reported before any other claim's unavailability, as
+            # upstream's Filter returns it at once.
+            reason = self.node_sharing or claims.unusable or unavailable_on(claims, node)
             if reason is not None:
                 self.outcomes[(phase, "unavailable")] += 1
                 return NodeVerdict(False, reason)
         if not variant.claims:
-            return self._with_node_resources(node, variant, FITS, phase) if self._node_check else FITS
+            return FITS
         name = node.name
         state = self.ctx.state
         signature = state.node_signature(name)
@@ -555,7 +559,7 @@ class PodPlan:
                 return f"pod {self.pod.ref} no longer fits on node {node.name}: {verdict.reason}"
             results = verdict.results
         footprints: tuple[ClaimFootprint, ...] = ()
-        if self._node_check:
+        if self._node_check and variant.claims:
             # Checked again even for a remembered result: other pods may have come to the node.
             outcome = self.node_resources(node, variant, results)
             if outcome.reason:

@@ -248,3 +248,19 @@ def test_a_pod_bound_while_the_watch_lags_counts_at_once():
     assert bound == ""
     assert svc.state.pod("default", "a").node_name == ""  # the cache has not seen it bound
     assert result["FailedNodes"] == {"node-0": "Insufficient cpu"}
+
+
+def test_a_pod_whose_claims_were_all_allocated_before_is_not_checked():
+    # Upstream's Filter computes the footprint only after allocating something on the node.
+    objs = cluster({"node-0": "1"})
+    done = claim("done")
+    done["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": "node-0", "device": "gpu-0"}]
+            }
+        }
+    }
+    svc = Service([*objs, done, worker("a", claims={"gpu": "done"})], feature_gates=ON)
+    assert svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"])) == ("node-0", "")
+    assert "nodeAllocatableResourceClaimStatuses" not in svc.pod("a").get("status", {})
