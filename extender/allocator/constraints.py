@@ -54,6 +54,20 @@ class MatchAttribute:
     def remove(self, request: str, device: Device) -> None:
         self._count -= 1
 
+    def admits(self, device: Device) -> bool:
+        """Whether ``add`` would accept ``device`` now (without changing anything)."""
+        if self._count == 0:
+            return device.attribute(self._name) is not None
+        new = self.key(device)
+        ref = self._reference
+        return new is not None and ref is not None and _scalar(ref) == new
+
+    def key(self, device: Device) -> tuple[str, Any] | None:
+        """What ``add`` compares once a reference is set: devices with equal keys join each
+        other; None for a device that can never join a set one (missing or not a scalar)."""
+        value = device.attribute(self._name)
+        return None if value is None else _scalar(value)
+
 
 class MatchAttributeSets:
     """DRAListTypeAttributes: values are sets, and each accepted device leaves the running

@@ -19,7 +19,7 @@ from extender.allocator.errors import AllocationError, AllocationTimeout
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
 from extender.allocator.result import Pick
-from extender.allocator.selection import SelectorCache, node_allows, selectors_match
+from extender.allocator.selection import MatchPruner, SelectorCache, node_allows, pruner_for, selectors_match
 from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
 from extender.model import DeviceID, Node, ResourceClaim
@@ -78,24 +78,25 @@ class Search:
         self.requests: list[ClaimRequests] = []
         self.constraints: list[list[ConstraintState]] = []
         self._selectable: dict[int, list[bool | None]] = {}
+        self._pruners: dict[int, MatchPruner | None] = {}
 
     # -- candidate filtering (upstream isSelectable) -----------------------------------------
 
     def selectable(self, candidate: Candidate, data: RequestData) -> bool:
-        verdicts = self._verdicts_for(data)
+        verdicts = self.verdicts_for(data)
         verdict = verdicts[candidate.index]
         if verdict is None:
-            verdict = verdicts[candidate.index] = self._evaluate(candidate, data)
+            verdict = verdicts[candidate.index] = self.evaluate(candidate, data)
         return verdict
 
-    def _verdicts_for(self, data: RequestData) -> list[bool | None]:
+    def verdicts_for(self, data: RequestData) -> list[bool | None]:
         """Selectability per candidate index for one (sub)request, filled in lazily."""
         verdicts = self._selectable.get(id(data))
         if verdicts is None:
             verdicts = self._selectable[id(data)] = [None] * len(self.candidates)
         return verdicts
 
-    def _evaluate(self, candidate: Candidate, data: RequestData) -> bool:
+    def evaluate(self, candidate: Candidate, data: RequestData) -> bool:
         device = candidate.device
         cache = self.selectors
         return (
@@ -218,7 +219,9 @@ class Search:
         admin = data.admin
         cc = self.features.consumable_capacity
         candidates = self.candidates
-        verdicts = self._verdicts_for(data)
+        verdicts = self.verdicts_for(data)
+        pruner = self._pruner(c, data)
+        need = data.num_devices - d - 1  # devices still needed after this pick
         for index in range(start, len(candidates)):
             candidate = candidates[index]
             dev_id = candidate.device.id
@@ -229,8 +232,10 @@ class Search:
                 continue
             verdict = verdicts[index]
             if verdict is None:
-                verdict = verdicts[index] = self._evaluate(candidate, data)
+                verdict = verdicts[index] = self.evaluate(candidate, data)
             if not verdict:
+                continue
+            if need and pruner is not None and pruner.futile(index, need):
                 continue
             if cc and not self.fits(data, candidate):
                 continue
@@ -244,6 +249,12 @@ class Search:
             if outcome == MAX_SIZE:
                 return MAX_SIZE
         return FAIL
+
+    def _pruner(self, c: int, data: RequestData) -> MatchPruner | None:
+        key = id(data)
+        if key not in self._pruners:
+            self._pruners[key] = pruner_for(self, c, data)
+        return self._pruners[key]
 
     def try_pick(self, c: int, data: RequestData, candidate: Candidate, must: bool) -> Undo | None:
         """Check and record one pick (upstream allocateDevice); the order of checks and what

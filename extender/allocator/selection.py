@@ -1,4 +1,5 @@
-"""Whether a device may serve a request: CEL selectors of class and request, node.
+"""Whether a device may serve a request: CEL selectors of class and request, node; and
+which picks of a ``matchAttribute`` request cannot lead to a result (:class:`MatchPruner`).
 
 Upstream: isSelectable and selectorsMatch in structured/internal/*/allocator_*.go of
 k8s.io/dynamic-resource-allocation (their error texts, and CEL errors fatal for the claim).
@@ -6,13 +7,18 @@ k8s.io/dynamic-resource-allocation (their error texts, and CEL errors fatal for 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
+from extender.allocator.constraints import ConstraintState, MatchAttribute
 from extender.allocator.errors import AllocationError
 from extender.allocator.pools import Candidate, device_matches_node
+from extender.allocator.requests import RequestData
+from extender.allocator.state import AllocatedState
 from extender.cel import CelCompileError, CelRuntimeError
-from extender.model import Device, Node
+from extender.model import Device, DeviceID, Node
+from extender.model.features import Features
 
 if TYPE_CHECKING:
     from extender.cel.environment import Environment, Selector
@@ -65,3 +71,176 @@ def node_allows(node: Node | None, candidate: Candidate) -> bool:
     if not candidate.slice.per_device_node_selection:
         return True
     return device_matches_node(node, candidate.device)
+
+
+# Skipping picks whose search subtree is known to fail, with the search's results unchanged.
+#
+# A request for k devices bound by ``matchAttribute`` constraints can only be completed by
+# devices that agree with the first pick on every matched attribute. When, after picking
+# candidate i, fewer than the still needed devices with i's values remain at later indices,
+# the subtree under i fails; on a node where every PCIe root offers 3 of the 4 devices a
+# claim asks for, the plain search proves that one combination at a time (issue 15,
+# docs/performance.md "Cold cache"). Upstream has no such rule
+# (structured/internal/experimental/allocator_experimental.go in kubernetes/kubernetes,
+# allocateOne): skipping is only done where it cannot change anything the search returns,
+# raises or leaves behind, which takes these conditions (checked by :func:`pruner_for` and
+# :meth:`MatchPruner.futile`):
+#
+# - No candidate of the search consumes counters: ``try_pick`` leaves counters consumed on a
+#   rejection, as upstream does, so a skipped subtree could change what later picks see.
+# - Every constraint on the request is a scalar ``matchAttribute``: ``distinctAttribute``
+#   forgets a request's value on any removal (upstream's lossy bookkeeping), and the list
+#   semantics narrow their reference as picks join, so both carry state out of a subtree.
+# - The request asks for no capacity while consumable capacity is on: the subtree's
+#   ``fits`` may raise for such a request.
+# - Every verdict the subtree would compute is already known, and none raised: the subtree
+#   evaluates every free later candidate in index order, so a CEL runtime error there would
+#   be fatal. Verdicts are computed ahead in that same order and their errors are held back
+#   (the search meets them again, from the device's CEL memo, when it gets there); a request
+#   with such an error is not pruned before it.
+#
+# Why the subtree then fails with nothing left behind: its picks are later candidates of the
+# same request that are free now (picks only take devices), selected, and pass every
+# constraint, hence agree with i's key (:meth:`MatchAttribute.key`); with fewer such devices
+# than needed it never completes the request, so it never reaches a later request (no
+# ``MAX_SIZE`` from one can become ``FAIL``) and its own ``MAX_SIZE`` check equals the one
+# already passed. Without counters, every pick it makes is undone, and scalar
+# ``matchAttribute`` keeps its reference while the subtree's root pick holds it. A pick a
+# constraint refuses is skipped without ``try_pick``: under these conditions its refusal
+# leaves nothing behind either. The test comes before ``fits``, which cannot raise here
+# and changes nothing, so the order of the two does not matter.
+
+Key = tuple[tuple[str, Any] | None, ...]
+
+
+class SearchView(Protocol):
+    """What pruning reads of the search (``extender.allocator.search.Search``)."""
+
+    features: Features
+    state: AllocatedState
+    candidates: list[Candidate]
+    allocating: dict[DeviceID, set[int]]
+    constraints: list[list[ConstraintState]]
+
+    def verdicts_for(self, data: RequestData) -> list[bool | None]: ...
+
+    def evaluate(self, candidate: Candidate, data: RequestData) -> bool: ...
+
+
+class MatchPruner:
+    """Decides for one exact (sub)request of claim ``c`` whether a pick is futile."""
+
+    def __init__(
+        self, search: SearchView, c: int, data: RequestData, constraints: list[MatchAttribute]
+    ) -> None:
+        self._search = search
+        self._c = c
+        self._data = data
+        self._constraints = constraints
+        self._verdicts = search.verdicts_for(data)
+        self._keys: list[Key | None] = [None] * len(search.candidates)
+        self._known = bytearray(len(search.candidates))  # whether _keys[i] is computed
+        # Candidates that are selected and not committed elsewhere, by key: built once every
+        # verdict is known, from then on a lookup per pick instead of a scan.
+        self._by_key: dict[Key, list[int]] | None = None
+        # The highest index whose verdict raised: picks before it are never skipped.
+        self._error_at = -1
+
+    def futile(self, index: int, need: int) -> bool:
+        """Whether the search may skip candidate ``index``: a constraint refuses it (so would
+        ``try_pick``), or picking it leaves fewer than ``need`` later devices that could join
+        it, with every verdict the search would compute after it known and clean."""
+        device = self._search.candidates[index].device
+        for constraint in self._constraints:
+            if not constraint.admits(device):
+                return True
+        if self._error_at > index:
+            return False
+        key = self._key(index)
+        by_key = self._by_key
+        if by_key is None:
+            return self._scan(index, key, need)
+        if key is None:
+            return True
+        later = by_key.get(key)
+        if later is None:
+            return True
+        found = 0
+        for i in range(bisect_right(later, index), len(later)):
+            if self._free(later[i]):
+                found += 1
+                if found >= need:
+                    return False
+        return True
+
+    def _scan(self, index: int, key: Key | None, need: int) -> bool:
+        """Walk the later candidates as the search would, up to ``need`` that could join."""
+        found = 0
+        for j in range(index + 1, len(self._search.candidates)):
+            if not self._free(j):
+                continue
+            verdict = self._verdict(j)
+            if verdict is None:
+                return False
+            if verdict and key is not None and self._key(j) == key:
+                found += 1
+                if found >= need:
+                    return False
+        self._index()
+        return True
+
+    def _index(self) -> None:
+        committed = self._search.state.allocated_devices
+        candidates = self._search.candidates
+        by_key: dict[Key, list[int]] = {}
+        for j in range(len(candidates)):
+            if not self._data.admin and candidates[j].device.id in committed:
+                continue
+            key = self._key(j) if self._verdict(j) else None
+            if key is not None:
+                by_key.setdefault(key, []).append(j)
+        self._by_key = by_key
+
+    def _free(self, index: int) -> bool:
+        """The search's own test for a candidate it may try (``Search._visit_exact``)."""
+        search = self._search
+        dev_id = search.candidates[index].device.id
+        if self._data.admin:
+            return self._c not in search.allocating.get(dev_id, ())
+        return dev_id not in search.state.allocated_devices and not search.allocating.get(dev_id)
+
+    def _verdict(self, index: int) -> bool | None:
+        """The request's verdict on a candidate, computed if need be; None if it raised."""
+        verdict = self._verdicts[index]
+        if verdict is None:
+            search = self._search
+            try:
+                verdict = self._verdicts[index] = search.evaluate(search.candidates[index], self._data)
+            except AllocationError:
+                self._error_at = max(self._error_at, index)
+                return None
+        return verdict
+
+    def _key(self, index: int) -> Key | None:
+        if self._known[index]:
+            return self._keys[index]
+        device = self._search.candidates[index].device
+        parts = tuple(constraint.key(device) for constraint in self._constraints)
+        key = self._keys[index] = None if None in parts else parts
+        self._known[index] = 1
+        return key
+
+
+def pruner_for(search: SearchView, c: int, data: RequestData) -> MatchPruner | None:
+    """A pruner for ``data`` when the conditions in this module's docstring allow one."""
+    if not data.constraints or (search.features.consumable_capacity and data.exact.capacity_requests):
+        return None
+    constraints: list[MatchAttribute] = []
+    for i in data.constraints:
+        state = search.constraints[c][i]
+        if type(state) is not MatchAttribute:
+            return None
+        constraints.append(state)
+    if any(candidate.device.consumes_counters for candidate in search.candidates):
+        return None
+    return MatchPruner(search, c, data, constraints)

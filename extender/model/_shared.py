@@ -1,4 +1,5 @@
-"""One copy of each repeated JSON subtree of an object (hash-consing).
+"""One copy of each repeated JSON subtree of an object (hash-consing), and one CEL memo
+for the devices alike across slices (:func:`cel_memo_for`).
 
 A ResourceSlice repeats itself: every partition of a GPU carries the same attribute maps,
 the same capacity and counter maps and the same strings. Decoded JSON holds each repetition
@@ -11,7 +12,12 @@ other): the cache already requires that of everything it holds, and writers clon
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 # Canonical objects keyed by (type, content). Containers are keyed by the identities of
 # their already-canonical children, so no subtree is hashed more than once.
@@ -56,3 +62,45 @@ def _scalar(obj: Any, memo: _Memo) -> Any:
         return memo.setdefault((type(obj), obj), obj)
     except TypeError:
         return obj  # not plain JSON (a tuple of dicts, say): kept as it is, parsing judges it
+
+
+# One CEL memo for all devices that look alike to CEL, across slices.
+#
+# A selector's verdict depends only on the engine, the expression and what CEL sees of a
+# device: its driver, attribute and capacity maps and ``allowMultipleAllocations``
+# (extender/cel/device.py builds the view from exactly these). Clusters are made of nodes
+# alike, so the same 64 devices come back in every node's slice: giving them one memo turns a
+# cold filter's per-node evaluations into memo hits after the first node (issue 15, see
+# docs/performance.md, "Cold cache").
+#
+# The content key is the maps' JSON text in their own order (CEL's view keeps that order, and
+# which malformed attribute is reported first depends on it). Memos are held weakly: one lives
+# as long as a device of any slice version refers to it.
+
+
+class CelMemo(dict[Any, Any]):
+    """A device's CEL memo: a plain dict that the content table can hold weakly."""
+
+    __slots__ = ("__weakref__",)
+
+
+_by_content: weakref.WeakValueDictionary[bytes, CelMemo] = weakref.WeakValueDictionary()
+_lock = threading.Lock()
+
+
+def cel_memo_for(
+    driver: str, attributes: Mapping[str, Any], capacity: Mapping[str, Any], allow_multiple: bool
+) -> CelMemo:
+    """The memo of every device with this CEL-visible content (a new one for the first)."""
+    try:
+        key = orjson.dumps((driver, attributes, capacity, allow_multiple))
+    except TypeError:
+        return CelMemo()  # not plain JSON (a huge int, a foreign mapping): the device keeps its own
+    if b"null" in key:
+        # orjson writes NaN and infinities as null, so null cannot tell contents apart.
+        return CelMemo()
+    with _lock:
+        memo = _by_content.get(key)
+        if memo is None:
+            memo = _by_content[key] = CelMemo()
+    return memo

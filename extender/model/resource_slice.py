@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
-from extender.model._shared import shared_json
+from extender.model._shared import cel_memo_for, shared_json
 from extender.model.nodes import NodeSelector, parse_node_selector
 from extender.model.quantity import Quantity
 
@@ -99,9 +99,9 @@ class Device:
     """A device as published in one slice version; identity-hashed and never mutated.
 
     ``attributes``/``capacity`` are the raw API maps the CEL layer reads; ``cel_memo`` belongs
-    to the CEL layer and lives exactly as long as this slice version. CEL sees only the driver,
-    those two maps and ``allow_multiple_allocations``, so devices of one slice that agree on all
-    four share one memo (one view, one verdict per selector) instead of repeating them.
+    to the CEL layer. CEL sees only the driver, those two maps and ``allow_multiple_allocations``,
+    so devices that agree on all four, in any slice, share one memo (one view, one verdict per
+    selector) instead of repeating them (``_shared.cel_memo_for``).
     """
 
     name: str
@@ -345,7 +345,10 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
                 f, allocatable, f"{path}.nodeAllocatableResources"
             ),
         ) if allocatable else _NO_NODE_ALLOCATABLE,
-        cel_memo=_memoized(memo, "cel", (attributes, capacity, allow_multiple), dict),
+        cel_memo=_memoized(
+            memo, "cel", (attributes, capacity, allow_multiple),
+            lambda: cel_memo_for(driver, attributes, capacity, allow_multiple),
+        ),
     )
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
+from typing import Any
 
 import pytest
 
 from extender.cel.environment import Environment
+from extender.model import Device
 from extender.model._shared import shared_json
 from extender.state import ClusterState
 from tests.scheduling.cluster import gpu, node_slice
@@ -95,3 +99,54 @@ def test_a_selector_is_evaluated_once_for_devices_alike():
     verdicts = [selector.matches(d) for d in state.slices.by_name[obj["metadata"]["name"]].devices]
     assert verdicts == [True, True, True, True, False]
     assert cel.stats.evaluations == 2
+
+
+def _devices(state: ClusterState, obj: dict[str, Any]) -> tuple[Device, ...]:
+    return state.slices.by_name[obj["metadata"]["name"]].devices
+
+
+def test_devices_alike_in_different_slices_share_one_memo():
+    # Nodes built alike publish the same devices: CEL must run once per content, not per node.
+    slices = [node_slice(f"node-{n}", [gpu("gpu-0"), gpu("gpu-1", root="pci-1")]) for n in range(3)]
+    state = ClusterState()
+    for obj in slices:
+        state.apply("ResourceSlice", obj)
+    devices = [_devices(state, obj) for obj in slices]
+    assert devices[0][0].cel_memo is devices[1][0].cel_memo is devices[2][0].cel_memo
+    assert devices[0][1].cel_memo is devices[2][1].cel_memo
+    assert devices[0][0].cel_memo is not devices[0][1].cel_memo
+    cel = Environment.create()
+    selector = cel.compile_selector('device.attributes["resource.kubernetes.io"].pcieRoot == "pci-1"')
+    assert [selector.matches(d) for ds in devices for d in ds] == [False, True] * 3
+    assert cel.stats.evaluations == 2
+
+
+def test_what_cel_sees_keeps_memos_apart_across_slices():
+    base = node_slice("node-0", [gpu("gpu-0")])
+    other_driver = copy.deepcopy(node_slice("node-1", [gpu("gpu-0")]))
+    other_driver["metadata"]["name"] = "node-1-other"
+    other_driver["spec"]["driver"] = "other.example.com"
+    multi = node_slice("node-2", [{**gpu("gpu-0"), "allowMultipleAllocations": True}])
+    # Same maps in another order: the view keeps the order, so they are not shared.
+    reordered = node_slice("node-3", [{"name": "gpu-0", "attributes": {}, "capacity": {}}])
+    reordered["spec"]["devices"][0]["attributes"] = {"b": {"int": 1}, "a": {"int": 1}}
+    in_order = node_slice("node-4", [{"name": "gpu-0", "attributes": {"a": {"int": 1}, "b": {"int": 1}}}])
+    # 1 and 1.0 are different JSON values, and an unknown member is CEL's business.
+    as_float = node_slice("node-5", [{"name": "gpu-0", "attributes": {"x": {"other": 1.0}}}])
+    as_int = node_slice("node-6", [{"name": "gpu-0", "attributes": {"x": {"other": 1}}}])
+    objs = [base, other_driver, multi, reordered, in_order, as_float, as_int]
+    state = ClusterState()
+    for obj in objs:
+        state.apply("ResourceSlice", obj)
+    memos = [_devices(state, obj)[0].cel_memo for obj in objs]
+    assert len({id(m) for m in memos}) == len(memos)
+
+
+def test_a_memo_outlives_no_device():
+    state = ClusterState()
+    obj = node_slice("node-0", [gpu("gpu-0", root="pci-lonely")])
+    state.apply("ResourceSlice", obj)
+    memo = weakref.ref(_devices(state, obj)[0].cel_memo)
+    state.delete("ResourceSlice", obj)
+    gc.collect()
+    assert memo() is None
