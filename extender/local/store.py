@@ -18,6 +18,7 @@ from typing import Any, cast
 import orjson
 
 from extender.model.kinds import KINDS
+from extender.model.pods import PodInfo
 from extender.state import ClusterState, object_key
 
 API_VERSIONS: Mapping[str, str] = {kind.name: kind.api_version for kind in KINDS}
@@ -124,16 +125,29 @@ class LocalStore:
     def remove(self, kind: str, obj: dict[str, Any]) -> None:
         self.state.delete(kind, obj)
 
-    def create(self, obj: Any) -> dict[str, Any]:
+    def write_pod(self, pod: PodInfo) -> dict[str, Any]:
+        """``write`` for a pod its writer has parsed already: ``pod`` is what the pod parser
+        makes of ``pod.raw``, the object stored."""
+        self._rv += 1
+        obj = cast(dict[str, Any], pod.raw)
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        self.state.put_pod(pod)
+        return obj
+
+    def create(self, obj: Any, owned: bool = False) -> dict[str, Any]:
         """Admit and write one object that needs nobody else's reaction (a claim, a node ...)."""
-        kind, obj = self.admit(obj)
+        kind, obj = self.admit(obj, owned)
         try:
             return self.write(kind, obj)
         except ValueError as exc:
             raise ManifestError(str(exc)) from None
 
-    def admit(self, obj: Any) -> tuple[str, dict[str, Any]]:
-        """``obj``'s kind and a defaulted copy of it, or ManifestError when the API would refuse it."""
+    def admit(self, obj: Any, owned: bool = False) -> tuple[str, dict[str, Any]]:
+        """``obj``'s kind and a defaulted copy of it, or ManifestError when the API would refuse it.
+
+        ``owned``: the caller hands ``obj`` over (plain JSON nobody else holds, as a document just
+        decoded), so it is defaulted in place rather than copied first.
+        """
         if not isinstance(obj, Mapping):
             raise ManifestError(f"expected a Kubernetes object, got {type(obj).__name__}")
         if not isinstance(obj.get("kind"), str) or obj["kind"] not in API_VERSIONS:
@@ -144,7 +158,7 @@ class LocalStore:
             want = API_VERSIONS[kind]
             raise ManifestError(f"{kind}: apiVersion {api_version!r} is not supported, use {want}")
         # null means absent in the API (and would trip every later setdefault).
-        obj = {k: v for k, v in clone(obj).items() if v is not None}
+        obj = {k: v for k, v in (obj if owned else clone(obj)).items() if v is not None}
         try:
             namespace, name = object_key(kind, obj)
         except ValueError as exc:

@@ -284,7 +284,13 @@ class ClusterState:
             self.inuse.set_owner(("claim", claim.uid), None)
 
     def _apply_pod(self, key: ObjKey, obj: dict[str, Any]) -> None:
-        pod = self.pods[key] = kinds.POD.parse(obj)
+        self.put_pod(kinds.POD.parse(obj))
+
+    def put_pod(self, pod: PodInfo) -> None:
+        """Add or update a pod its writer has parsed already (the local claim controller reads
+        every pod it writes): ``pod`` must be what the pod parser makes of ``pod.raw``."""
+        key = pod.key
+        self.pods[key] = pod
         if pod.nominated_node and not pod.node_name:
             self.nominated[key] = pod
         else:

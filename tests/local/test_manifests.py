@@ -336,6 +336,34 @@ def test_json_lines_wait_as_text_and_load_like_yaml(tmp_path: Path):
     assert state.counts() == from_yaml.counts() and state.counts()["ResourceClaim"] == 1
 
 
+def test_every_format_stores_the_same_objects(tmp_path: Path):
+    # A JSON Lines document is decoded for the store alone, so admission defaults it in place;
+    # what is stored is what a copy of a YAML or a JSON List document becomes.
+    objs = [*gpu_cluster(nodes=2), template("one"), pod("p", templates={"gpu": "one"}), pod("q")]
+    objs[-1]["status"] = {"phase": None}
+    for name in ("lines", "list", "yaml"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "lines" / "all.json").write_text("\n".join(json.dumps(obj) for obj in objs))
+    (tmp_path / "list" / "all.json").write_text(json.dumps({"kind": "List", "items": objs}))
+    (tmp_path / "yaml" / "all.yaml").write_text(yaml.safe_dump_all(objs))
+
+    def stored(directory: Path) -> dict[str, list[Any]]:
+        state = ClusterState()
+        load_local(state, directory)
+        out = {}
+        for kind in state.counts():
+            items = [json.loads(json.dumps(raw)) for raw in state.items(kind)]
+            for item in items:
+                item["metadata"].pop("creationTimestamp")
+            out[kind] = items
+        return out
+
+    lines = stored(tmp_path / "lines")
+    assert lines == stored(tmp_path / "list") == stored(tmp_path / "yaml")
+    assert lines["ResourceClaim"][0]["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"]
+    assert [p["status"] for p in lines["Pod"]][1] == {"phase": None}
+
+
 def test_a_bad_line_of_a_json_lines_file_is_named(tmp_path: Path):
     (tmp_path / "nodes.json").write_text(json.dumps(node("a")) + "\n" + '{"kind": "Node"\n')
     with pytest.raises(ManifestError, match=r"nodes\.json: line 2: unexpected end of data, column 16"):
