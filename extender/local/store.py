@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import time
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ API_VERSIONS: Mapping[str, str] = {kind.name: kind.api_version for kind in KINDS
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # apimachinery's names.SimpleNameGenerator: the prefix is cut to leave room for 5 characters.
 _MAX_GENERATE_PREFIX = 58
+_NAMESPACE_URL = uuid.NAMESPACE_URL.bytes
 
 
 class ManifestError(ValueError):
@@ -65,8 +67,24 @@ def _unrepresentable(obj: Any, path: str) -> str:
     return path
 
 
+_last_second: list[Any] = [None, ""]  # the second now_rfc3339 last formatted, and its text
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Every admitted object is stamped: formatting once a second, not once an object.
+    second = int(time.time())
+    if second != _last_second[0]:
+        _last_second[:] = [second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
+    return cast(str, _last_second[1])
+
+
+def uuid5_url(name: str) -> str:
+    """``str(uuid.uuid5(uuid.NAMESPACE_URL, name))`` at a third of its cost (one per object loaded)."""
+    digest = bytearray(hashlib.sha1(_NAMESPACE_URL + name.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    x = digest.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def name_suffix(seed: str) -> str:
@@ -206,4 +224,4 @@ class LocalStore:
         key = (kind, namespace, name)
         n = self._incarnations.get(key, 0)
         self._incarnations[key] = n + 1
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"dra-extender/{kind}/{namespace}/{name}/{n}"))
+        return uuid5_url(f"dra-extender/{kind}/{namespace}/{name}/{n}")
