@@ -13,9 +13,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kubernetes
 from fastapi import FastAPI
 
 from extender import __version__, logs
@@ -35,11 +34,6 @@ from extender.config import (
     parse_gate_overrides,
     parse_release,
 )
-from extender.kube.binder import KubeBinder
-from extender.kube.client import KubeApiError, RawClient, load_api_client
-from extender.kube.events import EventRecorder
-from extender.kube.leader import LeaderElector, default_identity
-from extender.kube.source import run_kube_source
 from extender.local.binder import LocalBinder
 from extender.local.cluster import load_local
 from extender.local.store import ManifestError
@@ -49,6 +43,15 @@ from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState
 from extender.tools import explain as explain_tool
 from extender.tools import simulate
+
+if TYPE_CHECKING:
+    # The Kubernetes client takes 0.15-0.3 s to import: local mode, the one that must start
+    # fast, never needs it, so --kube imports it when it builds its parts.
+    import kubernetes
+
+    from extender.kube.binder import KubeBinder
+    from extender.kube.client import RawClient
+    from extender.kube.events import EventRecorder
 
 log = logging.getLogger("extender")
 
@@ -275,6 +278,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 def _cluster_release(config: Config, raw: RawClient) -> Config:
     """With --kube and no --kubernetes-version: the gate defaults of the API server's release."""
+    from extender.kube.client import KubeApiError
+
     if config.kubernetes_version is not None:
         return config
     try:
@@ -314,6 +319,8 @@ class _KubeParts:
 
 
 def _api_client(config: Config) -> kubernetes.client.ApiClient:
+    from extender.kube.client import load_api_client
+
     try:
         return load_api_client(config.kubeconfig)
     except Exception as exc:  # the kubernetes client raises several unrelated types here
@@ -324,6 +331,12 @@ def _kube_parts(
     config: Config, state: ClusterState, api_client: kubernetes.client.ApiClient, metrics: Metrics
 ) -> _KubeParts:
     """The Kubernetes watch, binder, leader election and event recorder."""
+    from extender.kube.binder import KubeBinder
+    from extender.kube.client import RawClient
+    from extender.kube.events import EventRecorder
+    from extender.kube.leader import LeaderElector, default_identity
+    from extender.kube.source import run_kube_source
+
     raw = RawClient(api_client, metrics=metrics)
 
     async def watch() -> None:
@@ -371,6 +384,8 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     debug = config.local if debug_endpoints is None else debug_endpoints
     api_client = _api_client(config) if config.kube else None
     if api_client is not None:
+        from extender.kube.client import RawClient
+
         config = _cluster_release(config, RawClient(api_client))
     elif config.kubernetes_version is None:
         # A Config made in code: its gates stand as given (local runs default to the newest).
