@@ -311,7 +311,7 @@ def test_serve_builds_with_the_gc_off_and_freezes_what_it_loaded(tmp_path: Path)
         assert collections == [2]  # the one after the CEL warm-up, before anything is loaded
         assert gc.isenabled()
         assert gc.get_freeze_count() > 0
-        assert states_in_sight() == before  # the new cache is frozen, out of the collector's sight
+        assert states_in_sight() == 0  # the new cache is frozen with the rest, out of the GC's sight
     finally:
         gc.callbacks.remove(record)
         gc.unfreeze()
