@@ -13,9 +13,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kubernetes
 from fastapi import FastAPI
 
 from extender import __version__, logs
@@ -35,11 +34,6 @@ from extender.config import (
     parse_gate_overrides,
     parse_release,
 )
-from extender.kube.binder import KubeBinder
-from extender.kube.client import KubeApiError, RawClient, load_api_client
-from extender.kube.events import EventRecorder
-from extender.kube.leader import LeaderElector, default_identity
-from extender.kube.source import run_kube_source
 from extender.local.binder import LocalBinder
 from extender.local.cluster import load_local
 from extender.local.store import ManifestError
@@ -49,6 +43,15 @@ from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState
 from extender.tools import explain as explain_tool
 from extender.tools import simulate
+
+if TYPE_CHECKING:
+    # The Kubernetes client takes 0.15-0.3 s to import: local mode, the one that must start
+    # fast, never needs it, so --kube imports it when it builds its parts.
+    import kubernetes
+
+    from extender.kube.binder import KubeBinder
+    from extender.kube.client import RawClient
+    from extender.kube.events import EventRecorder
 
 log = logging.getLogger("extender")
 
@@ -275,6 +278,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 def _cluster_release(config: Config, raw: RawClient) -> Config:
     """With --kube and no --kubernetes-version: the gate defaults of the API server's release."""
+    from extender.kube.client import KubeApiError
+
     if config.kubernetes_version is not None:
         return config
     try:
@@ -298,6 +303,9 @@ def _cel_environment(engine: str) -> Environment:
         warm_up_s = cel.warm_up()
     except (ValueError, RuntimeError) as exc:
         raise ConfigError(f"--cel-engine {engine}: {exc}") from None
+    # Building the parser leaves some 7,000 objects in reference cycles: freed now, while the
+    # heap is small, since serve freezes the heap without a collection (see _build_frozen).
+    gc.collect()
     log.info("CEL engine: %s (warm-up %.0f ms)", cel.engine_name, warm_up_s * 1000)
     return cel
 
@@ -311,6 +319,8 @@ class _KubeParts:
 
 
 def _api_client(config: Config) -> kubernetes.client.ApiClient:
+    from extender.kube.client import load_api_client
+
     try:
         return load_api_client(config.kubeconfig)
     except Exception as exc:  # the kubernetes client raises several unrelated types here
@@ -321,6 +331,12 @@ def _kube_parts(
     config: Config, state: ClusterState, api_client: kubernetes.client.ApiClient, metrics: Metrics
 ) -> _KubeParts:
     """The Kubernetes watch, binder, leader election and event recorder."""
+    from extender.kube.binder import KubeBinder
+    from extender.kube.client import RawClient
+    from extender.kube.events import EventRecorder
+    from extender.kube.leader import LeaderElector, default_identity
+    from extender.kube.source import run_kube_source
+
     raw = RawClient(api_client, metrics=metrics)
 
     async def watch() -> None:
@@ -368,6 +384,8 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     debug = config.local if debug_endpoints is None else debug_endpoints
     api_client = _api_client(config) if config.kube else None
     if api_client is not None:
+        from extender.kube.client import RawClient
+
         config = _cluster_release(config, RawClient(api_client))
     elif config.kubernetes_version is None:
         # A Config made in code: its gates stand as given (local runs default to the newest).
@@ -383,6 +401,26 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     cluster = load_local(state, config.state_dir)
     ctx = SchedulingContext(config, state, LocalBinder(cluster), metrics, cel)
     return create_app(ctx, cluster=cluster, debug=debug)
+
+
+def _build_frozen(config: Config, debug_endpoints: bool | None) -> FastAPI:
+    """build_app with the cyclic GC off until the heap it built is frozen.
+
+    The loaded cluster is long-lived: frozen, no collection re-scans it (full collections of it
+    showed up as 0.4 s latency spikes on a 5,000-node cluster). Loading makes no garbage cycles
+    (tests/local/test_manifests.py), so nothing is lost by freezing without a collection first.
+    With the GC back on before the freeze, the young, middle and full collections that followed
+    each scanned the whole cluster, then a last collection did: 1.7 s of a 5,000-node start.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        app = build_app(config, debug_endpoints)
+        gc.freeze()
+    finally:
+        if was_enabled:
+            gc.enable()
+    return app
 
 
 def _port_taken(host: str, port: int) -> str | None:
@@ -414,14 +452,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         limits = ConnectionLimits(
             args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections
         )
-        app = build_app(config, args.enable_debug_endpoints)
+        app = _build_frozen(config, args.enable_debug_endpoints)
     except (ConfigError, ManifestError) as exc:
         print(f"dra-extender: {exc}", file=sys.stderr)
         return 2
-    # The loaded cluster is long-lived: keep the cyclic GC from re-scanning it on every full
-    # collection (those showed up as 0.4 s latency spikes on a 5,000-node cluster).
-    gc.collect()
-    gc.freeze()
     # The default first threshold (700 allocations) runs a young collection every few
     # candidate nodes, and promotes enough to trigger full collections of the live state every
     # second or so at 2,000 nodes: tens of ms each, landing on some request (docs/performance.md).

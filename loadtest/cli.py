@@ -78,6 +78,7 @@ def _spec(args: argparse.Namespace, out_dir: Path) -> RunSpec:
         url=args.url,
         http_timeout=args.timeout,
         ready_timeout=args.ready_timeout,
+        state_format=getattr(args, "format", "yaml"),
     )
 
 
@@ -155,6 +156,10 @@ def parser() -> argparse.ArgumentParser:
     run_p.add_argument("--no-plot", action="store_true")
     run_p.add_argument(
         "--repeat", type=_positive, default=1, help="run N times; report (and plot) the median run"
+    )
+    run_p.add_argument(
+        "--format", choices=STATE_FORMATS, default="yaml",
+        help="state files the started extender loads: yaml, or json (JSON Lines: big clusters start faster)",
     )
     run_p.set_defaults(func=cmd_run)
 

@@ -32,6 +32,7 @@ class RunSpec:
     http_timeout: float = 5.0  # kube-scheduler's default httpTimeout
     ready_timeout: float = 300.0
     churn_window: int = 32
+    state_format: str = "yaml"  # of the generated state the started extender loads: yaml or json
 
 
 @dataclass
@@ -202,7 +203,7 @@ def run(spec: RunSpec) -> RunOutcome:
         result["server_cpu_ms_per_pod"] = None
         return RunOutcome(result, log)
     state = spec.out_dir / "state"
-    write_state(workload, state)
+    write_state(workload, state, spec.state_format)
     with ExtenderServer(state, spec.out_dir / "server.log", spec.ready_timeout) as server:
         cpu_before = server.cpu_seconds()
         result, log = asyncio.run(drive(workload, server.url, spec))

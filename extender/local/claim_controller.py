@@ -9,6 +9,7 @@ uses any more deallocated, and the claims it owned (or that wait for deletion) d
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from extender.local.store import API_VERSIONS, LocalStore, ManifestError, clone, name_suffix
@@ -55,15 +56,20 @@ class ClaimController:
         status.setdefault("phase", "Pending")
         # null is absent in the API: parsing has let it through, the list starts empty.
         statuses = status["resourceClaimStatuses"] = status.get("resourceClaimStatuses") or []
+        generated: dict[str, str] = {}
         for pod_claim in pod.claims:
             if not pod_claim.template_name or pod_claim.name in pod.claim_statuses:
                 continue
             claim_name = self._generate_claim(pod, pod_claim.name, pod_claim.template_name)
             if claim_name is not None:
                 statuses.append({"name": pod_claim.name, "resourceClaimName": claim_name})
+                generated[pod_claim.name] = claim_name
         if not statuses:
             del status["resourceClaimStatuses"]
-        return self.store.write("Pod", obj)
+        # Only the phase and the claim statuses changed: the pod is not parsed a second time.
+        return self.store.write_pod(
+            replace(pod, phase=status["phase"] or "", claim_statuses={**pod.claim_statuses, **generated})
+        )
 
     def _generate_claim(self, pod: PodInfo, pod_claim: str, template_name: str) -> str | None:
         namespace, pod_name, pod_uid = pod.namespace, pod.name, pod.uid
@@ -101,7 +107,7 @@ class ClaimController:
         }
         if tmpl_meta.get("labels"):
             claim["metadata"]["labels"] = dict(tmpl_meta["labels"])
-        self.store.create(claim)
+        self.store.create(claim, owned=True)
         return name
 
     def template_added(self, namespace: str, template_name: str) -> None:

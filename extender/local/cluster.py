@@ -38,9 +38,12 @@ class LocalCluster:
         """Store an already admitted ``obj`` with a fresh resourceVersion (see LocalStore.write)."""
         return self.store.write(kind, obj)
 
-    def apply(self, obj: Any) -> dict[str, Any]:
-        """Create or update one object, then run the claim controller on what it affects."""
-        kind, obj = self.store.admit(obj)
+    def apply(self, obj: Any, owned: bool = False) -> dict[str, Any]:
+        """Create or update one object, then run the claim controller on what it affects.
+
+        ``owned``: ``obj`` is handed over and may be changed in place (see LocalStore.admit).
+        """
+        kind, obj = self.store.admit(obj, owned)
         if kind == "Pod":
             return self.controller.sync_pod(obj)
         try:
@@ -85,7 +88,10 @@ class LocalCluster:
         while pending:
             origin, doc = pending.pop()
             try:
-                self.apply(doc.decode() if isinstance(doc, JsonText) else doc)
+                if isinstance(doc, JsonText):
+                    self.apply(doc.decode(), owned=True)
+                else:
+                    self.apply(doc)
             except (ManifestError, ValueError) as exc:
                 raise ManifestError(f"{origin}: {exc}") from None
         return count

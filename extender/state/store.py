@@ -288,9 +288,14 @@ class ClusterState:
             self.inuse.set_owner(("claim", claim.uid), None)
 
     def _apply_pod(self, key: ObjKey, obj: dict[str, Any]) -> None:
-        pod = kinds.POD.parse(obj)
+        self.put_pod(kinds.POD.parse(obj))
+
+    def put_pod(self, pod: PodInfo) -> None:
+        """Add or update a pod its writer has parsed already (the local claim controller reads
+        every pod it writes): ``pod`` must be what the pod parser makes of ``pod.raw``."""
+        key = pod.key
         if self.node_requests is not None:
-            units = NodeRequests.units_of(obj) if pod.node_name else None  # may refuse the pod
+            units = NodeRequests.units_of(pod.raw) if pod.node_name else None  # may refuse the pod
             self.node_requests.put(key, pod.node_name, pod.phase, units)
         self.pods[key] = pod
         if pod.nominated_node and not pod.node_name:

@@ -176,3 +176,28 @@ def test_median_of_an_even_count_is_the_lower_middle_and_of_none_an_error() -> N
     assert median_run([{"pods_per_second": r} for r in (4.0, 1.0, 3.0, 2.0)]) == 3
     with pytest.raises(ValueError, match="no runs"):
         median_run([])
+
+
+@pytest.mark.parametrize("flags, suffix", [([], ".yaml"), (["--format", "json"], ".json")])
+def test_run_starts_the_extender_on_state_in_the_format_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], suffix: str
+) -> None:
+    import loadtest.runner
+    from loadtest.server import ServerError
+
+    seen: list[set[str]] = []
+
+    class NoServer:  # stands in for starting `serve --state`: records what it would load
+        def __init__(self, state: Path, *_: object) -> None:
+            seen.append({p.suffix for p in state.iterdir()})
+
+        def __enter__(self) -> None:
+            raise ServerError("not started in this test")
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+    monkeypatch.setattr(loadtest.runner, "ExtenderServer", NoServer)
+    out = tmp_path / "r.json"
+    assert main(["run", "--nodes", "2", "--no-plot", "--out", str(out), *flags]) == 2
+    assert seen == [{suffix}]

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+from extender.local import claim_controller
 from extender.local.claim_controller import POD_CLAIM_ANNOTATION, generated_claim_name
 from extender.local.cluster import LocalCluster
+from extender.model import kinds
+from extender.model.pods import PodInfo, parse_pod
 from extender.state import ClusterState
 from tests.local.builders import loaded
 from tests.scheduling.cluster import claim, claim_spec, gpu_cluster, pod, request, template
@@ -87,3 +93,59 @@ def test_a_claim_in_use_waits_for_its_last_consumer_before_it_goes():
     assert held is not None and held.raw["metadata"]["deletionTimestamp"]
     assert local.delete("Pod", "default", "a")
     assert local.state.claim("default", "c") is None
+
+
+def _pods_of_every_shape() -> list[dict[str, Any]]:
+    waiting = pod("waits", templates={"gpu": "later"})
+    recorded = pod("recorded", templates={"gpu": "one", "other": "one"})
+    done = [{"name": "gpu", "resourceClaimName": "x"}]
+    recorded["status"] = {"phase": "Running", "resourceClaimStatuses": done}
+    empty_phase = pod("empty-phase", templates={"gpu": "one"})
+    empty_phase["status"] = {"phase": None, "resourceClaimStatuses": None}
+    nominated = pod("nominated", claims={"gpu": "own"})
+    nominated["status"] = {"nominatedNodeName": "node-0"}
+    templated = pod("templated", templates={"a": "one", "b": "one"})
+    return [pod("plain"), templated, waiting, recorded, empty_phase, nominated]
+
+
+def test_a_pod_is_parsed_once_and_cached_as_the_parser_reads_what_was_written(monkeypatch):
+    # The controller reads each pod before writing it; the cache keeps that reading (with the
+    # phase and claim statuses the controller set) instead of parsing the pod again.
+    parsed: list[str] = []
+
+    def counting(obj: Any) -> PodInfo:
+        parsed.append(obj["metadata"]["name"])
+        return parse_pod(obj)
+
+    monkeypatch.setattr(claim_controller, "parse_pod", counting)
+    monkeypatch.setattr(kinds, "POD", dataclasses.replace(kinds.POD, parse=counting))
+    pods = _pods_of_every_shape()
+    local = loaded(template("one"), *pods)
+    assert sorted(parsed) == sorted(p["metadata"]["name"] for p in pods)
+    monkeypatch.undo()
+    for info in local.state.pods.values():
+        assert info == parse_pod(info.raw)
+        assert info.raw["metadata"]["resourceVersion"]
+    assert local.state.pod("default", "templated").phase == "Pending"
+    assert local.state.pod("default", "empty-phase").phase == ""  # null is kept, as parsing reads it
+    assert set(local.state.pod("default", "recorded").claim_statuses) == {"gpu", "other"}
+    assert list(local.state.nominated) == [("default", "nominated")]
+    # The template arrives: the waiting pod is synced again, and read again once.
+    parsed.clear()
+    monkeypatch.setattr(claim_controller, "parse_pod", counting)
+    monkeypatch.setattr(kinds, "POD", dataclasses.replace(kinds.POD, parse=counting))
+    local.apply(template("later"))
+    assert parsed == ["waits"]
+    monkeypatch.undo()
+    waits = local.state.pod("default", "waits")
+    assert waits == parse_pod(waits.raw) and waits.claim_statuses["gpu"]
+
+
+def test_a_generated_claim_shares_nothing_with_its_template():
+    # The controller hands the claim it builds over to admission, which defaults it in place.
+    local = loaded(template("one", claim_spec(request(count=2))), pod("p", templates={"gpu": "one"}))
+    made = local.state.claim("default", local.state.pod("default", "p").claim_statuses["gpu"])
+    held = local.state.templates[("default", "one")]
+    assert made.raw["spec"] == held["spec"]["spec"]
+    made.raw["spec"]["devices"]["requests"][0]["exactly"]["count"] = 5
+    assert held["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] == 2

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import pytest
 
-from extender.local.store import LocalStore, ManifestError
+from extender.local.store import LocalStore, ManifestError, now_rfc3339, uuid5_url
 from extender.state import ClusterState
 from tests.local.builders import loaded
 from tests.scheduling.cluster import claim, claim_spec, node
@@ -64,3 +67,28 @@ def test_generate_name_is_seeded_and_skips_taken_names():
     taken = store.generate_name("ResourceClaim", "default", "p-extended-resources-", "uid-1")
     assert taken != name and taken.startswith("p-extended-resources-")
     assert len(store.generate_name("ResourceClaim", "default", "x" * 70, "uid-1")) == 58 + 5
+
+
+@pytest.mark.parametrize(
+    "name", ["", "dra-extender/Node//node-0/0", "dra-extender/ResourceClaim/ns/é-ü/3", "x" * 300]
+)
+def test_uids_are_the_uuid5_of_the_object_and_its_incarnation(name: str):
+    assert uuid5_url(name) == str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+    local = loaded(node("node-0"), claim("c", namespace="team"))
+    uid = local.state.raw("Node", ("", "node-0"))["metadata"]["uid"]
+    assert uid == str(uuid.uuid5(uuid.NAMESPACE_URL, "dra-extender/Node//node-0/0"))
+    assert local.state.claim("team", "c").uid == str(
+        uuid.uuid5(uuid.NAMESPACE_URL, "dra-extender/ResourceClaim/team/c/0")
+    )
+
+
+def test_creation_timestamps_are_the_current_second(monkeypatch):
+    clock = [1_800_000_000.2]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    assert now_rfc3339() == "2027-01-15T08:00:00Z"
+    clock[0] = 1_800_000_000.9
+    assert now_rfc3339() == "2027-01-15T08:00:00Z"
+    clock[0] = 1_800_000_061.0
+    assert now_rfc3339() == "2027-01-15T08:01:01Z"
+    stamped = loaded(node("n")).state.raw("Node", ("", "n"))
+    assert stamped["metadata"]["creationTimestamp"] == "2027-01-15T08:01:01Z"

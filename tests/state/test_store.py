@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from extender.model import Features, parse_allocation
+from extender.model.pods import parse_pod
 from extender.model.quantity import Quantity
 from extender.state import KINDS, ClusterState, InFlight
 from tests.scheduling.cluster import DRIVER, claim, device_class, gpus, node, node_slice, pod
@@ -247,3 +248,17 @@ def test_nominated_pods_are_indexed_until_bound_or_deleted():
     state.apply("Pod", other)
     state.delete("Pod", other)
     assert state.nominated == {}
+
+
+def test_a_pod_parsed_by_its_writer_is_kept_and_indexed_like_an_applied_one():
+    state, applied = ClusterState(), ClusterState()
+    waiting = pod("w", namespace="team")
+    waiting["status"] = {"nominatedNodeName": "node-0"}
+    state.put_pod(parse_pod(waiting))
+    applied.apply("Pod", waiting)
+    assert state.pods == applied.pods and state.nominated == applied.nominated
+    assert list(state.nominated) == [("team", "w")]
+    bound = {**waiting, "spec": {**waiting["spec"], "nodeName": "node-0"}}
+    state.put_pod(parse_pod(bound))
+    assert state.nominated == {} and state.pod("team", "w").node_name == "node-0"
+    assert state.raw("Pod", ("team", "w")) is bound
