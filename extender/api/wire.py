@@ -46,11 +46,13 @@ _NULL = msgspec.Raw(b"null")
 
 class _NodeStatus(msgspec.Struct):
     allocatable: msgspec.Raw = _NULL
+    declaredFeatures: msgspec.Raw = _NULL
 
 
 class _Node(msgspec.Struct):
-    """The parts of a Node the extender reads (see model.nodes.parse_node), still as JSON text;
-    the rest (images, conditions, spec ...) is skipped."""
+    """The parts of a Node the extender reads (see model.nodes.parse_node: metadata,
+    status.allocatable and status.declaredFeatures), still as JSON text; the rest (images,
+    conditions, spec ...) is skipped."""
 
     metadata: msgspec.Raw = _NULL
     status: _NodeStatus | _NOT_OBJECT = None
@@ -78,12 +80,12 @@ def _value(raw: msgspec.Raw | None) -> Any:
     return None if raw is None else orjson.loads(bytes(raw))
 
 
-# Parsed nodes by the text of what the extender reads of them (metadata, status.allocatable).
+# Parsed nodes by the text of what the extender reads of them (_Node).
 # kube-scheduler sends the same Node objects request after request, so most are parsed once;
 # a heartbeat's new conditions do not count. A Node is immutable: sharing one between requests
 # is safe. Sized for a big cluster's nodes; an entry is about the size of the node's metadata.
 NODE_CACHE_SIZE = 20_000
-_parsed_nodes: LRUCache[tuple[bytes, bytes], Node] = LRUCache(maxsize=NODE_CACHE_SIZE)
+_parsed_nodes: LRUCache[tuple[bytes, bytes, bytes], Node] = LRUCache(maxsize=NODE_CACHE_SIZE)
 
 
 def _node(i: int, raw: msgspec.Raw) -> Node:
@@ -93,8 +95,8 @@ def _node(i: int, raw: msgspec.Raw) -> Node:
     status = node.status
     key = None
     if isinstance(status, _NodeStatus) or status is None:
-        allocatable = status.allocatable if status is not None else _NULL
-        key = (bytes(node.metadata), bytes(allocatable))
+        read = status or _NodeStatus()
+        key = (bytes(node.metadata), bytes(read.allocatable), bytes(read.declaredFeatures))
         parsed = _parsed_nodes.get(key)
         if parsed is not None:
             return parsed
@@ -104,7 +106,10 @@ def _node(i: int, raw: msgspec.Raw) -> Node:
         raise BadRequest(f"Nodes.items[{i}].metadata.name: required")
     plain: dict[str, Any] = {"metadata": meta}
     if isinstance(status, _NodeStatus):
-        plain["status"] = {"allocatable": orjson.loads(bytes(status.allocatable))}
+        plain["status"] = {
+            "allocatable": orjson.loads(bytes(status.allocatable)),
+            "declaredFeatures": orjson.loads(bytes(status.declaredFeatures)),
+        }
     elif status is not None:
         plain["status"] = status
     try:

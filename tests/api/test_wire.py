@@ -31,10 +31,24 @@ def test_passing_nodes_are_echoed_byte_for_byte():
     assert orjson.loads(reply)["Nodes"]["items"] == [orjson.loads(NODE)]
 
 
+# status.declaredFeatures is read too (Node Declared Features).
+FEATURED = NODE.replace(b'"conditions": []', b'"conditions": [], "declaredFeatures": ["FeatureA"]')
+
+
 def test_nodes_are_parsed_as_from_the_whole_object():
     args = wire.extender_args(_args(NODE))
     assert args.nodes == {"n1": parse_node(orjson.loads(NODE))}
     assert args.nodes["n1"].extended_allocatable == {"example.com/gpu": 2}  # status.allocatable was read
+    featured = wire.extender_args(_args(FEATURED)).nodes
+    assert featured == {"n1": parse_node(orjson.loads(FEATURED))}
+    assert featured["n1"].declared_features == {"FeatureA"}
+
+
+def test_a_node_whose_declared_features_change_is_parsed_anew():
+    before = wire.extender_args(_args(NODE)).nodes
+    after = wire.extender_args(_args(FEATURED)).nodes
+    assert before is not None and after is not None
+    assert before["n1"].declared_features == frozenset() and after["n1"].declared_features == {"FeatureA"}
 
 
 def test_a_node_sent_again_is_parsed_once_and_a_changed_one_anew():
@@ -64,6 +78,8 @@ def test_a_malformed_node_is_refused_with_the_field_at_fault():
         wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": "up"}'))
     with pytest.raises(wire.BadRequest, match=r"status\.allocatable"):
         wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"allocatable": []}}'))
+    with pytest.raises(wire.BadRequest, match=r"status\.declaredFeatures"):
+        wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"declaredFeatures": "x"}}'))
 
 
 @pytest.mark.parametrize(
