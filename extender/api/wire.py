@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
@@ -110,23 +111,33 @@ NODE_CACHE_SIZE = 20_000
 _parsed_nodes: LRUCache[tuple[bytes, bytes, bytes], Node] = LRUCache(maxsize=NODE_CACHE_SIZE)
 
 
-def _node(i: int, raw: msgspec.Raw) -> Node:
+def _node(i: int, raw: msgspec.Raw, known: Mapping[str, Node]) -> Node:
     node = _node_decoder.decode(raw)
     if not isinstance(node, _Node):
         raise BadRequest(f"Nodes.items[{i}].metadata.name: required")
     status = node.status
-    key = None
-    if isinstance(status, _NodeStatus) or status is None:
-        read = status or _NodeStatus()
-        key = (bytes(node.metadata), bytes(read.allocatable), bytes(read.declaredFeatures))
-        parsed = _parsed_nodes.get(key)
-        if parsed is not None:
-            return parsed
+    if status is not None and not isinstance(status, _NodeStatus):
+        return _parse(i, node)  # refused, with the field at fault
+    read = status or _NodeStatus()
+    key = (bytes(node.metadata), bytes(read.allocatable), bytes(read.declaredFeatures))
+    parsed = _parsed_nodes.get(key)
+    if parsed is None:
+        parsed = _parsed_nodes[key] = _parse(i, node)
+    same = known.get(parsed.name)
+    if same is not None and same is not parsed and same == parsed:
+        # The cluster's own object from now on: a filter whose nodes are all the cluster's
+        # is decided as one by name (PodPlan.decide), without a test per node.
+        parsed = _parsed_nodes[key] = same
+    return parsed
+
+
+def _parse(i: int, node: _Node) -> Node:
     meta = orjson.loads(bytes(node.metadata))
     name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
         raise BadRequest(f"Nodes.items[{i}].metadata.name: required")
     plain: dict[str, Any] = {"metadata": meta}
+    status = node.status
     if isinstance(status, _NodeStatus):
         plain["status"] = {
             "allocatable": orjson.loads(bytes(status.allocatable)),
@@ -135,12 +146,9 @@ def _node(i: int, raw: msgspec.Raw) -> Node:
     elif status is not None:
         plain["status"] = status
     try:
-        parsed = parse_node(plain)
+        return parse_node(plain)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    if key is not None:
-        _parsed_nodes[key] = parsed
-    return parsed
 
 
 def encode(obj: Any) -> bytes:
@@ -193,7 +201,9 @@ class ExtenderArgs:
     node_bytes: dict[str, bytes] = field(default_factory=dict)
 
 
-def extender_args(body: bytes) -> ExtenderArgs:
+def extender_args(body: bytes, known: Mapping[str, Node] = MappingProxyType({})) -> ExtenderArgs:
+    """The request; ``known``: the cluster's nodes, whose objects stand for equal nodes of the
+    request."""
     try:
         pod_text, names_text, nodes = _split(body)
         pod = _pod({"pod": _value(pod_text)})
@@ -202,7 +212,7 @@ def extender_args(body: bytes) -> ExtenderArgs:
             if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
                 raise BadRequest("NodeNames: expected an array of strings")
             return ExtenderArgs(pod, list(names), None)
-        return _with_nodes(pod, _node_items(nodes))
+        return _with_nodes(pod, _node_items(nodes), known)
     except msgspec.DecodeError as exc:  # only where orjson takes what msgspec refuses
         raise BadRequest(f"body is not valid JSON: {exc}") from None
     except RecursionError:  # msgspec builds nested arrays by recursion; orjson stops at 1024
@@ -247,11 +257,11 @@ def _node_items_of(nodes: msgspec.Raw) -> list[msgspec.Raw]:
     return items
 
 
-def _with_nodes(pod: dict[str, Any], items: list[msgspec.Raw]) -> ExtenderArgs:
+def _with_nodes(pod: dict[str, Any], items: list[msgspec.Raw], known: Mapping[str, Node]) -> ExtenderArgs:
     by_name: dict[str, Node] = {}
     raw_by_name: dict[str, bytes] = {}
     for i, raw in enumerate(items):
-        node = _node(i, raw)
+        node = _node(i, raw, known)
         by_name[node.name] = node
         raw_by_name[node.name] = bytes(raw)
     return ExtenderArgs(pod, list(by_name), by_name, raw_by_name)

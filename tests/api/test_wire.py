@@ -60,6 +60,19 @@ def test_a_node_sent_again_is_parsed_once_and_a_changed_one_anew():
     assert relabelled["n1"].labels == {"zone": "b"} and first["n1"].labels == {"zone": "a"}
 
 
+def test_a_node_equal_to_the_cluster_s_is_the_cluster_s_object():
+    cluster = {"n1": parse_node(orjson.loads(NODE))}
+    nodes = wire.extender_args(_args(NODE), cluster).nodes
+    assert nodes is not None and nodes["n1"] is cluster["n1"]
+    relabelled = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
+    assert relabelled is not None and relabelled["n1"] is not cluster["n1"]
+    assert relabelled["n1"].labels == {"zone": "b"}
+    # Once the cluster's copy changes to it, that one stands for it from then on.
+    cluster = {"n1": parse_node(orjson.loads(NODE.replace(b'"zone": "a"', b'"zone": "b"')))}
+    again = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
+    assert again is not None and again["n1"] is cluster["n1"]
+
+
 @pytest.mark.parametrize(
     ("items", "message"),
     [
