@@ -443,7 +443,7 @@ class PodPlan:
         read from the spec's table as sets: this runs for every filter call over every
         candidate node, and in a big cluster almost none has moved since the previous pod.
         """
-        nodes = self.ctx.state.nodes
+        nodes: Mapping[str, Node] = self.ctx.state.nodes
         if given is not None and any(nodes.get(name) is not given.get(name) for name in names):
             nodes = given
         else:
