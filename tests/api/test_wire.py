@@ -60,6 +60,33 @@ def test_a_node_sent_again_is_parsed_once_and_a_changed_one_anew():
     assert relabelled["n1"].labels == {"zone": "b"} and first["n1"].labels == {"zone": "a"}
 
 
+def test_a_node_sent_again_unchanged_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch):
+    first = wire.extender_args(_args(NODE)).nodes
+
+    def no_decoding(i: int, raw: object) -> None:
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(wire, "_node", no_decoding)
+    again = wire.extender_args(_args(NODE)).nodes
+    assert first is not None and again is not None and again["n1"] is first["n1"]
+    with pytest.raises(AssertionError, match="decoded again"):
+        wire.extender_args(_args(NODE.replace(b'"conditions": []', b'"conditions": [{}]')))
+
+
+def test_a_heartbeat_is_decoded_but_not_parsed_again():
+    first = wire.extender_args(_args(NODE)).nodes
+    beat = wire.extender_args(_args(NODE.replace(b'"conditions": []', b'"conditions": [{"type": "Ready"}]')))
+    assert first is not None and beat.nodes is not None and beat.nodes["n1"] is first["n1"]
+    assert beat.node_bytes["n1"].endswith(b'[{"type": "Ready"}]}}')  # echoed as sent
+
+
+def test_a_huge_node_is_parsed_but_not_kept_by_its_text():
+    huge = NODE.replace(b'"x": "y"', b'"x": "' + b"y" * (2 * 1024 * 1024) + b'"')
+    args = wire.extender_args(_args(huge))
+    assert args.nodes is not None and args.nodes["n1"].labels == {"zone": "a"}
+    assert huge not in wire._nodes_by_text
+
+
 def test_a_node_equal_to_the_cluster_s_is_the_cluster_s_object():
     cluster = {"n1": parse_node(orjson.loads(NODE))}
     nodes = wire.extender_args(_args(NODE), cluster).nodes
