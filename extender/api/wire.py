@@ -21,6 +21,7 @@ import msgspec
 import orjson
 from cachetools import LRUCache
 
+from extender.api.text_cache import TextCache
 from extender.model import Node, parse_node
 
 
@@ -110,15 +111,12 @@ def _value(raw: msgspec.Raw | None) -> Any:
 NODE_CACHE_SIZE = 20_000
 _parsed_nodes: LRUCache[tuple[bytes, bytes, bytes], Node] = LRUCache(maxsize=NODE_CACHE_SIZE)
 
-# In front of it, parsed nodes by their whole text (with its length, for the budget): a node
-# sent again unchanged, as most are (a kubelet with nothing new reports every few minutes),
-# is found without scanning its text for the parts read. 32 MiB holds the nodes of a
-# 5,000-node cluster at 6 KB each; nodes past it are still found by the parts read.
+# In front of it, parsed nodes by their whole text: a node sent again unchanged, as most are
+# (a kubelet with nothing new reports every few minutes), is found without scanning its text
+# for the parts read. 32 MiB holds the nodes of a 5,000-node cluster at 6 KB each; nodes past
+# it are still found by the parts read, and a text over 1 MiB (no real Node) is not kept.
 NODE_TEXT_BYTES = 32 * 1024 * 1024
-_MAX_NODE_TEXT = 1024 * 1024  # larger than any real Node; kept out of the cache
-_nodes_by_text: LRUCache[bytes, tuple[int, Node]] = LRUCache(
-    maxsize=NODE_TEXT_BYTES, getsizeof=lambda entry: entry[0]
-)
+_nodes_by_text: TextCache[Node] = TextCache(NODE_TEXT_BYTES, largest=1024 * 1024)
 
 
 def _node(i: int, raw: msgspec.Raw) -> Node:
@@ -268,14 +266,14 @@ def _with_nodes(pod: dict[str, Any], items: list[msgspec.Raw], known: Mapping[st
     for i, raw in enumerate(items):
         text = bytes(raw)
         hit = _nodes_by_text.get(text)
-        node = _node(i, raw) if hit is None else hit[1]
+        node = _node(i, raw) if hit is None else hit
         same = known.get(node.name)
         if same is not None and same is not node and same == node:
             # The cluster's own object from now on: a filter whose nodes are all the
             # cluster's is decided as one by name (PodPlan.decide), without a test per node.
             node, hit = same, None
-        if hit is None and len(text) <= _MAX_NODE_TEXT:
-            _nodes_by_text[text] = (len(text), node)
+        if hit is None:
+            _nodes_by_text.put(text, node)
         by_name[node.name] = node
         raw_by_name[node.name] = text
     return ExtenderArgs(pod, list(by_name), by_name, raw_by_name)
