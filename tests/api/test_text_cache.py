@@ -22,3 +22,15 @@ def test_a_text_longer_than_the_largest_is_not_kept():
     cache.put(b"x" * 6, 1)
     cache.put(b"y" * 5, 2)
     assert cache.get(b"x" * 6) is None and cache.get(b"y" * 5) == 2
+
+
+def test_texts_with_one_prefix_take_turns_and_are_never_mistaken():
+    cache: TextCache[int] = TextCache(budget=40, largest=40, prefix=5)
+    cache.put(b"nodeA-v1", 1)
+    assert cache.get(b"nodeA-v2") is None  # same prefix, other text: not the value of another
+    cache.put(b"nodeA-v2", 2)
+    assert cache.get(b"nodeA-v2") == 2 and cache.get(b"nodeA-v1") is None
+    assert b"nodeA-v1" not in cache and len(cache) == 1
+    cache.put(b"nodeB-v1-longer", 3)
+    cache.put(b"nodeA-v3-much-longer-text", 4)  # replaces v2: 15 + 25 bytes held, within 40
+    assert cache.get(b"nodeB-v1-longer") == 3 and cache.get(b"nodeA-v3-much-longer-text") == 4
