@@ -122,6 +122,39 @@ def test_a_malformed_node_is_refused_with_the_field_at_fault():
         wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"declaredFeatures": "x"}}'))
 
 
+def test_a_body_as_kube_scheduler_writes_it_is_split_in_one_scan(monkeypatch: pytest.MonkeyPatch):
+    def general_path(body: bytes, what: str) -> None:
+        raise AssertionError("took the general path")
+
+    monkeypatch.setattr(wire, "_lazy_fields", general_path)
+    args = wire.extender_args(_args(NODE))
+    assert args.node_names == ["n1"] and args.node_bytes == {"n1": NODE}
+    listed = b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": null, "NodeNames": ["a", "b"]}'
+    assert wire.extender_args(listed).node_names == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"pod": {"metadata": {"name": "p"}}, "nodes": {"items": [' + NODE + b"]}}",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"Items": [' + NODE + b"]}}",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [' + NODE + b']}, "Extra": 1}',
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [' + NODE + b'], "continue": ""}}',
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"kind": "NodeList", "apiVersion": "v1",'
+        b' "metadata": {"resourceVersion": "7"}, "items": [' + NODE + b"]}}",
+        b'{"Pod": {"metadata": {"name": "x"}}, "Nodes": null, "Pod": {"metadata": {"name": "p"}},'
+        b' "Nodes": {"items": [' + NODE + b"]}}",
+    ],
+    ids=["lower-case", "Items", "extra field", "extra list field", "list meta", "repeated keys"],
+)
+def test_other_spellings_of_the_same_request_read_alike(body: bytes):
+    expected = wire.extender_args(_args(NODE))
+    args = wire.extender_args(body)
+    assert (args.pod, args.node_names, args.nodes, args.node_bytes) == (
+        expected.pod, expected.node_names, expected.nodes, expected.node_bytes,
+    )
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
@@ -129,6 +162,11 @@ def test_a_malformed_node_is_refused_with_the_field_at_fault():
         (b"[1]", "ExtenderArgs: expected a JSON object, got array"),
         (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": {}}}', "Nodes.items: expected an array"),
         (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": 3}', "Nodes: expected a JSON object, got number"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": []}, "Nodes": null}', "one of NodeNames"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [3]}}', r"Nodes\.items\[0\]"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"status": {}}]}}', r"\[0\]\.metadata"),
+        (b'{"Pod": 5, "Nodes": {"items": []}}', "Pod: expected an object"),
+        (b'{"Nodes": {"items": []}}', "Pod: required"),
     ],
 )
 def test_malformed_bodies_keep_their_messages(body: bytes, message: str):
