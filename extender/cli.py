@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from extender import __version__, logs
 from extender.api import create_app
 from extender.api.connections import ConnectionLimits
+from extender.api.heap import keep_freed_memory
 from extender.api.server import serve, servers
 from extender.api.tls import AllowedClients, ReloadingTLS, TLSError, TLSFiles
 from extender.cel.engine import ENGINE_CHOICES
@@ -460,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # candidate nodes, and promotes enough to trigger full collections of the live state every
     # second or so at 2,000 nodes: tens of ms each, landing on some request (docs/performance.md).
     gc.set_threshold(50_000, 20, 100)
+    keep_freed_memory()  # large request bodies: see extender/api/heap.py
     listeners = servers(
         app,
         config.host,

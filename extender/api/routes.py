@@ -116,7 +116,7 @@ def create_app(
         return info
 
     async def do_filter(body: bytes) -> Any:
-        args = wire.extender_args(body)
+        args = wire.extender_args(body, state.nodes)
         _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
         given = args.nodes  # parsed by wire, which keeps each node's bytes for the reply
         pod = request_pod(args.pod)  # after the structural checks: a malformed body is a 400 first
@@ -126,7 +126,7 @@ def create_app(
         return wire.filter_result(args, out.passed, out.failed, out.unresolvable, out.error)
 
     async def do_prioritize(body: bytes) -> Any:
-        args = wire.extender_args(body)
+        args = wire.extender_args(body, state.nodes)
         _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
         pod = request_pod(args.pod)
         scores = await in_turns(score_nodes, ctx, pod, args.node_names)

@@ -339,7 +339,11 @@ class PodPlan:
         read from the spec's table as sets: this runs for every filter call over every
         candidate node, and in a big cluster almost none has moved since the previous pod.
         """
-        nodes = self.ctx.state.nodes if given is None else given
+        nodes: Mapping[str, Node] = self.ctx.state.nodes
+        if given is not None and any(nodes.get(name) is not given.get(name) for name in names):
+            nodes = given
+        else:
+            given = None  # the state's own nodes (api.wire hands them out when equal): as by name
         variant = self._plain
         if (
             given is not None

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from extender.api import bodies
@@ -47,6 +48,30 @@ def test_a_body_of_too_many_elements_is_refused_before_it_is_read_in_full(svc: S
     assert f"more than {MAX_JSON_ELEMENTS} JSON elements" in response.json()["error"]
     # Refused once the count passed the limit: about 2 bytes per element here.
     assert upload.sent < 3 * MAX_JSON_ELEMENTS < len(HOSTILE)
+
+
+def _listing(names: int) -> bytes:
+    """A filter body of ``names + 4`` JSON elements, padded to far more bytes than that."""
+    listed = b", ".join([b'"n"'] * names)
+    return b'{"padding": "' + b"x" * 500 + b'", "Pod": {}, "NodeNames": [' + listed + b"]}"
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+def test_the_element_limit_is_exact_whatever_the_chunks(chunk: int):
+    svc = Service(gpu_cluster(nodes=1), max_json_elements=50)
+    at_limit = svc.run(lambda c: c.post("/filter", content=Upload(_listing(46), chunk=chunk)))
+    assert at_limit.status_code == 400 and "JSON elements" not in at_limit.json()["error"]  # the pod's fault
+    upload = Upload(_listing(47) + b" " * 10_000, chunk=chunk)
+    over = svc.run(lambda c: c.post("/filter", content=upload))
+    assert over.status_code == 400
+    assert "more than 50 JSON elements" in over.json()["error"]
+    assert upload.sent < len(upload.data)  # refused before the trailing spaces were read
+
+
+def test_a_body_of_few_elements_passes_however_long(svc: Service):
+    body = {"Pod": svc.pod("p"), "NodeNames": ["node-0"], "padding": "x" * (3 * MAX_JSON_ELEMENTS)}
+    response = svc.run(lambda c: c.post("/filter", content=Upload(orjson.dumps(body))))
+    assert response.status_code == 200 and response.json()["NodeNames"] == ["node-0"]
 
 
 def test_a_declared_length_over_the_route_limit_is_refused_unread(svc: Service):

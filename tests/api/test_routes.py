@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
@@ -17,7 +18,19 @@ from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
 from extender.scheduling.context import SchedulingContext
 from extender.state import KINDS, ClusterState
-from tests.scheduling.cluster import Service, bind_call, claim, filter_call, gpu_cluster, pod, template
+from tests.scheduling.cluster import (
+    Service,
+    bind_call,
+    claim,
+    device_class,
+    filter_call,
+    gpu_cluster,
+    gpus,
+    node,
+    node_slice,
+    pod,
+    template,
+)
 
 
 @pytest.fixture
@@ -62,6 +75,34 @@ def test_filter_and_prioritize_with_full_node_objects(svc):
     assert filtered["Nodes"] == nodes  # the objects as received, for the passing nodes
     assert sorted(h["Host"] for h in priorities) == ["node-0", "node-1"]
     assert all(0 <= h["Score"] <= 10 for h in priorities)
+
+
+def test_full_node_objects_decide_where_they_differ_from_the_cluster_s():
+    # Devices on every node labelled rack=a: the cluster's node-0 has no labels yet, the
+    # scheduler's copy already has the label; node-1 is the cluster's own, unchanged.
+    pool = node_slice("rack-a", gpus(1))
+    del pool["spec"]["nodeName"]
+    pool["spec"]["nodeSelector"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "In", "values": ["a"]}]}]
+    }
+    objs = [node("node-0"), node("node-1"), device_class(), pool, claim("c"), pod("p", claims={"g": "c"})]
+    svc = Service(objs)
+
+    def items(labels: dict[str, str]) -> dict[str, Any]:
+        node_0 = {"metadata": {"name": "node-0", "labels": labels}}
+        return {"items": [node_0, {"metadata": {"name": "node-1"}}]}
+
+    async def call(client: httpx.AsyncClient, labels: dict[str, str]) -> dict[str, Any]:
+        body = {"Pod": svc.pod("p"), "Nodes": items(labels), "NodeNames": None}
+        return (await client.post("/filter", json=body)).json()
+
+    as_cluster = svc.run(lambda c: call(c, {}))
+    assert as_cluster["Nodes"] is None or as_cluster["Nodes"]["items"] == []
+    rejected = {**as_cluster["FailedNodes"], **as_cluster["FailedAndUnresolvableNodes"]}
+    assert set(rejected) == {"node-0", "node-1"}
+    labelled = svc.run(lambda c: call(c, {"rack": "a"}))
+    assert labelled["Nodes"]["items"] == [items({"rack": "a"})["items"][0]]
+    assert as_cluster == svc.run(lambda c: call(c, {}))  # and back, the cluster's own objects again
 
 
 def test_input_casing_is_free_and_output_is_pascal_case(svc):

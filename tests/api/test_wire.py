@@ -31,10 +31,24 @@ def test_passing_nodes_are_echoed_byte_for_byte():
     assert orjson.loads(reply)["Nodes"]["items"] == [orjson.loads(NODE)]
 
 
+# status.declaredFeatures is read too (Node Declared Features).
+FEATURED = NODE.replace(b'"conditions": []', b'"conditions": [], "declaredFeatures": ["FeatureA"]')
+
+
 def test_nodes_are_parsed_as_from_the_whole_object():
     args = wire.extender_args(_args(NODE))
     assert args.nodes == {"n1": parse_node(orjson.loads(NODE))}
     assert args.nodes["n1"].extended_allocatable == {"example.com/gpu": 2}  # status.allocatable was read
+    featured = wire.extender_args(_args(FEATURED)).nodes
+    assert featured == {"n1": parse_node(orjson.loads(FEATURED))}
+    assert featured["n1"].declared_features == {"FeatureA"}
+
+
+def test_a_node_whose_declared_features_change_is_parsed_anew():
+    before = wire.extender_args(_args(NODE)).nodes
+    after = wire.extender_args(_args(FEATURED)).nodes
+    assert before is not None and after is not None
+    assert before["n1"].declared_features == frozenset() and after["n1"].declared_features == {"FeatureA"}
 
 
 def test_a_node_sent_again_is_parsed_once_and_a_changed_one_anew():
@@ -44,6 +58,46 @@ def test_a_node_sent_again_is_parsed_once_and_a_changed_one_anew():
     assert first is not None and again is not None and relabelled is not None
     assert again["n1"] is first["n1"]
     assert relabelled["n1"].labels == {"zone": "b"} and first["n1"].labels == {"zone": "a"}
+
+
+def test_a_node_sent_again_unchanged_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch):
+    first = wire.extender_args(_args(NODE)).nodes
+
+    def no_decoding(i: int, raw: object) -> None:
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(wire, "_node", no_decoding)
+    again = wire.extender_args(_args(NODE)).nodes
+    assert first is not None and again is not None and again["n1"] is first["n1"]
+    with pytest.raises(AssertionError, match="decoded again"):
+        wire.extender_args(_args(NODE.replace(b'"conditions": []', b'"conditions": [{}]')))
+
+
+def test_a_heartbeat_is_decoded_but_not_parsed_again():
+    first = wire.extender_args(_args(NODE)).nodes
+    beat = wire.extender_args(_args(NODE.replace(b'"conditions": []', b'"conditions": [{"type": "Ready"}]')))
+    assert first is not None and beat.nodes is not None and beat.nodes["n1"] is first["n1"]
+    assert beat.node_bytes["n1"].endswith(b'[{"type": "Ready"}]}}')  # echoed as sent
+
+
+def test_a_huge_node_is_parsed_but_not_kept_by_its_text():
+    huge = NODE.replace(b'"x": "y"', b'"x": "' + b"y" * (2 * 1024 * 1024) + b'"')
+    args = wire.extender_args(_args(huge))
+    assert args.nodes is not None and args.nodes["n1"].labels == {"zone": "a"}
+    assert huge not in wire._nodes_by_text
+
+
+def test_a_node_equal_to_the_cluster_s_is_the_cluster_s_object():
+    cluster = {"n1": parse_node(orjson.loads(NODE))}
+    nodes = wire.extender_args(_args(NODE), cluster).nodes
+    assert nodes is not None and nodes["n1"] is cluster["n1"]
+    relabelled = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
+    assert relabelled is not None and relabelled["n1"] is not cluster["n1"]
+    assert relabelled["n1"].labels == {"zone": "b"}
+    # Once the cluster's copy changes to it, that one stands for it from then on.
+    cluster = {"n1": parse_node(orjson.loads(NODE.replace(b'"zone": "a"', b'"zone": "b"')))}
+    again = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
+    assert again is not None and again["n1"] is cluster["n1"]
 
 
 @pytest.mark.parametrize(
@@ -64,6 +118,41 @@ def test_a_malformed_node_is_refused_with_the_field_at_fault():
         wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": "up"}'))
     with pytest.raises(wire.BadRequest, match=r"status\.allocatable"):
         wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"allocatable": []}}'))
+    with pytest.raises(wire.BadRequest, match=r"status\.declaredFeatures"):
+        wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"declaredFeatures": "x"}}'))
+
+
+def test_a_body_as_kube_scheduler_writes_it_is_split_in_one_scan(monkeypatch: pytest.MonkeyPatch):
+    def general_path(body: bytes, what: str) -> None:
+        raise AssertionError("took the general path")
+
+    monkeypatch.setattr(wire, "_lazy_fields", general_path)
+    args = wire.extender_args(_args(NODE))
+    assert args.node_names == ["n1"] and args.node_bytes == {"n1": NODE}
+    listed = b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": null, "NodeNames": ["a", "b"]}'
+    assert wire.extender_args(listed).node_names == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"pod": {"metadata": {"name": "p"}}, "nodes": {"items": [' + NODE + b"]}}",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"Items": [' + NODE + b"]}}",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [' + NODE + b']}, "Extra": 1}',
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [' + NODE + b'], "continue": ""}}',
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"kind": "NodeList", "apiVersion": "v1",'
+        b' "metadata": {"resourceVersion": "7"}, "items": [' + NODE + b"]}}",
+        b'{"Pod": {"metadata": {"name": "x"}}, "Nodes": null, "Pod": {"metadata": {"name": "p"}},'
+        b' "Nodes": {"items": [' + NODE + b"]}}",
+    ],
+    ids=["lower-case", "Items", "extra field", "extra list field", "list meta", "repeated keys"],
+)
+def test_other_spellings_of_the_same_request_read_alike(body: bytes):
+    expected = wire.extender_args(_args(NODE))
+    args = wire.extender_args(body)
+    assert (args.pod, args.node_names, args.nodes, args.node_bytes) == (
+        expected.pod, expected.node_names, expected.nodes, expected.node_bytes,
+    )
 
 
 @pytest.mark.parametrize(
@@ -73,6 +162,11 @@ def test_a_malformed_node_is_refused_with_the_field_at_fault():
         (b"[1]", "ExtenderArgs: expected a JSON object, got array"),
         (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": {}}}', "Nodes.items: expected an array"),
         (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": 3}', "Nodes: expected a JSON object, got number"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": []}, "Nodes": null}', "one of NodeNames"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [3]}}', r"Nodes\.items\[0\]"),
+        (b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"status": {}}]}}', r"\[0\]\.metadata"),
+        (b'{"Pod": 5, "Nodes": {"items": []}}', "Pod: expected an object"),
+        (b'{"Nodes": {"items": []}}', "Pod: required"),
     ],
 )
 def test_malformed_bodies_keep_their_messages(body: bytes, message: str):
