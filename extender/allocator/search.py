@@ -345,6 +345,21 @@ class Search:
 
         return undo
 
+    def read_bound(self) -> int:
+        """One past the highest candidate index this search has looked at (0: none).
+
+        Every look at a candidate's device (selectors, node, capacity, a pick) comes after
+        its verdict for some (sub)request, except the skip of a device already picked in this
+        search, which had one to be picked; the pruner's look-ahead is not counted.
+        """
+        bound = 0
+        for verdicts in self._selectable.values():
+            for i in range(len(verdicts) - 1, bound - 1, -1):
+                if verdicts[i] is not None:
+                    bound = i + 1
+                    break
+        return bound
+
     def chosen(self, c: int) -> list[RequestData]:
         """Per request of claim c: the request, or the subrequest the search settled on."""
         return [
