@@ -1,0 +1,369 @@
+"""Answers shared between nodes alike (``ShapeMemo``) are the answers the search gives.
+
+The randomized clusters run every node through one allocator with the memo and one without,
+in the same order, and every outcome must be the same: the results' API form (share IDs,
+fresh per allocation, are compared as present or not), "does not fit" with its reason, or the
+error's class and text. The clusters mix what the key is about: nodes copied from a template
+and nodes alike but for one device, pools named after nodes or not, slices by nodeName,
+nodeSelector, allNodes and per-device node selection, taints, shared counters, consumable
+capacity, binding conditions, admin access, devices already allocated, constraints,
+firstAvailable and All mode.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from extender.allocator import (
+    AllocatedState,
+    AllocationError,
+    AllocationTimeout,
+    Allocator,
+    Features,
+    SliceList,
+)
+from extender.cel.environment import Environment
+from extender.model import DeviceClass, Node, ResourceClaim, ResourceSlice
+from tests.allocator.builders import (
+    ALL_GATES,
+    claim,
+    device_class,
+    node,
+    parse_resource_slice,
+    picked,
+    request,
+    resource_slice,
+)
+
+DRIVER = "driver-a"
+Outcome = tuple[Any, ...]
+
+
+def _allocator(
+    slices: list[ResourceSlice],
+    classes: list[DeviceClass],
+    state: AllocatedState,
+    share: bool,
+    cel: Environment,
+    deadline: float | None = None,
+) -> Allocator:
+    return Allocator(
+        Features.from_gate_names([*ALL_GATES, "DRADeviceCompatibilityGroups"]),
+        state,
+        {c.name: c for c in classes},
+        SliceList(slices),
+        cel,
+        deadline,
+        share_shapes=share,
+    )
+
+
+def _api(value: Any) -> Any:
+    """The API form with each share ID replaced by a marker: both runs draw fresh ones."""
+    if isinstance(value, dict):
+        return {k: ("<share>" if k == "shareID" else _api(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_api(v) for v in value]
+    return value
+
+
+def _outcome(alloc: Allocator, target: Node, claims: list[ResourceClaim]) -> Outcome:
+    try:
+        results = alloc.allocate(target, claims)
+    except AllocationError as exc:
+        return ("error", type(exc).__name__, exc.message)
+    if results is None:
+        return ("none", alloc.last_failure)
+    return ("done", [_api(r.to_api()) for r in results])
+
+
+# -- random clusters ----------------------------------------------------------------------
+
+
+def _device(rng: random.Random, name: str, counter_set: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "attributes": {
+            "root": {"string": rng.choice(["r0", "r1"])},
+            "size": {"int": rng.choice([1, 2, 3])},
+        },
+    }
+    if rng.random() < 0.3:
+        memory: dict[str, Any] = {"value": rng.choice(["8Gi", "16Gi"])}
+        if rng.random() < 0.5:
+            memory["requestPolicy"] = {"default": "4Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}
+        body["capacity"] = {"memory": memory}
+        if rng.random() < 0.4:
+            body["allowMultipleAllocations"] = True
+    if rng.random() < 0.15:
+        body["taints"] = [{"key": "bad", "value": rng.choice(["x", "y"]), "effect": "NoSchedule"}]
+    if rng.random() < 0.1:
+        body["bindingConditions"] = ["ready"]
+        body["bindingFailureConditions"] = ["broken"]
+    if counter_set is not None and rng.random() < 0.7:
+        body["consumesCounters"] = [
+            {"counterSet": counter_set, "counters": {"slots": {"value": str(rng.choice([1, 2]))}}}
+        ]
+    return body
+
+
+def _devices(rng: random.Random, count: int, prefix: str, counter_set: str | None) -> list[dict[str, Any]]:
+    return [_device(rng, f"{prefix}gpu-{i}", counter_set) for i in range(count)]
+
+
+def _cluster(rng: random.Random) -> tuple[list[Node], list[ResourceSlice]]:
+    nodes = [node(f"n{i}", zone=rng.choice(["a", "b"])) for i in range(rng.randint(4, 9))]
+    template = _devices(rng, rng.randint(1, 4), "", None)
+    slices: list[ResourceSlice] = []
+    pool_style = rng.choice(["node", "prefixed", "mixed"])
+    for i, n in enumerate(nodes):
+        roll = rng.random()
+        if roll < 0.5:
+            devices = [dict(d) for d in template]  # a copy of the template node
+        elif roll < 0.7:
+            devices = [dict(d) for d in template]
+            devices[rng.randrange(len(devices))] = _device(rng, "gpu-x", None)  # alike but for one
+        else:
+            counters = "set" if rng.random() < 0.4 else None
+            devices = _devices(rng, rng.randint(0, 4), rng.choice(["", f"{n.name}-"]), counters)
+        if rng.random() < 0.2:
+            devices = [dict(d, name=f"{n.name}-{d['name']}") for d in devices]
+        pool = {"node": n.name, "prefixed": f"pool-{n.name}", "mixed": rng.choice([n.name, f"z-{n.name}"])}[
+            pool_style
+        ]
+        uses_counters = any("consumesCounters" in d for d in devices)
+        count = 2 if uses_counters else 1
+        slices.append(
+            resource_slice(f"{n.name}-devs", devices, pool=pool, node_name=n.name, count=count)
+        )
+        if uses_counters:
+            slices.append(
+                parse_resource_slice({
+                    "metadata": {"name": f"{n.name}-counters"},
+                    "spec": {
+                        "driver": DRIVER,
+                        "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
+                        "nodeName": n.name,
+                        "sharedCounters": [{"name": "set", "counters": {"slots": {"value": "3"}}}],
+                    },
+                })
+            )
+        if i % 3 == 2 and rng.random() < 0.5:
+            # A second pool on the node: sorted by name, before or after the first.
+            second = [_device(rng, "nic-0", None)]
+            pool = rng.choice(["a", "zz"]) + n.name
+            slices.append(resource_slice(f"{n.name}-nics", second, pool=pool, node_name=n.name))
+    if rng.random() < 0.4:
+        zone = rng.choice(["a", "b"])
+        selector = {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": [zone]}
+        ]}]}
+        zonal = _devices(rng, 2, "zonal-", None)
+        slices.append(resource_slice("zonal", zonal, pool=f"zone-{zone}", nodeSelector=selector))
+    if rng.random() < 0.3:
+        slices.append(resource_slice("everywhere", _devices(rng, 2, "net-", None), pool="net", allNodes=True))
+    if rng.random() < 0.4:
+        per_device = []
+        for d in _devices(rng, 3, "pd-", None):
+            which = rng.random()
+            if which < 0.4:
+                d["nodeName"] = rng.choice(nodes).name
+            elif which < 0.7:
+                d["allNodes"] = True
+            else:
+                d["nodeSelector"] = {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": [rng.choice(["a", "b"])]}
+                ]}]}
+            per_device.append(d)
+        slices.append(
+            resource_slice("per-device", per_device, pool="pd", perDeviceNodeSelection=True)
+        )
+    return nodes, slices
+
+
+def _request(rng: random.Random, name: str) -> dict[str, Any]:
+    kind = rng.random()
+    extra: dict[str, Any] = {}
+    if rng.random() < 0.5:
+        extra["selectors"] = [
+            {"cel": {"expression": f'device.attributes["{DRIVER}"].size >= {rng.choice([1, 2, 3])}'}}
+        ]
+    if rng.random() < 0.3:
+        extra["tolerations"] = [{"key": "bad", "operator": "Exists", "effect": "NoSchedule"}]
+    if rng.random() < 0.15:
+        extra["capacity"] = {"requests": {"memory": rng.choice(["2Gi", "4Gi"])}}
+    if kind < 0.1:
+        return request(name, allocationMode="All", **extra)
+    if kind < 0.2:
+        return request(name, adminAccess=True, **extra)
+    if kind < 0.35:
+        subs = [
+            {"name": "big", "deviceClassName": "class-a", "count": 2, **extra},
+            {"name": "small", "deviceClassName": "class-a"},
+        ]
+        return {"name": name, "firstAvailable": subs}
+    return request(name, count=rng.choice([1, 1, 2]), **extra)
+
+
+def _claims(rng: random.Random) -> list[ResourceClaim]:
+    claims = []
+    for c in range(rng.choice([1, 1, 2])):
+        requests = [_request(rng, f"r{i}") for i in range(rng.choice([1, 1, 2]))]
+        constraints = []
+        if rng.random() < 0.3:
+            attribute = f"{DRIVER}/root"
+            constraints.append(rng.choice([{"matchAttribute": attribute}, {"distinctAttribute": attribute}]))
+        claims.append(claim(*requests, name=f"claim-{c}", constraints=constraints))
+    return claims
+
+
+def _state(rng: random.Random, slices: list[ResourceSlice]) -> AllocatedState:
+    state = AllocatedState()
+    for s in slices:
+        for d in s.devices:
+            roll = rng.random()
+            if roll < 0.08:
+                state.allocated_devices.add(d.id)
+            elif roll < 0.12 and d.allow_multiple_allocations:
+                state.allocated_shared.add((d.id, "share-1"))
+                state.aggregated_capacity[d.id] = {"memory": d.capacities["memory"].value}
+    return state
+
+
+def _compare(seed: int) -> int:
+    """Every node with and without the memo; the number of memo hits."""
+    rng = random.Random(seed)
+    nodes, slices = _cluster(rng)
+    classes = [device_class("class-a")]
+    state = _state(rng, slices) if rng.random() < 0.5 else AllocatedState()
+    claims = _claims(rng)
+    order = nodes + rng.sample(nodes, len(nodes))  # each node once, then again in another order
+    cel = Environment.create()
+    shared = _allocator(slices, classes, state, True, cel)
+    plain = _allocator(slices, classes, state, False, cel)
+    for target in order:
+        assert _outcome(shared, target, claims) == _outcome(plain, target, claims), (seed, target.name)
+    assert shared.shapes is not None
+    return shared.shapes.hits
+
+
+@pytest.mark.parametrize("chunk", range(8))
+def test_random_clusters_get_the_same_answers_with_and_without_the_memo(chunk: int) -> None:
+    hits = sum(_compare(seed) for seed in range(chunk * 60, chunk * 60 + 60))
+    assert hits > 0  # the comparison is about shared answers, not only about fallbacks
+
+
+# -- targeted cases ------------------------------------------------------------------------
+
+
+def _template_cluster(count: int, devices: list[dict[str, Any]]) -> tuple[list[Node], list[ResourceSlice]]:
+    nodes = [node(f"node-{i}") for i in range(count)]
+    slices = [resource_slice(f"{n.name}-gpus", devices, pool=n.name, node_name=n.name) for n in nodes]
+    return nodes, slices
+
+
+def _gpus(*sizes: int) -> list[dict[str, Any]]:
+    return [{"name": f"gpu-{i}", "attributes": {"size": {"int": s}}} for i, s in enumerate(sizes)]
+
+
+SIZE_2 = {"cel": {"expression": f'device.attributes["{DRIVER}"].size >= 2'}}
+
+
+def test_template_nodes_share_one_search_and_get_their_own_pool_and_node() -> None:
+    nodes, slices = _template_cluster(5, _gpus(1, 2, 2))
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
+    claims = [claim(request("gpu", selectors=[SIZE_2]))]
+    for n in nodes:
+        results = alloc.allocate(n, claims)
+        assert results is not None
+        api = results[0].to_api()
+        assert api["devices"]["results"] == [
+            {"request": "gpu", "driver": DRIVER, "pool": n.name, "device": "gpu-1"}
+        ]
+        assert api["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [n.name]
+    assert alloc.shapes is not None and alloc.shapes.hits == 4
+
+
+def test_a_node_alike_only_before_the_pick_shares_the_answer() -> None:
+    # The search stops at gpu-1: what follows it is never read, so it may differ.
+    nodes = [node("node-0"), node("node-1")]
+    slices = [
+        resource_slice("s0", _gpus(1, 2, 1), pool="node-0", node_name="node-0"),
+        resource_slice("s1", _gpus(1, 2, 3, 3), pool="node-1", node_name="node-1"),
+    ]
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
+    claims = [claim(request("gpu", selectors=[SIZE_2]))]
+    assert picked(alloc.allocate(nodes[0], claims)) == [[("gpu", "gpu-1")]]
+    assert picked(alloc.allocate(nodes[1], claims)) == [[("gpu", "gpu-1")]]
+    assert alloc.shapes is not None and alloc.shapes.hits == 1
+
+
+def test_a_node_that_differs_where_the_search_looked_is_searched() -> None:
+    nodes = [node("node-0"), node("node-1")]
+    slices = [
+        resource_slice("s0", _gpus(2, 1), pool="node-0", node_name="node-0"),
+        resource_slice("s1", _gpus(1, 2), pool="node-1", node_name="node-1"),
+    ]
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
+    claims = [claim(request("gpu", selectors=[SIZE_2]))]
+    assert picked(alloc.allocate(nodes[0], claims)) == [[("gpu", "gpu-0")]]
+    assert picked(alloc.allocate(nodes[1], claims)) == [[("gpu", "gpu-1")]]
+    assert alloc.shapes is not None and alloc.shapes.hits == 0
+
+
+def test_a_node_with_an_allocated_device_is_searched() -> None:
+    nodes, slices = _template_cluster(2, _gpus(2, 2))
+    state = AllocatedState(allocated_devices={(DRIVER, "node-1", "gpu-0")})
+    alloc = _allocator(slices, [device_class()], state, True, Environment.create())
+    claims = [claim(request("gpu"))]
+    assert picked(alloc.allocate(nodes[0], claims)) == [[("gpu", "gpu-0")]]
+    assert picked(alloc.allocate(nodes[1], claims)) == [[("gpu", "gpu-1")]]
+    assert alloc.shapes is not None and alloc.shapes.hits == 0
+
+
+def test_answers_with_shares_are_not_shared() -> None:
+    devices = [{"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "8Gi"}}}]
+    nodes, slices = _template_cluster(3, devices)
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
+    claims = [claim(request("gpu", capacity={"requests": {"memory": "2Gi"}}))]
+    shares = set()
+    for n in nodes:
+        results = alloc.allocate(n, claims)
+        assert results is not None
+        shares.add(results[0].devices[0].share_id)
+    assert len(shares) == 3 and None not in shares
+    assert alloc.shapes is not None and alloc.shapes.hits == 0
+
+
+def test_failures_are_not_shared() -> None:
+    nodes, slices = _template_cluster(3, _gpus(1))
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
+    claims = [claim(request("gpu", selectors=[SIZE_2]))]
+    for n in nodes:
+        assert alloc.allocate(n, claims) is None
+        assert alloc.last_failure
+    assert alloc.shapes is not None and alloc.shapes.hits == 0
+
+
+def test_other_claims_do_not_get_the_answer() -> None:
+    nodes, slices = _template_cluster(2, _gpus(2, 2))
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
+    assert picked(alloc.allocate(nodes[0], [claim(request("gpu"))])) == [[("gpu", "gpu-0")]]
+    assert picked(alloc.allocate(nodes[1], [claim(request("gpu", count=2))])) == [
+        [("gpu", "gpu-0"), ("gpu", "gpu-1")]
+    ]
+    assert alloc.shapes is not None and alloc.shapes.hits == 0
+
+
+def test_a_spent_budget_still_stops_a_shared_answer() -> None:
+    nodes, slices = _template_cluster(2, _gpus(2))
+    cel = Environment.create()
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, cel, deadline=float("inf"))
+    claims = [claim(request("gpu"))]
+    assert alloc.allocate(nodes[0], claims) is not None
+    alloc.deadline = 0.0
+    with pytest.raises(AllocationTimeout):
+        alloc.allocate(nodes[1], claims)
