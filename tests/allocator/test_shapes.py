@@ -4,7 +4,8 @@ The randomized clusters run every node through one allocator with the memo and o
 in the same order, and every outcome must be the same: the results' API form (share IDs,
 fresh per allocation, are compared as present or not), "does not fit" with its reason, or the
 error's class and text. The clusters mix what the key is about: nodes copied from a template
-and nodes alike but for one device, pools named after nodes or not, slices by nodeName,
+and nodes alike but for one device (one attribute, taint, binding condition or counter
+amount), all gates on or some off, pools named after nodes or not, slices by nodeName,
 nodeSelector, allNodes and per-device node selection, taints, shared counters, consumable
 capacity, binding conditions, admin access, devices already allocated, constraints,
 firstAvailable and All mode.
@@ -32,6 +33,7 @@ from tests.allocator.builders import (
     claim,
     device_class,
     node,
+    parse_node,
     parse_resource_slice,
     picked,
     request,
@@ -42,6 +44,9 @@ DRIVER = "driver-a"
 Outcome = tuple[Any, ...]
 
 
+GATES = [*ALL_GATES, "DRADeviceCompatibilityGroups"]
+
+
 def _allocator(
     slices: list[ResourceSlice],
     classes: list[DeviceClass],
@@ -49,9 +54,10 @@ def _allocator(
     share: bool,
     cel: Environment,
     deadline: float | None = None,
+    gates: list[str] = GATES,
 ) -> Allocator:
     return Allocator(
-        Features.from_gate_names([*ALL_GATES, "DRADeviceCompatibilityGroups"]),
+        Features.from_gate_names(gates),
         state,
         {c.name: c for c in classes},
         SliceList(slices),
@@ -114,9 +120,47 @@ def _devices(rng: random.Random, count: int, prefix: str, counter_set: str | Non
     return [_device(rng, f"{prefix}gpu-{i}", counter_set) for i in range(count)]
 
 
+def _tweak(rng: random.Random, device: dict[str, Any]) -> dict[str, Any]:
+    """The device with one thing the search may read changed."""
+    out = dict(device)
+    what = rng.choice(["size", "taint", "binding", "counters", "new"])
+    if what == "size":
+        out["attributes"] = dict(out["attributes"], size={"int": out["attributes"]["size"]["int"] % 3 + 1})
+    elif what == "taint":
+        out["taints"] = [] if "taints" in out else [{"key": "bad", "value": "x", "effect": "NoSchedule"}]
+    elif what == "binding":
+        out["bindingConditions"] = [] if out.get("bindingConditions") else ["ready"]
+    elif what == "counters" and "consumesCounters" in out:
+        amount = out["consumesCounters"][0]["counters"]["slots"]["value"]
+        out["consumesCounters"] = [
+            {"counterSet": "set", "counters": {"slots": {"value": "1" if amount == "2" else "2"}}}
+        ]
+    else:
+        out = _device(rng, "gpu-x", "set" if "consumesCounters" in out else None)
+    return out
+
+
+def _pool_slices(
+    name: str, node_name: str, pool: str, devices: list[dict[str, Any]]
+) -> list[ResourceSlice]:
+    """The slice of ``devices``, with the counter set they draw from in a slice of its own."""
+    if not any("consumesCounters" in d for d in devices):
+        return [resource_slice(name, devices, pool=pool, node_name=node_name)]
+    counters = parse_resource_slice({
+        "metadata": {"name": f"{name}-counters"},
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
+            "nodeName": node_name,
+            "sharedCounters": [{"name": "set", "counters": {"slots": {"value": "3"}}}],
+        },
+    })
+    return [resource_slice(name, devices, pool=pool, node_name=node_name, count=2), counters]
+
+
 def _cluster(rng: random.Random) -> tuple[list[Node], list[ResourceSlice]]:
     nodes = [node(f"n{i}", zone=rng.choice(["a", "b"])) for i in range(rng.randint(4, 9))]
-    template = _devices(rng, rng.randint(1, 4), "", None)
+    template = _devices(rng, rng.randint(1, 4), "", "set" if rng.random() < 0.3 else None)
     slices: list[ResourceSlice] = []
     pool_style = rng.choice(["node", "prefixed", "mixed"])
     for i, n in enumerate(nodes):
@@ -125,7 +169,8 @@ def _cluster(rng: random.Random) -> tuple[list[Node], list[ResourceSlice]]:
             devices = [dict(d) for d in template]  # a copy of the template node
         elif roll < 0.7:
             devices = [dict(d) for d in template]
-            devices[rng.randrange(len(devices))] = _device(rng, "gpu-x", None)  # alike but for one
+            at = rng.randrange(len(devices))
+            devices[at] = _tweak(rng, devices[at])  # alike but for one device
         else:
             counters = "set" if rng.random() < 0.4 else None
             devices = _devices(rng, rng.randint(0, 4), rng.choice(["", f"{n.name}-"]), counters)
@@ -134,23 +179,13 @@ def _cluster(rng: random.Random) -> tuple[list[Node], list[ResourceSlice]]:
         pool = {"node": n.name, "prefixed": f"pool-{n.name}", "mixed": rng.choice([n.name, f"z-{n.name}"])}[
             pool_style
         ]
-        uses_counters = any("consumesCounters" in d for d in devices)
-        count = 2 if uses_counters else 1
-        slices.append(
-            resource_slice(f"{n.name}-devs", devices, pool=pool, node_name=n.name, count=count)
-        )
-        if uses_counters:
-            slices.append(
-                parse_resource_slice({
-                    "metadata": {"name": f"{n.name}-counters"},
-                    "spec": {
-                        "driver": DRIVER,
-                        "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
-                        "nodeName": n.name,
-                        "sharedCounters": [{"name": "set", "counters": {"slots": {"value": "3"}}}],
-                    },
-                })
-            )
+        if len(devices) > 1 and rng.random() < 0.25:
+            # The same devices in two pools, each with counters of its own.
+            half = rng.randint(1, len(devices) - 1)
+            slices += _pool_slices(f"{n.name}-devs", n.name, pool, devices[:half])
+            slices += _pool_slices(f"{n.name}-more", n.name, f"{pool}-more", devices[half:])
+        else:
+            slices += _pool_slices(f"{n.name}-devs", n.name, pool, devices)
         if i % 3 == 2 and rng.random() < 0.5:
             # A second pool on the node: sorted by name, before or after the first.
             second = [_device(rng, "nic-0", None)]
@@ -241,9 +276,10 @@ def _compare(seed: int) -> int:
     state = _state(rng, slices) if rng.random() < 0.5 else AllocatedState()
     claims = _claims(rng)
     order = nodes + rng.sample(nodes, len(nodes))  # each node once, then again in another order
+    gates = GATES if rng.random() < 0.5 else [g for g in GATES if rng.random() < 0.8]
     cel = Environment.create()
-    shared = _allocator(slices, classes, state, True, cel)
-    plain = _allocator(slices, classes, state, False, cel)
+    shared = _allocator(slices, classes, state, True, cel, gates=gates)
+    plain = _allocator(slices, classes, state, False, cel, gates=gates)
     for target in order:
         assert _outcome(shared, target, claims) == _outcome(plain, target, claims), (seed, target.name)
     assert shared.shapes is not None
@@ -367,3 +403,97 @@ def test_a_spent_budget_still_stops_a_shared_answer() -> None:
     alloc.deadline = 0.0
     with pytest.raises(AllocationTimeout):
         alloc.allocate(nodes[1], claims)
+
+
+# -- each part of the key, on nodes that differ only there ----------------------------------
+
+
+def _same_answers(
+    nodes: list[Node], slices: list[ResourceSlice], claims: list[ResourceClaim], gates: list[str] = GATES
+) -> list[Outcome]:
+    """The outcomes node by node, checked equal with and without the memo."""
+    cel = Environment.create()
+    shared = _allocator(slices, [device_class()], AllocatedState(), True, cel, gates=gates)
+    plain = _allocator(slices, [device_class()], AllocatedState(), False, cel, gates=gates)
+    outcomes = [_outcome(shared, n, claims) for n in nodes]
+    assert outcomes == [_outcome(plain, n, claims) for n in nodes]
+    return outcomes
+
+
+def _consuming(name: str, slots: int) -> dict[str, Any]:
+    uses = {"counterSet": "set", "counters": {"slots": {"value": str(slots)}}}
+    return {"name": name, "consumesCounters": [uses]}
+
+
+def _counted_pool(
+    node_name: str, pool: str, devices: list[dict[str, Any]], slots: int = 3
+) -> list[ResourceSlice]:
+    counters = parse_resource_slice({
+        "metadata": {"name": f"{pool}-counters"},
+        "spec": {
+            "driver": DRIVER,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
+            "nodeName": node_name,
+            "sharedCounters": [{"name": "set", "counters": {"slots": {"value": str(slots)}}}],
+        },
+    })
+    return [resource_slice(f"{pool}-devices", devices, pool=pool, node_name=node_name, count=2), counters]
+
+
+TWO = [claim(request("gpu", count=2))]
+
+
+def test_what_devices_consume_is_part_of_the_shape() -> None:
+    slices = [
+        *_counted_pool("node-0", "p0", [_consuming("gpu-0", 1), _consuming("gpu-1", 1)]),
+        *_counted_pool("node-1", "p1", [_consuming("gpu-0", 2), _consuming("gpu-1", 2)]),
+    ]
+    outcomes = _same_answers([node("node-0"), node("node-1")], slices, TWO)
+    assert [o[0] for o in outcomes] == ["done", "none"]
+
+
+def test_the_pool_counter_sets_are_part_of_the_shape() -> None:
+    devices = [_consuming("gpu-0", 2), _consuming("gpu-1", 2)]
+    slices = [*_counted_pool("node-0", "p0", devices, slots=4), *_counted_pool("node-1", "p1", devices)]
+    outcomes = _same_answers([node("node-0"), node("node-1")], slices, TWO)
+    assert [o[0] for o in outcomes] == ["done", "none"]
+
+
+def test_which_pool_a_device_is_in_is_part_of_the_shape() -> None:
+    # Two pools alike on both nodes; the devices split over them on node-0 (each has its own
+    # counters), both in the first one on node-1 (they exhaust its counters together).
+    slices = [
+        *_counted_pool("node-0", "a-node-0", [_consuming("gpu-0", 2)]),
+        *_counted_pool("node-0", "b-node-0", [_consuming("gpu-1", 2)]),
+        *_counted_pool("node-1", "a-node-1", [_consuming("gpu-0", 2), _consuming("gpu-1", 2)]),
+        *_counted_pool("node-1", "b-node-1", []),
+    ]
+    outcomes = _same_answers([node("node-0"), node("node-1")], slices, TWO)
+    assert [o[0] for o in outcomes] == ["done", "none"]
+
+
+def test_declared_optional_node_operations_are_part_of_the_shape() -> None:
+    status = {"declaredFeatures": ["DRAOptionalNodeOperations"]}
+    declaring = parse_node({"metadata": {"name": "node-0"}, "status": status})
+    skipping = {"skipNodeOperations": ["Prepare"]}
+    slices = [
+        resource_slice(f"s{i}", _gpus(2), pool=f"node-{i}", node_name=f"node-{i}", **skipping)
+        for i in range(2)
+    ]
+    gates = [*GATES, "DRAOptionalNodeOperations"]
+    outcomes = _same_answers([declaring, node("node-1")], slices, [claim(request("gpu"))], gates)
+    assert [o[0] for o in outcomes] == ["done", "none"]
+
+
+def test_an_incomplete_pool_is_part_of_the_shape() -> None:
+    # Both nodes: a pool with a device, then one without devices; on node-1 that one is still
+    # being published, which an All request must see.
+    slices = [
+        resource_slice("a0", _gpus(2), pool="a-node-0", node_name="node-0"),
+        resource_slice("b0", [], pool="b-node-0", node_name="node-0"),
+        resource_slice("a1", _gpus(2), pool="a-node-1", node_name="node-1"),
+        resource_slice("b1", [], pool="b-node-1", node_name="node-1", count=2),
+    ]
+    everything = [claim(request("gpu", allocationMode="All"))]
+    outcomes = _same_answers([node("node-0"), node("node-1")], slices, everything)
+    assert outcomes[0][0] == "done" and outcomes[1][:2] == ("error", "AllocationError")
