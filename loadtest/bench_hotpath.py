@@ -140,16 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         "(first visits of each node included)"
     )
     lap = -(-args.nodes // candidates)  # filters until every node was a candidate once
+    lap_ms = figures.filter_ms[:lap]
     print(
-        "filter CPU ms per call: p50 {:.3f}, p90 {:.3f}, p99 {:.3f}, max {:.3f}; the first {} calls "
-        "(every node seen once) {:.3f} on average".format(
-            figures.filter_percentile(0.5),
-            figures.filter_percentile(0.9),
-            figures.filter_percentile(0.99),
-            max(figures.filter_ms, default=0.0),
-            lap,
-            sum(figures.filter_ms[:lap]) / max(1, len(figures.filter_ms[:lap])),
-        )
+        f"filter CPU ms per call: p50 {figures.filter_percentile(0.5):.3f}, "
+        f"p90 {figures.filter_percentile(0.9):.3f}, p99 {figures.filter_percentile(0.99):.3f}, "
+        f"max {max(figures.filter_ms, default=0.0):.3f}; the first {lap} calls "
+        f"(every node seen once) {sum(lap_ms) / max(1, len(lap_ms)):.3f} on average"
     )
     return 0
 
