@@ -310,8 +310,9 @@ def test_metrics_show_the_apps_own_cel_counters():
     busy_counters = cel_counters(busy.run(filtered))
     idle_counters = cel_counters(idle.run(lambda c: c.get("/metrics")).text)
     stats = busy.ctx.cel.stats
-    # Devices alike share verdicts process-wide, so this app may find some in the memo.
-    assert stats.compilations >= 1 and stats.evaluations + stats.memo_hits >= 2
+    # Devices alike share verdicts process-wide, so this app may find some in the memo; the
+    # second node, alike, takes the first one's answer without evaluating (allocator ShapeMemo).
+    assert stats.compilations >= 1 and stats.evaluations + stats.memo_hits >= 1
     assert busy_counters["dra_extender_cel_compilations_total"] == stats.compilations
     assert busy_counters["dra_extender_cel_evaluations_total"] == stats.evaluations
     # The other app's environment compiled and evaluated nothing, whatever this one did.
