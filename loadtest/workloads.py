@@ -286,6 +286,11 @@ def write_state(workload: Workload, directory: Path, fmt: str = "yaml") -> list[
     if fmt not in STATE_FORMATS:
         raise ValueError(f"unknown state format {fmt!r}; choose one of {', '.join(STATE_FORMATS)}")
     directory.mkdir(parents=True, exist_ok=True)
+    # The server loads every state file of the directory: a previous workload's files (another
+    # size, or the other format) would be loaded beside this one's.
+    for stem in set(_FILE_FOR_KIND.values()):
+        for old in STATE_FORMATS:
+            (directory / f"{stem}.{old}").unlink(missing_ok=True)
     by_file: dict[str, list[Obj]] = {}
     for obj in workload.objects:
         by_file.setdefault(f"{_FILE_FOR_KIND[obj['kind']]}.{fmt}", []).append(obj)

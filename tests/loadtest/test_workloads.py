@@ -159,6 +159,18 @@ def test_state_directory_as_json_loads_like_yaml(tmp_path: Path) -> None:
     assert from_json.counts() == from_yaml.counts() and from_json.counts()["Pod"] == len(workload.pods)
 
 
+def test_a_state_written_over_another_replaces_it_whatever_the_formats(tmp_path: Path) -> None:
+    # The run driver writes each run's state into the same directory under its --out: a
+    # bigger YAML cluster left there would otherwise be loaded beside the next run's JSON.
+    write_state(generate("template", WorkloadParams(nodes=5, pods=4)), tmp_path)
+    small = generate("template", WorkloadParams(nodes=2, pods=3))
+    files = write_state(small, tmp_path, fmt="json")
+    assert sorted(tmp_path.iterdir()) == sorted(files)
+    state = ClusterState()
+    load_local(state, tmp_path)
+    assert (state.counts()["Node"], state.counts()["Pod"]) == (2, 3)
+
+
 def test_generate_writes_json_on_request(tmp_path: Path) -> None:
     assert cli_main(["generate", "--nodes", "2", "--format", "json", "--out", str(tmp_path)]) == 0
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json"] * 5
