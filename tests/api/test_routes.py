@@ -345,3 +345,29 @@ def test_standby_replica_is_not_ready_and_refuses_binds(svc):
     assert ready.status_code == 503 and "not the leader" in ready.text
     assert "not the leader" in error
     assert svc.state.pod("default", "p").node_name == ""
+
+
+
+def test_the_verbs_are_answered_ahead_of_routing_and_other_requests_are_routed(svc):
+    # The verbs skip FastAPI's middleware and routing (ExtenderApp); everything else, other
+    # methods on the verbs' paths included, takes the usual way.
+    app = svc.app
+    stack = app.build_middleware_stack()
+    routed: list[str] = []
+
+    async def recording(scope, receive, send):
+        routed.append(f"{scope['method']} {scope['path']}")
+        await stack(scope, receive, send)
+
+    app.middleware_stack = recording
+
+    async def flow(client):
+        body = {"Pod": svc.pod("p"), "Nodes": None, "NodeNames": ["node-0", "node-1"]}
+        filtered = await client.post("/filter", json=body)
+        return filtered, await client.get("/filter"), await client.post("/nothing-here", json={})
+
+    filtered, wrong_method, missing = svc.run(flow)
+    assert filtered.status_code == 200 and filtered.json()["NodeNames"] == ["node-0", "node-1"]
+    assert (wrong_method.status_code, missing.status_code) == (405, 404)
+    assert routed == ["GET /filter", "POST /nothing-here"]
+    assert set(app.verbs) == {"/filter", "/prioritize", "/bind", "/preempt"}
