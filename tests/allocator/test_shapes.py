@@ -323,31 +323,27 @@ def test_template_nodes_share_one_search_and_get_their_own_pool_and_node() -> No
     assert alloc.shapes is not None and alloc.shapes.hits == 4
 
 
-def test_a_node_alike_only_before_the_pick_shares_the_answer() -> None:
-    # The search stops at gpu-1: what follows it is never read, so it may differ.
+@pytest.mark.parametrize(
+    ("sizes", "picks", "hits"),
+    [
+        # The search stops at gpu-1: what follows it is never read, so it may differ.
+        (((1, 2, 1), (1, 2, 3, 3)), ("gpu-1", "gpu-1"), 1),
+        # A node that differs where the search looked is searched.
+        (((2, 1), (1, 2)), ("gpu-0", "gpu-1"), 0),
+    ],
+    ids=["alike-before-the-pick", "differs-where-looked"],
+)
+def test_a_node_shares_the_answer_only_where_alike_up_to_the_pick(
+    sizes: tuple[tuple[int, ...], tuple[int, ...]], picks: tuple[str, str], hits: int
+) -> None:
     nodes = [node("node-0"), node("node-1")]
     slices = [
-        resource_slice("s0", _gpus(1, 2, 1), pool="node-0", node_name="node-0"),
-        resource_slice("s1", _gpus(1, 2, 3, 3), pool="node-1", node_name="node-1"),
+        resource_slice(f"s{i}", _gpus(*sizes[i]), pool=f"node-{i}", node_name=f"node-{i}") for i in (0, 1)
     ]
     alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
     claims = [claim(request("gpu", selectors=[SIZE_2]))]
-    assert picked(alloc.allocate(nodes[0], claims)) == [[("gpu", "gpu-1")]]
-    assert picked(alloc.allocate(nodes[1], claims)) == [[("gpu", "gpu-1")]]
-    assert alloc.shapes is not None and alloc.shapes.hits == 1
-
-
-def test_a_node_that_differs_where_the_search_looked_is_searched() -> None:
-    nodes = [node("node-0"), node("node-1")]
-    slices = [
-        resource_slice("s0", _gpus(2, 1), pool="node-0", node_name="node-0"),
-        resource_slice("s1", _gpus(1, 2), pool="node-1", node_name="node-1"),
-    ]
-    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
-    claims = [claim(request("gpu", selectors=[SIZE_2]))]
-    assert picked(alloc.allocate(nodes[0], claims)) == [[("gpu", "gpu-0")]]
-    assert picked(alloc.allocate(nodes[1], claims)) == [[("gpu", "gpu-1")]]
-    assert alloc.shapes is not None and alloc.shapes.hits == 0
+    assert [picked(alloc.allocate(n, claims)) for n in nodes] == [[[("gpu", pick)]] for pick in picks]
+    assert alloc.shapes is not None and alloc.shapes.hits == hits
 
 
 def test_a_node_with_an_allocated_device_is_searched() -> None:
