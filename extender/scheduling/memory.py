@@ -177,6 +177,10 @@ class SchedulerMemory:
     def end_bind(self, pod_uid: str) -> None:
         self._binding.discard(pod_uid)
 
+    def binding(self, pod_uid: str) -> bool:
+        """Whether a bind of the pod is running."""
+        return pod_uid in self._binding
+
     def bound(self, pod_uid: str) -> None:
         """The pod is bound: its filter results are of no further use."""
         self._results.pop(pod_uid, None)

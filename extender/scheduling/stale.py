@@ -21,6 +21,13 @@ cycle created. kube-scheduler has no PostFilter for extenders, so filter calls
 * A claim is re-read before it is written and left alone unless it is still at the
   resourceVersion it was judged at; the binder conditions the deallocation itself on the
   version it reads back after removing the reservation (``Binder.release_claim``).
+
+With DRAWorkloadResourceClaims, upstream's PostFilter also takes the pod's PodGroup out of the
+``reservedFor`` of a claim reserved for the group, when no pod of the group is scheduled
+(``unreservePodGroupClaims``): an allocation whose binding failed in an earlier cycle would
+otherwise stay reserved for the group for ever. The extender does so when none of the group's
+pods is bound, being bound by us, or placed by one of our filters, and, as upstream, one claim
+per failed filter; the allocation stays, and the next filter judges the claim as above.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import logging
 from dataclasses import dataclass
 
 from extender.model import ResourceClaim
-from extender.model.pods import PodInfo
+from extender.model.pods import POD_GROUP_API_GROUP, POD_GROUP_RESOURCE, PodGroup, PodInfo, pod_group_name
 from extender.model.refs import PodRef, resource_version
 from extender.scheduling.claims import PodWaits, claim_readiness, resolve, unusable_reason
 from extender.scheduling.context import SchedulingContext
@@ -105,24 +112,89 @@ def _node_gone(ctx: SchedulingContext, claim: ResourceClaim) -> str | None:
     return f"claim {claim.key} is allocated for nodes that no longer exist"
 
 
+_TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupReservations:
+    """The claims reserved for the pod's PodGroup, which no pod of the group uses yet."""
+
+    group: PodGroup
+    claims: list[ResourceClaim]
+
+
+def find_group_reservations(ctx: SchedulingContext, pod: PodInfo) -> GroupReservations | None:
+    """The group's claims to unreserve (see the module docstring), or None."""
+    if not ctx.features.workload_resource_claims:
+        return None
+    state, memory = ctx.state, ctx.memory
+    try:
+        name = pod_group_name(pod.raw)
+    except ValueError:
+        return None
+    group = state.pod_group(pod.namespace, name) if name else None
+    if group is None:
+        return None
+    expected = memory.placements()
+    for other in state.pods.values():
+        if other.namespace != pod.namespace or _group_of(other) != name:
+            continue
+        if (
+            (other.node_name and other.phase not in _TERMINAL)
+            or memory.may_be_bound(other.uid)
+            or memory.binding(other.uid)
+            or (other.uid != pod.uid and other.uid in expected)
+        ):
+            return None
+    claims = [
+        claim
+        for claim in state.claims.values()
+        if claim.namespace == pod.namespace
+        and claim.allocation is not None
+        and claim.uid not in state.inuse.inflight
+        and any(
+            ref.api_group == POD_GROUP_API_GROUP
+            and ref.resource == POD_GROUP_RESOURCE
+            and ref.name == name
+            and ref.uid == group.uid
+            for ref in claim.reserved_for
+        )
+    ]
+    return GroupReservations(group, claims) if claims else None
+
+
+def _group_of(pod: PodInfo) -> str:
+    try:
+        return pod_group_name(pod.raw)
+    except ValueError:
+        return ""
+
+
 def release_stale(ctx: SchedulingContext, pod: PodInfo) -> None:
-    """Start releasing the pod's stale claims, unless there are none or a bind of it is running.
+    """Start releasing the pod's stale claims (and its group's unused reservations), unless
+    there are none or a bind of it is running.
 
     Called by filter when no candidate fits. Only the leader writes.
     """
     if not ctx.leading:
         return
     stale = find_stale(ctx, pod)
-    if not stale or not ctx.memory.begin_bind(pod.uid):
+    held = ctx.state.pod(pod.namespace, pod.name)
+    reservations = find_group_reservations(ctx, held) if held is not None and held.uid == pod.uid else None
+    if (not stale and reservations is None) or not ctx.memory.begin_bind(pod.uid):
         return
     ref = PodRef(pod.namespace, pod.name, pod.uid)
-    task = asyncio.get_running_loop().create_task(_release(ctx, ref, stale))
+    task = asyncio.get_running_loop().create_task(_release(ctx, ref, stale, reservations))
     _running.add(task)
     task.add_done_callback(_running.discard)
 
 
-async def _release(ctx: SchedulingContext, ref: PodRef, stale: list[Stale]) -> None:
+async def _release(
+    ctx: SchedulingContext, ref: PodRef, stale: list[Stale], reservations: GroupReservations | None = None
+) -> None:
     try:
+        if reservations is not None:
+            await _unreserve_group(ctx, reservations)
         for item in stale:
             try:
                 await _release_one(ctx, ref, item)
@@ -156,3 +228,24 @@ async def _release_one(ctx: SchedulingContext, ref: PodRef, item: Stale) -> None
     left = await ctx.binder.release_claim(claim, ref, deallocate=True)
     if left is not None:
         ctx.state.assume_claim_unless_older(left)
+
+
+async def _unreserve_group(ctx: SchedulingContext, reservations: GroupReservations) -> None:
+    """Take the group out of one of its claims' reservedFor, as upstream's PostFilter does."""
+    group = reservations.group
+    ref = PodRef(group.namespace, group.name, group.uid)
+    for claim in reservations.claims:
+        try:
+            current = await ctx.binder.read_claim(claim.namespace, claim.name)
+            if current is None or resource_version(current) != resource_version(claim.raw):
+                continue  # gone or changed since it was judged: the next filter judges it again
+            log.info(
+                "unreserving claim %s for PodGroup %s: no pod of the group is scheduled", claim.key, group.ref
+            )
+            left = await ctx.binder.release_claim(claim, ref, deallocate=False)
+        except Exception as exc:
+            log.error("unreserving claim %s for PodGroup %s failed: %s", claim.key, group.ref, exc)
+            continue
+        if left is not None:
+            ctx.state.assume_claim_unless_older(left)
+        return

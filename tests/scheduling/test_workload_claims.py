@@ -14,7 +14,19 @@ import pytest
 
 from extender.model import Features
 from extender.model.pods import parse_pod_group
-from tests.scheduling.cluster import Service, claim, filter_call, gpu_cluster, pod, schedule, template
+from tests.scheduling.cluster import (
+    Service,
+    claim,
+    filter_call,
+    gpu_cluster,
+    gpus,
+    node_slice,
+    pod,
+    schedule,
+    template,
+)
+from tests.scheduling.test_plan import allocated
+from tests.scheduling.test_stale import a_while, until
 
 WORKLOAD = Features.parse("DRAWorkloadResourceClaims=true", "1.37")
 GROUP_UID = "group-uid"
@@ -185,3 +197,60 @@ def test_malformed_scheduling_group_makes_the_pod_wait_with_the_field():
     result = svc.run(lambda c: filter_call(c, objs[-1], ["node-0"]))
     reason = result["FailedAndUnresolvableNodes"]["node-0"]
     assert "spec.schedulingGroup.podGroupName: must be a string" in reason
+
+
+# --- upstream's PostFilter: a group's reservation no pod of the group uses is dropped ---------
+
+
+def _group_cluster(bound_member: bool) -> list[dict[str, Any]]:
+    """A claim the group shares, allocated on a node that is gone and reserved for the group."""
+    shared = [{"name": "gpu", "resourceClaimName": "shared"}]
+    objs = [*gpu_cluster(nodes=1, per_node=1), node_slice("gone", gpus(1)), pod_group(claims=shared)]
+    reserved = allocated(claim("shared"), "gone", ["gpu-0"])
+    reserved["status"]["reservedFor"] = [GROUP_RESERVATION]
+    objs += [reserved, member("a", claims={"gpu": "shared"})]
+    b = member("b", claims={"gpu": "shared"})
+    if bound_member:
+        b["spec"]["nodeName"] = "gone"
+        b["status"] = {"phase": "Running"}
+    return [*objs, b]
+
+
+def test_a_failed_filter_drops_the_groups_reservation_when_no_member_is_scheduled():
+    svc = Service(_group_cluster(bound_member=False), feature_gates=WORKLOAD)
+
+    async def flow(client):
+        first = await filter_call(client, svc.pod("a"), ["node-0"])
+        await until("the group unreserved", lambda: not svc.claims()["shared"]["status"].get("reservedFor"))
+        # Reserved for nobody now, on a node that is gone: the next failed filter deallocates it.
+        second = await filter_call(client, svc.pod("a"), ["node-0"])
+        await until("the claim deallocated", lambda: "allocation" not in svc.claims()["shared"]["status"])
+        return first, second, await filter_call(client, svc.pod("a"), ["node-0"])
+
+    first, second, third = svc.run(flow)
+    assert first["NodeNames"] == second["NodeNames"] == []
+    assert third["NodeNames"] == ["node-0"]
+
+
+def test_a_groups_reservation_stays_while_a_member_is_scheduled():
+    svc = Service(_group_cluster(bound_member=True), feature_gates=WORKLOAD)
+
+    async def flow(client):
+        result = await filter_call(client, svc.pod("a"), ["node-0"])
+        await a_while()
+        return result
+
+    assert svc.run(flow)["NodeNames"] == []
+    assert svc.claims()["shared"]["status"]["reservedFor"] == [GROUP_RESERVATION]
+
+
+def test_without_the_gate_a_groups_reservation_is_left_alone():
+    svc = Service(_group_cluster(bound_member=False), feature_gates=Features.defaults("1.37"))
+
+    async def flow(client):
+        result = await filter_call(client, svc.pod("a"), ["node-0"])
+        await a_while()
+        return result
+
+    assert svc.run(flow)["NodeNames"] == []
+    assert svc.claims()["shared"]["status"]["reservedFor"] == [GROUP_RESERVATION]
