@@ -232,20 +232,13 @@ def test_a_failed_filter_drops_the_groups_reservation_when_no_member_is_schedule
     assert third["NodeNames"] == ["node-0"]
 
 
-def test_a_groups_reservation_stays_while_a_member_is_scheduled():
-    svc = Service(_group_cluster(bound_member=True), feature_gates=WORKLOAD)
-
-    async def flow(client):
-        result = await filter_call(client, svc.pod("a"), ["node-0"])
-        await a_while()
-        return result
-
-    assert svc.run(flow)["NodeNames"] == []
-    assert svc.claims()["shared"]["status"]["reservedFor"] == [GROUP_RESERVATION]
-
-
-def test_without_the_gate_a_groups_reservation_is_left_alone():
-    svc = Service(_group_cluster(bound_member=False), feature_gates=Features.defaults("1.37"))
+@pytest.mark.parametrize(
+    ("bound_member", "features"),
+    [(True, WORKLOAD), (False, Features.defaults("1.37"))],
+    ids=["a-member-is-scheduled", "gate-off"],
+)
+def test_a_groups_reservation_stays(bound_member: bool, features: Features) -> None:
+    svc = Service(_group_cluster(bound_member), feature_gates=features)
 
     async def flow(client):
         result = await filter_call(client, svc.pod("a"), ["node-0"])
