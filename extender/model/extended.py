@@ -28,13 +28,18 @@ def is_dra_extended_name(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith(_REQUESTS_PREFIX)
 
 
-def amount_of(value: object, what: str) -> Fraction:
+def quantity_of(value: object, what: str) -> Quantity:
+    """A quantity as a raw API map holds it; raises ValueError naming ``what``."""
     if not isinstance(value, str | int) or isinstance(value, bool):
         raise ValueError(f"{what}: must be a quantity string, got {type(value).__name__}")
     try:
-        return Quantity.parse(str(value)).value
+        return Quantity.parse(str(value))
     except ValueError as exc:
         raise ValueError(f"{what}: {exc}") from None
+
+
+def amount_of(value: object, what: str) -> Fraction:
+    return quantity_of(value, what).value
 
 
 def rounded_up_quantity(value: object, what: str) -> int:

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from extender.model.extended import HUGE_PAGES_PREFIX, is_node_allocatable_name, scheduler_units
+from extender.model.extended import (
+    HUGE_PAGES_PREFIX,
+    amount_of,
+    is_node_allocatable_name,
+    quantity_of,
+    scheduler_units,
+)
 from extender.model.quantity import Quantity
 
 Amounts = dict[str, Fraction]
@@ -68,17 +74,8 @@ class ClaimFootprint:
         }
 
 
-def _quantity(value: Any, where: str) -> Quantity:
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        raise ValueError(f"{where}: must be a quantity string, got {type(value).__name__}")
-    try:
-        return Quantity.parse(str(value))
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
-
-
 def _optional(value: Any, where: str) -> Quantity | None:
-    return None if value is None else _quantity(value, where)
+    return None if value is None else quantity_of(value, where)
 
 
 def _mappings(value: Any, where: str) -> list[Mapping[str, Any]]:
@@ -99,7 +96,7 @@ def parse_footprints(status: Mapping[str, Any], pod: str) -> tuple[ClaimFootprin
         if not isinstance(containers, list) or not all(isinstance(c, str) for c in containers):
             raise ValueError(f"{at}.containers: must be a list of strings")
         mapping = tuple(
-            (str(m.get("name")), _quantity(m.get("quantity"), f"{at}.mapping[{j}].quantity"))
+            (str(m.get("name")), quantity_of(m.get("quantity"), f"{at}.mapping[{j}].quantity"))
             for j, m in enumerate(_mappings(entry.get("mapping"), f"{at}.mapping"))
             if m.get("quantity") is not None
         )
@@ -135,7 +132,7 @@ def _list(resources: Any, where: str) -> Amounts | None:
     if not isinstance(resources, Mapping):
         raise ValueError(f"{where}: must be an object")
     return {
-        name: _quantity(value, f"{where}[{name}]").value
+        name: amount_of(value, f"{where}[{name}]")
         for name, value in resources.items()
         if is_node_allocatable_name(name)
     }
