@@ -34,6 +34,10 @@ class ContainerResources:
     extended: Mapping[str, int]  # DRA-backable names -> whole amount (zero kept)
 
 
+# Phases after which a pod holds nothing on its node any more.
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
@@ -67,6 +71,10 @@ class PodInfo:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED_PHASES
 
     @property
     def extended_requests(self) -> frozenset[str]:

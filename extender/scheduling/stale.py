@@ -112,9 +112,6 @@ def _node_gone(ctx: SchedulingContext, claim: ResourceClaim) -> str | None:
     return f"claim {claim.key} is allocated for nodes that no longer exist"
 
 
-_TERMINAL = ("Succeeded", "Failed")
-
-
 @dataclass(frozen=True, slots=True)
 class GroupReservations:
     """The claims reserved for the pod's PodGroup, which no pod of the group uses yet."""
@@ -140,7 +137,7 @@ def find_group_reservations(ctx: SchedulingContext, pod: PodInfo) -> GroupReserv
         if other.namespace != pod.namespace or _group_of(other) != name:
             continue
         if (
-            (other.node_name and other.phase not in _TERMINAL)
+            (other.node_name and not other.finished)
             or memory.may_be_bound(other.uid)
             or memory.binding(other.uid)
             or (other.uid != pod.uid and other.uid in expected)

@@ -358,9 +358,6 @@ def in_units(amounts: Mapping[str, Fraction]) -> dict[str, int]:
     return {name: scheduler_units(name, amount) for name, amount in amounts.items()}
 
 
-_TERMINAL = ("Succeeded", "Failed")
-
-
 class NodeRequests:
     """What the pods on each node request of the resources devices may use, in scheduler units.
 
@@ -382,12 +379,12 @@ class NodeRequests:
         ref = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         return in_units(pod_requests(raw, parse_footprints(status, ref), use_status=True))
 
-    def put(self, key: tuple[str, str], node: str, phase: str, units: dict[str, int] | None) -> None:
+    def put(self, key: tuple[str, str], node: str, finished: bool, units: dict[str, int] | None) -> None:
         """The cache's current version of a pod (``units``: ``units_of`` it, when bound)."""
         held = self._entries.get(key)
-        if node and phase not in _TERMINAL and units is not None:
+        if node and not finished and units is not None:
             self._set(key, (node, units, False))
-        elif held is not None and not (held[2] and not node and phase not in _TERMINAL):
+        elif held is not None and not (held[2] and not node and not finished):
             self.drop(key)  # an assumed pod stays until the watch shows it bound, or finished
 
     def assume(self, key: tuple[str, str], node: str, units: dict[str, int]) -> None:

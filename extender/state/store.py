@@ -296,7 +296,7 @@ class ClusterState:
         key = pod.key
         if self.node_requests is not None:
             units = NodeRequests.units_of(pod.raw) if pod.node_name else None  # may refuse the pod
-            self.node_requests.put(key, pod.node_name, pod.phase, units)
+            self.node_requests.put(key, pod.node_name, pod.finished, units)
         self.pods[key] = pod
         if pod.nominated_node and not pod.node_name:
             self.nominated[key] = pod

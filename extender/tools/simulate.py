@@ -108,7 +108,7 @@ def simulate(
 
 
 def _pending(pod: PodInfo) -> bool:
-    return not pod.node_name and not pod.deleting and pod.phase not in ("Succeeded", "Failed")
+    return not pod.node_name and not pod.deleting and not pod.finished
 
 
 def _created(state: ClusterState, key: tuple[str, str]) -> str:

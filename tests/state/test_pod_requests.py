@@ -153,19 +153,19 @@ def test_the_node_index_keeps_an_assumed_pod_until_the_watch_shows_it_bound():
     key = ("default", "a")
     index.assume(key, "node-0", {"cpu": 3000})
     # The echo of the pod's status write comes before the Binding's: still counted.
-    index.put(key, "", "Pending", None)
+    index.put(key, "", False, None)  # Pending
     assert index.requested("node-0") == {"cpu": 3000}
-    index.put(key, "node-0", "Running", {"cpu": 3000})
+    index.put(key, "node-0", False, {"cpu": 3000})  # Running
     assert index.requested("node-0") == {"cpu": 3000}
     assert index.requested("node-0", excluding=key) == {"cpu": 0}
-    index.put(key, "node-0", "Succeeded", None)
+    index.put(key, "node-0", True, None)  # Succeeded
     assert index.requested("node-0") == {}
 
 
 def test_the_node_index_drops_an_assumed_pod_that_is_deleted():
     index = NodeRequests()
     index.assume(("default", "a"), "node-0", {"cpu": 1000})
-    index.put(("default", "b"), "node-0", "Running", {"cpu": 500, "memory": 10})
+    index.put(("default", "b"), "node-0", False, {"cpu": 500, "memory": 10})  # Running
     index.drop(("default", "a"))
     assert index.requested("node-0") == {"cpu": 500, "memory": 10}
 
