@@ -268,11 +268,9 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
                 written.append(write)  # only a reservation: released best effort, holds no devices
         if errors:
             raise BindFailed("; ".join(errors))
-        if commit.status is not None:
-            await _record_extended_status(ctx, ref, commit.status, created)
-        if commit.footprints:
-            footprints_written = True  # even a failed patch may have landed
-            await _record_footprints(ctx, ref, commit.footprints, created)
+        if commit.status is not None or commit.footprints:
+            footprints_written = bool(commit.footprints)  # even a failed patch may have landed
+            await _record_pod_status(ctx, ref, commit, created)
         if plan is not None and ctx.features.binding:
             readiness = first_problem(_current_claims(ctx, plan, created))
             if readiness.failed:
@@ -318,44 +316,30 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     return ""
 
 
-async def _record_extended_status(
-    ctx: SchedulingContext, ref: PodRef, status: ExtendedStatus, created: Mapping[str, ResourceClaim]
+async def _record_pod_status(
+    ctx: SchedulingContext, ref: PodRef, commit: _Commit, created: Mapping[str, ResourceClaim]
 ) -> None:
-    name = status.claim_name or next(iter(created.values())).name
+    """PreBind's write of the pod's status, in one patch: its extended-resource claim and what
+    the claims cost the node. That claim goes by the name it got when bind created it."""
+    created_name = next(iter(created.values())).name if created else ""
+    fields: dict[str, Any] = {}
+    recorded = []
+    if commit.status is not None:
+        name = commit.status.claim_name or created_name
+        fields.update(commit.status.fields(name))
+        recorded.append(f"claim {ref.namespace}/{name}")
+    if commit.footprints:
+        real_name = created_name or IN_MEMORY_NAME
+        fields["nodeAllocatableResourceClaimStatuses"] = [
+            (replace(f, claim_name=real_name) if f.claim_name == IN_MEMORY_NAME else f).to_api()
+            for f in commit.footprints
+        ]
+        recorded.append("what the claims use of node resources")
     try:
-        await asyncio.wait_for(
-            ctx.binder.patch_pod_status(ref, status.fields(name)),
-            ctx.config.bind_timeout_s,
-        )
+        await asyncio.wait_for(ctx.binder.patch_pod_status(ref, fields), ctx.config.bind_timeout_s)
     except Exception as exc:
-        raise BindFailed(
-            f"recording claim {ref.namespace}/{name} in the status of pod {ref.name}: {exc}"
-        ) from None
-
-
-async def _record_footprints(
-    ctx: SchedulingContext,
-    ref: PodRef,
-    footprints: tuple[ClaimFootprint, ...],
-    created: Mapping[str, ResourceClaim],
-) -> None:
-    """PreBind's pod status write: what the claims cost the node, under their real names (the
-    extended-resource claim got its name when it was created)."""
-    created_name = next(iter(created.values())).name if created else IN_MEMORY_NAME
-    entries = [
-        replace(f, claim_name=created_name) if f.claim_name == IN_MEMORY_NAME else f for f in footprints
-    ]
-    try:
-        await asyncio.wait_for(
-            ctx.binder.patch_pod_status(
-                ref, {"nodeAllocatableResourceClaimStatuses": [f.to_api() for f in entries]}
-            ),
-            ctx.config.bind_timeout_s,
-        )
-    except Exception as exc:
-        raise BindFailed(
-            f"recording what the claims use of node resources in the status of pod {ref.name}: {exc}"
-        ) from None
+        what = " and ".join(recorded)
+        raise BindFailed(f"recording {what} in the status of pod {ref.name}: {exc}") from None
 
 
 async def _clear_footprints(ctx: SchedulingContext, ref: PodRef) -> None:
