@@ -207,14 +207,21 @@ async def _release(
         ctx.memory.end_bind(ref.uid)
 
 
-async def _release_one(ctx: SchedulingContext, ref: PodRef, item: Stale) -> None:
-    claim = item.claim
+async def _as_judged(ctx: SchedulingContext, claim: ResourceClaim) -> bool:
+    """Whether the API server still holds the claim as it was judged; otherwise the next filter
+    judges it again on what it says now."""
     current = await ctx.binder.read_claim(claim.namespace, claim.name)
     if current is None or (current.get("metadata") or {}).get("uid") != claim.uid:
-        return
+        return False
     if resource_version(current) != resource_version(claim.raw):
-        # Changed since it was judged: the next filter judges it again on what it says now.
-        log.info("stale claim %s changed since it was judged; left alone", claim.key)
+        log.info("claim %s changed since it was judged; left alone", claim.key)
+        return False
+    return True
+
+
+async def _release_one(ctx: SchedulingContext, ref: PodRef, item: Stale) -> None:
+    claim = item.claim
+    if not await _as_judged(ctx, claim):
         return
     log.info("releasing claim %s of pod %s/%s: %s", claim.key, ref.namespace, ref.name, item.why)
     if item.extended:
@@ -233,9 +240,8 @@ async def _unreserve_group(ctx: SchedulingContext, reservations: GroupReservatio
     ref = PodRef(group.namespace, group.name, group.uid)
     for claim in reservations.claims:
         try:
-            current = await ctx.binder.read_claim(claim.namespace, claim.name)
-            if current is None or resource_version(current) != resource_version(claim.raw):
-                continue  # gone or changed since it was judged: the next filter judges it again
+            if not await _as_judged(ctx, claim):
+                continue
             log.info(
                 "unreserving claim %s for PodGroup %s: no pod of the group is scheduled", claim.key, group.ref
             )
