@@ -126,8 +126,8 @@ def load_local(state: ClusterState, directory: Path | None) -> LocalCluster:
     cluster = LocalCluster(state)
     files = demo_files() if directory is None else state_files(directory)
     # Loading allocates millions of long-lived objects: each full collection on the way re-scanned
-    # the growing cache (about 40% of a 5,000-node start). It makes no cycles worth collecting
-    # early; the CLI collects once, then freezes what was loaded.
+    # the growing cache (about 40% of a 5,000-node start). It makes no cycles worth collecting;
+    # serve then freezes what was loaded without a collection (cli._build_frozen).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
