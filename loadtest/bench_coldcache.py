@@ -93,8 +93,10 @@ def one_round(nodes: int, devices: int, roots: int, variant: str, profile: bool)
     """Load the cluster, then time the first and the second filter (wall and CPU)."""
     workload = cluster(nodes, devices, roots, variant)
     ctx = service(workload)
+    # Frozen as `serve` freezes what it loaded; collected first, since this process also
+    # generated the workload, which serve does not.
     gc.collect()
-    gc.freeze()  # as `serve` does after loading
+    gc.freeze()
     names = workload.node_names
     figures: dict[str, Any] = {}
     profiler = cProfile.Profile() if profile else None

@@ -119,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--nodes, --pods and --devices-per-node must be >= 1")
     workload = generate(args.workload, WorkloadParams(args.nodes, args.devices_per_node, args.pods, seed=1))
     ctx = service(workload)
+    # Frozen as `serve` freezes what it loaded (full collections skip the loaded cluster); collected
+    # first, since this process also generated the workload, which serve does not.
     gc.collect()
-    gc.freeze()  # as `serve` does after loading: full collections skip the loaded cluster
+    gc.freeze()
     candidates = args.candidates or nodes_to_find(args.nodes)
     profiler = cProfile.Profile() if args.profile else None
     if profiler is not None:
