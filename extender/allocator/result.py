@@ -90,8 +90,9 @@ def build_config(claim: ResourceClaim, chosen: Sequence[RequestData]) -> tuple[C
 
 
 def build_node_selector(
-    claim: ResourceClaim, picks: Sequence[Pick], node: Node | None
+    claim: ResourceClaim, picks: Sequence[Pick], node: Node | None, here: NodeSelector | None
 ) -> NodeSelector | None:
+    """``here`` is the node's own selector (one field term on its name), kept with its pools."""
     expressions: list[Requirement] = []
     fields: list[Requirement] = []
     for pick in picks:
@@ -101,6 +102,8 @@ def build_node_selector(
         else:
             name, selector = slice_.node_name, slice_.node_selector
         if name or device.binds_to_node:
+            if here is not None:
+                return here
             target = node.name if node is not None else name
             only = Requirement(key="metadata.name", operator="In", values=(target,))
             return NodeSelector(
@@ -131,12 +134,15 @@ def build_node_selector(
 def build_result(
     claim: ResourceClaim,
     picks: Sequence[Pick],
-    chosen: Sequence[RequestData],
+    config: tuple[ConfigEntry, ...],
     node: Node | None,
     binding: bool,
+    here: NodeSelector | None,
 ) -> AllocationResult:
+    """``config`` is ``build_config`` of the claim and its chosen (sub)requests: the same for
+    every node, so a result built for a node alike reuses it."""
     return AllocationResult(
         devices=tuple(device_result(p, binding) for p in picks),
-        config=build_config(claim, chosen),
-        node_selector=build_node_selector(claim, picks, node),
+        config=config,
+        node_selector=build_node_selector(claim, picks, node, here),
     )

@@ -96,4 +96,5 @@ class SchedulingContext:
             deadline=self.deadline() if deadline is None else deadline,
             pause=pause,
             node_timeout=self.config.node_timeout_s,
+            gathered=self.state.gathered_pools(),
         )

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from extender.allocator.alike import GatheredPools
 from extender.model import (
     DeviceClass,
     DeviceTaintRule,
@@ -115,6 +116,8 @@ class ClusterState:
         self._floor_epoch = 0  # the inventory epoch ``_floor`` accounts for
         self._stamps: dict[str, int] = {}
         self._synced: set[str] = set()
+        self._gathered: GatheredPools | None = None
+        self._gathered_epoch = 0  # the inventory epoch ``_gathered`` was made for
         # Claims whose cached version was written by us: kube-scheduler's assume cache
         # (pkg/scheduler/util/assumecache), where our write wins over older watch events.
         self._assumed: set[ObjKey] = set()
@@ -337,7 +340,11 @@ class ClusterState:
         self.inventory_epoch += 1
 
     def mark_synced(self, kind: str) -> None:
+        was_synced = self.synced
         self._synced.add(kinds.kind(kind).name)
+        if self.synced and not was_synced:
+            # Before the first filter: on a big cluster its first lap gathered every node.
+            self.gathered_pools().fill(self.nodes.values())
 
     @property
     def synced(self) -> bool:
@@ -429,6 +436,14 @@ class ClusterState:
                     stamps[node] = self._clock
             inuse.changed_pools.clear()
         return self._stamps, self._floor, self._clock
+
+    def gathered_pools(self) -> GatheredPools:
+        """Nodes' gathered pools for the current inventory, shared by every request's
+        allocator until the inventory next changes (extender/allocator/alike/gathered.py)."""
+        if self._gathered is None or self._gathered_epoch != self.inventory_epoch:
+            self._gathered = GatheredPools(self.slices, self.features)
+            self._gathered_epoch = self.inventory_epoch
+        return self._gathered
 
     def _raise_floor(self) -> None:
         self._clock += 1

@@ -1,7 +1,8 @@
 """Answers shared between nodes alike (``ShapeMemo``) are the answers the search gives.
 
 The randomized clusters run every node through one allocator with the memo and one without,
-in the same order, and every outcome must be the same: the results' API form (share IDs,
+in the same order, then through a second allocator with the memo that reads the first one's
+gathered pools (a later request), and every outcome must be the same: the results' API form (share IDs,
 fresh per allocation, are compared as present or not), "does not fit" with its reason, or the
 error's class and text. The clusters mix what the key is about: nodes copied from a template
 and nodes alike but for one device (one attribute, taint, binding condition or counter
@@ -26,6 +27,7 @@ from extender.allocator import (
     Features,
     SliceList,
 )
+from extender.allocator.alike import GatheredPools
 from extender.cel.environment import Environment
 from extender.model import DeviceClass, Node, ResourceClaim, ResourceSlice
 from tests.allocator.builders import (
@@ -278,12 +280,19 @@ def _compare(seed: int) -> int:
     order = nodes + rng.sample(nodes, len(nodes))  # each node once, then again in another order
     gates = GATES if rng.random() < 0.5 else [g for g in GATES if rng.random() < 0.8]
     cel = Environment.create()
-    shared = _allocator(slices, classes, state, True, cel, gates=gates)
     plain = _allocator(slices, classes, state, False, cel, gates=gates)
-    for target in order:
-        assert _outcome(shared, target, claims) == _outcome(plain, target, claims), (seed, target.name)
-    assert shared.shapes is not None
-    return shared.shapes.hits
+    # Two requests over one inventory: the second reads the pools and shapes the first gathered.
+    source, features = SliceList(slices), Features.from_gate_names(gates)
+    gathered = GatheredPools(source, features)
+    by_class = {c.name: c for c in classes}
+    hits = 0
+    for _ in range(2):
+        shared = Allocator(features, state, by_class, source, cel, gathered=gathered)
+        for target in order:
+            assert _outcome(shared, target, claims) == _outcome(plain, target, claims), (seed, target.name)
+        assert shared.shapes is not None
+        hits += shared.shapes.hits
+    return hits
 
 
 @pytest.mark.parametrize("chunk", range(8))

@@ -262,3 +262,23 @@ def test_a_pod_parsed_by_its_writer_is_kept_and_indexed_like_an_applied_one():
     state.put_pod(parse_pod(bound))
     assert state.nominated == {} and state.pod("team", "w").node_name == "node-0"
     assert state.raw("Pod", ("team", "w")) is bound
+
+
+def test_gathered_pools_are_filled_at_sync_and_kept_until_the_inventory_changes():
+    state = ClusterState()
+    state.apply("Node", node("node-0"))
+    state.apply("ResourceSlice", node_slice("node-0", gpus(2)))
+    for kind in KINDS:
+        state.mark_synced(kind)
+    gathered = state.gathered_pools()
+    assert len(gathered) == 1  # filled once every kind had synced, before any request
+    entry = gathered.for_node(state.nodes["node-0"])
+    assert [c.device.name for p in entry.pools for c in p.candidates] == ["gpu-0", "gpu-1"]
+    state.apply("Pod", pod("p"))
+    state.apply("Node", node("node-0"))  # a heartbeat: nothing allocation reads
+    assert state.gathered_pools() is gathered
+    state.apply("ResourceSlice", node_slice("node-0", gpus(3)))
+    regathered = state.gathered_pools()
+    assert regathered is not gathered and len(regathered) == 0
+    entry = regathered.for_node(state.nodes["node-0"])
+    assert [c.device.name for p in entry.pools for c in p.candidates] == ["gpu-0", "gpu-1", "gpu-2"]

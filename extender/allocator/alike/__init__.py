@@ -1,0 +1,8 @@
+"""What the allocator need not work out twice: a node's gathered pools, kept across requests
+until the slices change (gathered.py), and one search's answer for every node alike
+(shapes.py)."""
+
+from extender.allocator.alike.gathered import GatheredPools, NodePools
+from extender.allocator.alike.shapes import Answer, NodeShape, ShapeMemo
+
+__all__ = ["Answer", "GatheredPools", "NodePools", "NodeShape", "ShapeMemo"]
