@@ -11,19 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from extender.allocator.alike import Answer, GatheredPools, ShapeMemo
+from extender.allocator.alike import AlikeResults, GatheredPools, ShapeMemo
 from extender.allocator.counters import CounterValues, PoolKey
 from extender.allocator.diagnose import explain_failure
 from extender.allocator.errors import AllocationTimeout, NodeAllocationFailure
-from extender.allocator.pools import Candidate, Pool
+from extender.allocator.pools import Pool
 from extender.allocator.requests import validate_claims
-from extender.allocator.result import Pick, build_config, build_result
+from extender.allocator.result import build_config, build_result
 from extender.allocator.search import Search
 from extender.allocator.selection import SelectorCache
 from extender.allocator.sources import SliceSource
 from extender.allocator.state import AllocatedState
 from extender.cel.environment import Environment
-from extender.model import AllocationResult, DeviceClass, Node, NodeSelector, ResourceClaim
+from extender.model import AllocationResult, DeviceClass, Node, ResourceClaim
 from extender.model.features import Features
 
 
@@ -72,8 +72,12 @@ class Allocator:
     def pools_for(self, node: Node | None) -> list[Pool]:
         return self._gathered.for_node(node).pools
 
-    def allocate(self, node: Node | None, claims: Sequence[ResourceClaim]) -> list[AllocationResult] | None:
+    def allocate(
+        self, node: Node | None, claims: Sequence[ResourceClaim]
+    ) -> Sequence[AllocationResult] | None:
         """One result per claim, or None when the claims cannot be satisfied on this node.
+
+        A node alike to one searched before gets ``AlikeResults``, built when first read.
 
         Raises AllocationError (fatal for the pod), NodeAllocationFailure (this node has
         invalid pools and nothing fitted) or AllocationTimeout.
@@ -95,7 +99,7 @@ class Allocator:
                 if deadline is not None and time.monotonic() > deadline:
                     # A spent budget stops a search at its first step: so it does here.
                     raise AllocationTimeout("filter operation aborted: context deadline exceeded")
-                return self._results(answer, node, claims, shape.candidates, here)
+                return AlikeResults(answer, node, claims, shape.candidates, here, self.features.binding)
         search = Search(
             self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
             deadline, self.pause,
@@ -109,34 +113,12 @@ class Allocator:
             self.last_failure = explain_failure(search)
             return None
         binding = self.features.binding
-        results = [
+        results = tuple(
             build_result(
                 claim, search.results[c], build_config(claim, search.chosen(c)), node, binding, here
             )
             for c, claim in enumerate(claims)
-        ]
+        )
         if shape is not None and memo is not None:
             memo.record(shape, search, pools, results)
         return results
-
-    def _results(
-        self,
-        answer: Answer,
-        node: Node,
-        claims: Sequence[ResourceClaim],
-        candidates: list[Candidate],
-        here: NodeSelector | None,
-    ) -> list[AllocationResult]:
-        """An alike node's answer, built for this node's devices as the search would build it."""
-        binding = self.features.binding
-        return [
-            build_result(
-                claim,
-                [Pick(data, candidates[index], None, None) for index, data in answer.picks[c]],
-                answer.configs[c],
-                node,
-                binding,
-                here,
-            )
-            for c, claim in enumerate(claims)
-        ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from extender.allocator.constraints import applies
 from extender.allocator.errors import AllocationError
@@ -34,6 +35,8 @@ class RequestData:
     admin: bool
     all_mode: bool
     num_devices: int = 0
+    # The tolerations as an allocation result records them: every result of the request has them.
+    result_tolerations: tuple[Mapping[str, Any], ...] = ()
     all_devices: list[Candidate] = field(default_factory=list)
     constraints: tuple[int, ...] = ()  # indices into the claim's constraints that bind this request
 
@@ -99,6 +102,7 @@ def _request_data(
         admin=exact.admin_access is True,
         all_mode=exact.allocation_mode == "All",
         num_devices=exact.count,
+        result_tolerations=tuple(t.raw for t in exact.tolerations),
     )
 
 

@@ -20,7 +20,7 @@ pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -162,7 +162,7 @@ class Placement:
     """Everything bind commits on its node, decided before anything is held or written."""
 
     variant: Variant  # ``variant.claims`` get ``results``, in order
-    results: tuple[AllocationResult, ...]
+    results: Sequence[AllocationResult]
     reserve: tuple[ResourceClaim, ...]  # allocated claims that do not list the pod in reservedFor yet
     status: ExtendedStatus | None  # what the pod's status must say about its extended-resource claim
     # The extended-resource claim of ``variant`` exists only in memory: bind creates it from this.
@@ -509,7 +509,7 @@ class PodPlan:
                 self.cache_hits[phase] += 1
         if verdict is None:
             verdict = self._allocate(node, phase, variant.claims, view)
-            if table is not None and verdict.reason != TIMEOUT and not _has_shares(verdict.results):
+            if table is not None and verdict.reason != TIMEOUT and not verdict.shares:
                 template = "" if verdict.fits else _reason_template(verdict.reason, variant.keys)
                 # Kept only if the node did not move while it was computed (``put``).
                 shared = SharedVerdict(signature, variant.keys, verdict, template)
@@ -521,7 +521,7 @@ class PodPlan:
         return verdict
 
     def node_resources(
-        self, node: Node, variant: Variant, results: tuple[AllocationResult, ...]
+        self, node: Node, variant: Variant, results: Sequence[AllocationResult]
     ) -> NodeResourcesOutcome:
         """What the pod's claims, allocated as given on ``node``, cost the node, and whether the
         pod still fits there (DRANodeAllocatableResources)."""
@@ -551,7 +551,7 @@ class PodPlan:
         variant = self.variant(node)
         if isinstance(variant, str):
             return f"{where}: {variant}"
-        results: tuple[AllocationResult, ...] = ()
+        results: Sequence[AllocationResult] = ()
         # A hold may have appeared since filter without changing the node's signature.
         remembered = self.remembered(node.name) if variant.claims and node.name not in self.held else None
         if remembered is not None and remembered[1] == variant.uids:
@@ -638,7 +638,7 @@ class PodPlan:
             reason = allocator.last_failure or "cannot allocate all claims"
             return NodeVerdict(False, reason, resolvable=self._devices_in_use_near(node))
         outcomes[(phase, "fit")] += 1
-        return NodeVerdict.fitting(tuple(results))
+        return NodeVerdict.fitting(results)
 
     def _devices_in_use_near(self, node: Node) -> bool:
         per_pool = self.ctx.state.inuse.per_pool
@@ -689,7 +689,3 @@ def _reason_template(reason: str, claim_keys: tuple[str, ...]) -> str:
     for i, claim_key in enumerate(claim_keys):
         reason = reason.replace(f"claim {claim_key}", f"claim {_slot(i)}")
     return reason
-
-
-def _has_shares(results: tuple[AllocationResult, ...]) -> bool:
-    return any(d.share_id for r in results for d in r.devices)

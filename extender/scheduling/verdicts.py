@@ -8,9 +8,10 @@ for its prioritize and bind.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from extender.allocator.alike import Takes
 from extender.model import AllocationResult, DeviceID
 
 TIMEOUT = "timed out trying to allocate devices"
@@ -23,23 +24,18 @@ class NodeVerdict:
     fits: bool
     reason: str = ""
     resolvable: bool = False  # preemption might help
-    results: tuple[AllocationResult, ...] = ()
-    # Derived from ``results`` once (see ``fitting``): verdicts are shared by every pod of a
-    # template, and prioritize reads these for each node of each pod.
+    results: Sequence[AllocationResult] = ()  # a node alike's are built when first read
+    # What ``results`` take (see ``fitting``): verdicts are shared by every pod of a template,
+    # and prioritize reads these for each node of each pod.
     devices: frozenset[DeviceID] = frozenset()
     drivers: frozenset[str] = frozenset()
     taken: int = 0  # devices the allocation takes away from others (admin access takes none)
+    shares: bool = False  # whether a device is allocated by share ID (fresh per allocation)
 
     @classmethod
-    def fitting(cls, results: tuple[AllocationResult, ...]) -> NodeVerdict:
-        picked = [d for r in results for d in r.devices]
-        return cls(
-            True,
-            results=results,
-            devices=frozenset(d.id for d in picked),
-            drivers=frozenset(d.driver for d in picked),
-            taken=sum(not d.admin_access for d in picked),
-        )
+    def fitting(cls, results: Sequence[AllocationResult]) -> NodeVerdict:
+        takes = Takes.of(results)
+        return cls(True, "", False, results, takes.devices, takes.drivers, takes.taken, takes.shares)
 
 
 FITS = NodeVerdict(True)

@@ -27,7 +27,7 @@ from extender.allocator import (
     Features,
     SliceList,
 )
-from extender.allocator.alike import GatheredPools
+from extender.allocator.alike import AlikeResults, GatheredPools, Takes
 from extender.cel.environment import Environment
 from extender.model import DeviceClass, Node, ResourceClaim, ResourceSlice
 from tests.allocator.builders import (
@@ -85,7 +85,8 @@ def _outcome(alloc: Allocator, target: Node, claims: list[ResourceClaim]) -> Out
         return ("error", type(exc).__name__, exc.message)
     if results is None:
         return ("none", alloc.last_failure)
-    return ("done", [_api(r.to_api()) for r in results])
+    takes = Takes.of(results)  # read before the results: a node alike's are not built yet
+    return ("done", [_api(r.to_api()) for r in results], takes.devices, takes.drivers, takes.taken)
 
 
 # -- random clusters ----------------------------------------------------------------------
@@ -330,6 +331,24 @@ def test_template_nodes_share_one_search_and_get_their_own_pool_and_node() -> No
         ]
         assert api["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [n.name]
     assert alloc.shapes is not None and alloc.shapes.hits == 4
+
+
+def test_a_node_alike_gets_results_built_when_first_read() -> None:
+    nodes, slices = _template_cluster(2, _gpus(2, 2))
+    alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
+    claims = [claim(request("gpu", count=2, adminAccess=True))]
+    searched = alloc.allocate(nodes[0], claims)
+    alike = alloc.allocate(nodes[1], claims)
+    assert isinstance(alike, AlikeResults) and not isinstance(searched, AlikeResults)
+    assert searched is not None and alike.takes == (
+        frozenset({(DRIVER, "node-1", "gpu-0"), (DRIVER, "node-1", "gpu-1")}),
+        frozenset({DRIVER}),
+        0,  # admin access takes nothing from others
+        False,
+    )
+    assert Takes.of(searched).devices == {(DRIVER, "node-0", "gpu-0"), (DRIVER, "node-0", "gpu-1")}
+    assert [d.pool for d in alike[0].devices] == ["node-1", "node-1"]
+    assert alike == tuple(alike) and len(alike) == 1 and alike[:1] == tuple(alike)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """What the allocator need not work out twice: a node's gathered pools, kept across requests
 until the slices change (gathered.py), and one search's answer for every node alike
-(shapes.py)."""
+(shapes.py), whose results are built only when read (results.py)."""
 
 from extender.allocator.alike.gathered import GatheredPools, NodePools
+from extender.allocator.alike.results import AlikeResults, Takes
 from extender.allocator.alike.shapes import Answer, NodeShape, ShapeMemo
 
-__all__ = ["Answer", "GatheredPools", "NodePools", "NodeShape", "ShapeMemo"]
+__all__ = ["AlikeResults", "Answer", "GatheredPools", "NodePools", "NodeShape", "ShapeMemo", "Takes"]

@@ -30,7 +30,7 @@ class NodePools:
     pools: list[Pool]
     # Every device of the pools, those of slices the node does not see included: what must be
     # free for the node's shape to stand for its search (shapes.py).
-    device_ids: tuple[DeviceID, ...]
+    device_ids: frozenset[DeviceID]  # a set: checked against the in-use sets by stored hashes
     table: ShapeTable
     _shape: NodeShape | None = field(default=None, repr=False)
     _only_here: NodeSelector | None = field(default=None, repr=False)
@@ -79,7 +79,7 @@ class GatheredPools:
         if known is not None and known.node is node:
             return known
         pools = gather_pools(self.slices, node, self.features)
-        ids = tuple(d.id for p in pools for s in (*p.slices, *p.other_slices) for d in s.devices)
+        ids = frozenset(d.id for p in pools for s in (*p.slices, *p.other_slices) for d in s.devices)
         entry = self._by_node[key] = NodePools(node, pools, ids, self._table)
         return entry
 

@@ -59,6 +59,8 @@ class Answer:
 
     picks: list[list[tuple[int, RequestData]]]  # per claim: (candidate index, (sub)request)
     configs: list[tuple[ConfigEntry, ...]]  # per claim: the result's config, the same on every node
+    drivers: frozenset[str]  # of the picked devices: the same on every node alike
+    taken: int  # picked devices without admin access
     # The searched node's pools and the claims: they keep the objects whose identities the key
     # holds (CEL memos of its devices, claims) alive, so that no other object takes those ids.
     pools: Sequence[Pool]
@@ -130,6 +132,8 @@ class ShapeMemo:
         # (claims, node key) -> read bound -> (prefix number, bound is the whole list) -> answer
         self._answers: dict[Key, dict[int, dict[tuple[int, bool], Answer]]] = {}
         self.hits = 0
+        self._claims: Sequence[ResourceClaim] = ()  # the claims last looked up, and their key
+        self._claims_key: Key = ()
 
     def untouched(self, device_ids: Iterable[DeviceID]) -> bool:
         """Whether committed allocations hold none of these devices (a node's, with the devices
@@ -147,7 +151,9 @@ class ShapeMemo:
         )
 
     def lookup(self, claims: Sequence[ResourceClaim], shape: NodeShape) -> Answer | None:
-        by_bound = self._answers.get((tuple(map(id, claims)), shape.key))
+        if claims is not self._claims:  # one filter asks for the same claims on every node
+            self._claims, self._claims_key = claims, tuple(map(id, claims))
+        by_bound = self._answers.get((self._claims_key, shape.key))
         if by_bound is None:
             return None
         count = len(shape.candidates)
@@ -181,7 +187,15 @@ class ShapeMemo:
             prefix = shape.prefix(bound)
         except AllocationError:
             return
-        answer = Answer(picks, [result.config for result in results], pools, search.claims)
+        picked = [d for result in results for d in result.devices]
+        answer = Answer(
+            picks,
+            [result.config for result in results],
+            frozenset(d.driver for d in picked),
+            sum(not d.admin_access for d in picked),
+            pools,
+            search.claims,
+        )
         by_bound = self._answers.setdefault((tuple(map(id, search.claims)), shape.key), {})
         by_bound.setdefault(bound, {})[(prefix, bound == count)] = answer
 

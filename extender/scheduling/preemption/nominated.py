@@ -15,7 +15,7 @@ flight) has nothing left to allocate and holds nothing beyond what the in-use se
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from extender.allocator import AllocatedState
@@ -117,7 +117,7 @@ def with_holdings(base: AllocatedState, held: Iterable[Holdings]) -> AllocatedSt
 
 def _expected(
     ctx: HoldWiring, pod: PodInfo, node: Node, view: AllocatedState
-) -> tuple[AllocationResult, ...]:
+) -> Sequence[AllocationResult]:
     """What ``pod`` would be given on ``node`` over ``view`` (nothing if it does not fit)."""
     try:
         plan = PodPlan.build(ctx, pod, holds=False)

@@ -1,0 +1,113 @@
+"""An alike node's results, built when first read, and what any node's results take.
+
+A filter's first lap over a big cluster meets thousands of nodes alike (shapes.py) and keeps a
+verdict for each, but reads the results of few: the nodes prioritize weighs against nominated
+pods' devices and the one bind commits. Building every node's results was a third of such a
+filter's CPU (docs/performance.md, "15,000 nodes by simulation"). What each verdict keeps of
+them (``Takes``) is read from the answer's picks instead; the results themselves are built, by
+the same code as a search's, the first time something reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, overload
+
+from extender.allocator.alike.shapes import Answer
+from extender.allocator.pools import Candidate
+from extender.allocator.result import Pick, build_result
+from extender.model import AllocationResult, DeviceID, Node, NodeSelector, ResourceClaim
+
+
+class Takes(NamedTuple):
+    """What an allocation takes from others, in the form verdicts keep and prioritize reads.
+
+    A tuple: one is made for each node of a cold lap, and a dataclass costs twice as much."""
+
+    devices: frozenset[DeviceID]
+    drivers: frozenset[str]
+    taken: int  # devices taken away from others (admin access takes none)
+    shares: bool  # a device allocated by share ID (fresh per allocation)
+
+    @classmethod
+    def of(cls, results: Sequence[AllocationResult]) -> Takes:
+        if isinstance(results, AlikeResults):
+            return results.takes
+        devices: list[DeviceID] = []
+        drivers: set[str] = set()
+        taken = 0
+        shares = False
+        for result in results:
+            for d in result.devices:
+                devices.append((d.driver, d.pool, d.device))
+                drivers.add(d.driver)
+                taken += not d.admin_access
+                shares = shares or bool(d.share_id)
+        return cls(frozenset(devices), frozenset(drivers), taken, shares)
+
+
+class AlikeResults(Sequence[AllocationResult]):
+    """One result per claim, for ``node`` from an alike node's ``answer``; built on first read."""
+
+    __slots__ = ("_answer", "_binding", "_built", "_candidates", "_claims", "_here", "_node", "takes")
+
+    def __init__(
+        self,
+        answer: Answer,
+        node: Node,
+        claims: Sequence[ResourceClaim],
+        candidates: list[Candidate],
+        here: NodeSelector | None,
+        binding: bool,
+    ) -> None:
+        self._answer = answer
+        self._node = node
+        self._claims = claims
+        self._candidates = candidates
+        self._here = here
+        self._binding = binding
+        self._built: tuple[AllocationResult, ...] | None = None
+        # The candidates at the picked indices are this node's devices; the drivers and counts
+        # are the searched node's, which the shapes match pool by pool and pick by pick.
+        devices = frozenset([candidates[index].device.id for picks in answer.picks for index, _ in picks])
+        self.takes = Takes(devices, answer.drivers, answer.taken, False)
+
+    def _results(self) -> tuple[AllocationResult, ...]:
+        built = self._built
+        if built is None:
+            answer, candidates, binding = self._answer, self._candidates, self._binding
+            built = self._built = tuple(
+                build_result(
+                    claim,
+                    [Pick(data, candidates[index], None, None) for index, data in answer.picks[c]],
+                    answer.configs[c],
+                    self._node,
+                    binding,
+                    self._here,
+                )
+                for c, claim in enumerate(self._claims)
+            )
+        return built
+
+    @overload
+    def __getitem__(self, index: int) -> AllocationResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[AllocationResult, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> AllocationResult | tuple[AllocationResult, ...]:
+        return self._results()[index]
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+    def __iter__(self) -> Iterator[AllocationResult]:
+        return iter(self._results())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, AlikeResults):
+            other = other._results()
+        return isinstance(other, tuple) and self._results() == other
+
+    def __hash__(self) -> int:
+        return hash(self._results())
