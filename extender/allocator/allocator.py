@@ -90,7 +90,6 @@ class Allocator:
             deadline = node_deadline if deadline is None else min(deadline, node_deadline)
         gathered = self._gathered.for_node(node)
         pools = gathered.pools
-        here = gathered.only_here() if node is not None else None
         memo, shape = self.shapes, None
         if memo is not None and node is not None and memo.untouched(gathered.device_ids):
             shape = gathered.shape()
@@ -99,7 +98,7 @@ class Allocator:
                 if deadline is not None and time.monotonic() > deadline:
                     # A spent budget stops a search at its first step: so it does here.
                     raise AllocationTimeout("filter operation aborted: context deadline exceeded")
-                return AlikeResults(answer, node, claims, shape.candidates, here, self.features.binding)
+                return AlikeResults(answer, node, claims, gathered, self.features.binding)
         search = Search(
             self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
             deadline, self.pause,
@@ -113,6 +112,7 @@ class Allocator:
             self.last_failure = explain_failure(search)
             return None
         binding = self.features.binding
+        here = gathered.only_here() if node is not None else None
         results = tuple(
             build_result(
                 claim, search.results[c], build_config(claim, search.chosen(c)), node, binding, here

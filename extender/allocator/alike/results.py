@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple, overload
 
+from extender.allocator.alike.gathered import NodePools
 from extender.allocator.alike.shapes import Answer
-from extender.allocator.pools import Candidate
 from extender.allocator.result import Pick, build_result
-from extender.model import AllocationResult, DeviceID, Node, NodeSelector, ResourceClaim
+from extender.model import AllocationResult, DeviceID, Node, ResourceClaim
 
 
 class Takes(NamedTuple):
@@ -49,23 +49,22 @@ class Takes(NamedTuple):
 class AlikeResults(Sequence[AllocationResult]):
     """One result per claim, for ``node`` from an alike node's ``answer``; built on first read."""
 
-    __slots__ = ("_answer", "_binding", "_built", "_candidates", "_claims", "_here", "_node", "takes")
+    __slots__ = ("_answer", "_binding", "_built", "_claims", "_gathered", "_node", "takes")
 
     def __init__(
         self,
         answer: Answer,
         node: Node,
         claims: Sequence[ResourceClaim],
-        candidates: list[Candidate],
-        here: NodeSelector | None,
+        gathered: NodePools,
         binding: bool,
     ) -> None:
         self._answer = answer
         self._node = node
         self._claims = claims
-        self._candidates = candidates
-        self._here = here
+        self._gathered = gathered
         self._binding = binding
+        candidates = gathered.shape().candidates
         self._built: tuple[AllocationResult, ...] | None = None
         # The candidates at the picked indices are this node's devices; the drivers and counts
         # are the searched node's, which the shapes match pool by pool and pick by pick.
@@ -75,7 +74,8 @@ class AlikeResults(Sequence[AllocationResult]):
     def _results(self) -> tuple[AllocationResult, ...]:
         built = self._built
         if built is None:
-            answer, candidates, binding = self._answer, self._candidates, self._binding
+            answer, binding, gathered = self._answer, self._binding, self._gathered
+            candidates, here = gathered.shape().candidates, gathered.only_here()
             built = self._built = tuple(
                 build_result(
                     claim,
@@ -83,7 +83,7 @@ class AlikeResults(Sequence[AllocationResult]):
                     answer.configs[c],
                     self._node,
                     binding,
-                    self._here,
+                    here,
                 )
                 for c, claim in enumerate(self._claims)
             )
