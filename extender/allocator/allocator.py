@@ -15,7 +15,6 @@ from extender.allocator.alike import AlikeResults, GatheredPools, ShapeMemo
 from extender.allocator.counters import CounterValues, PoolKey
 from extender.allocator.diagnose import explain_failure
 from extender.allocator.errors import AllocationTimeout, NodeAllocationFailure
-from extender.allocator.pools import Pool
 from extender.allocator.requests import validate_claims
 from extender.allocator.result import build_config, build_result
 from extender.allocator.search import Search
@@ -68,9 +67,6 @@ class Allocator:
         # Pools gathered over other slices or gates would not be this allocator's.
         usable = gathered is not None and gathered.slices is slices and gathered.features == features
         self._gathered = gathered if usable and gathered is not None else GatheredPools(slices, features)
-
-    def pools_for(self, node: Node | None) -> list[Pool]:
-        return self._gathered.for_node(node).pools
 
     def allocate(
         self, node: Node | None, claims: Sequence[ResourceClaim]

@@ -9,7 +9,7 @@ for its prioritize and bind.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from extender.allocator.alike import Takes
 from extender.model import AllocationResult, DeviceID
@@ -17,9 +17,12 @@ from extender.model import AllocationResult, DeviceID
 TIMEOUT = "timed out trying to allocate devices"
 
 
-@dataclass(frozen=True, slots=True)
-class NodeVerdict:
-    """One node's answer for one pod: fits (with the allocation), or why not."""
+class NodeVerdict(NamedTuple):
+    """One node's answer for one pod: fits (with the allocation), or why not.
+
+    Immutable, as verdicts are shared between pods; a named tuple rather than a frozen
+    dataclass because a filter's first lap over a big cluster makes one per node, and a frozen
+    dataclass of these fields costs 0.9 µs to make against 0.25 µs (docs/performance.md)."""
 
     fits: bool
     reason: str = ""
@@ -41,9 +44,10 @@ class NodeVerdict:
 FITS = NodeVerdict(True)
 
 
-@dataclass(frozen=True, slots=True)
-class SharedVerdict:
-    """A node's answer for one claim-spec signature, shared by pods asking alike (see ``PodPlan``)."""
+class SharedVerdict(NamedTuple):
+    """A node's answer for one claim-spec signature, shared by pods asking alike (see ``PodPlan``).
+
+    A named tuple for the reason ``NodeVerdict`` is one."""
 
     node_signature: int  # the node's version it was computed at
     claim_keys: tuple[str, ...]  # "ns/name" of the claims it was computed for (named in reasons)

@@ -64,11 +64,11 @@ class AlikeResults(Sequence[AllocationResult]):
         self._claims = claims
         self._gathered = gathered
         self._binding = binding
-        candidates = gathered.shape().candidates
         self._built: tuple[AllocationResult, ...] | None = None
         # The candidates at the picked indices are this node's devices; the drivers and counts
         # are the searched node's, which the shapes match pool by pool and pick by pick.
-        devices = frozenset([candidates[index].device.id for picks in answer.picks for index, _ in picks])
+        candidates = gathered.shape().candidates
+        devices = frozenset([candidates[index].device.id for index in answer.indices])
         self.takes = Takes(devices, answer.drivers, answer.taken, False)
 
     def _results(self) -> tuple[AllocationResult, ...]:

@@ -58,6 +58,7 @@ class Answer:
     """What a successful search chose, by candidate index."""
 
     picks: list[list[tuple[int, RequestData]]]  # per claim: (candidate index, (sub)request)
+    indices: tuple[int, ...]  # every claim's picked candidates, in order
     configs: list[tuple[ConfigEntry, ...]]  # per claim: the result's config, the same on every node
     drivers: frozenset[str]  # of the picked devices: the same on every node alike
     taken: int  # picked devices without admin access
@@ -190,6 +191,7 @@ class ShapeMemo:
         picked = [d for result in results for d in result.devices]
         answer = Answer(
             picks,
+            tuple(index for claim_picks in picks for index, _ in claim_picks),
             [result.config for result in results],
             frozenset(d.driver for d in picked),
             sum(not d.admin_access for d in picked),
