@@ -75,11 +75,15 @@ def _relevant(node: Node | None, s: ResourceSlice, features: Features) -> bool:
     return False
 
 
+def _name(s: ResourceSlice) -> str:
+    return s.name
+
+
 def _build(
     pool: Pool, relevant: list[ResourceSlice], full: list[ResourceSlice] | None, features: Features
 ) -> None:
     counter_slices: list[ResourceSlice] = []
-    for s in sorted(relevant, key=lambda s: s.name):
+    for s in sorted(relevant, key=_name) if len(relevant) > 1 else relevant:
         if features.partitionable_devices and s.shared_counters:
             counter_slices.append(s)
         else:
@@ -93,13 +97,14 @@ def _build(
                 counter_slices.append(s)
             else:
                 pool.other_slices.append(s)
-    seen: set[str] = set()
-    for s in pool.slices:
-        for d in s.devices:
-            if d.name in seen:
-                pool.invalid = f"duplicate device name {d.name}"
+    device_names = [d.name for s in pool.slices for d in s.devices]
+    if len(set(device_names)) < len(device_names):
+        seen: set[str] = set()
+        for name in device_names:
+            if name in seen:
+                pool.invalid = f"duplicate device name {name}"
                 return
-            seen.add(d.name)
+            seen.add(name)
     if not features.partitionable_devices:
         return
     for s in counter_slices:
@@ -162,7 +167,6 @@ def gather_pools(source: SliceSource, node: Node | None, features: Features) -> 
         if not pool.usable:
             continue
         for s in pool.slices:
-            for d in s.devices:
-                pool.candidates.append(Candidate(index, d, s, pool))
-                index += 1
+            pool.candidates += [Candidate(i, d, s, pool) for i, d in enumerate(s.devices, index)]
+            index += len(s.devices)
     return pools

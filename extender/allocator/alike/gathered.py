@@ -79,17 +79,16 @@ class GatheredPools:
         if known is not None and known.node is node:
             return known
         pools = gather_pools(self.slices, node, self.features)
-        ids = frozenset(d.id for p in pools for s in (*p.slices, *p.other_slices) for d in s.devices)
+        ids = frozenset([d.id for p in pools for s in (*p.slices, *p.other_slices) for d in s.devices])
         entry = self._by_node[key] = NodePools(node, pools, ids, self._table)
         return entry
 
     def fill(self, nodes: Iterable[Node]) -> None:
-        """Gather ``nodes``, their shapes and selectors ahead of the first filters."""
+        """Gather ``nodes`` and their shapes ahead of the first filters, with the shape of the
+        first candidate, which every lookup compares (the rest only as far as an answer read)."""
         for node in nodes:
             try:
-                entry = self.for_node(node)
-                entry.only_here()
-                shape = entry.shape()
-                shape.prefix(len(shape.candidates))
+                shape = self.for_node(node).shape()
+                shape.prefix(min(1, len(shape.candidates)))
             except AllocationError:
                 continue  # met again, and reported, by the search that needs the node

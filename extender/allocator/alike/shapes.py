@@ -214,7 +214,7 @@ def _candidate_shape(node: Node, candidate: Candidate, position: int) -> Key:
         position,
         id(device.cel_memo),
         _counters(device.consumes_counters) if device.consumes_counters else (),
-        tuple((t.key, t.value, t.effect) for t in device.taints),
+        tuple([(t.key, t.value, t.effect) for t in device.taints]) if device.taints else (),
         bool(device.binding_conditions),
         per_device,
         per_device and device_matches_node(node, device),
