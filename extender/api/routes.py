@@ -26,7 +26,7 @@ from extender.api.wire import BadRequest
 from extender.metrics import CONTENT_TYPE
 from extender.model.pods import PodInfo
 from extender.scheduling.bind import UnknownPod, bind_pod
-from extender.scheduling.claims import pod_for_request
+from extender.scheduling.claims import held_or_given
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.explain import explain
 from extender.scheduling.filter import filter_nodes, report_no_fit
@@ -134,12 +134,9 @@ def create_app(
         # Also a route, for what reads the route table (405 for other methods, the path's name).
         app.router.add_route(f"/{name}", endpoint, methods=["POST"], name=name)
 
-    def request_pod(obj: dict[str, Any]) -> PodInfo:
-        try:
-            info = pod_for_request(state, obj)
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from None
-        if "spec" not in obj and state.pod(info.namespace, info.name) is not info:
+    def request_pod(given: PodInfo) -> PodInfo:
+        info = held_or_given(state, given)
+        if "spec" not in given.raw and state.pod(info.namespace, info.name) is not info:
             # Only a name, and not one we know: scheduling it as a pod without claims would be a guess.
             raise UnknownPod(f"pod {info.ref} is not known to the extender and the request has no spec")
         return info
@@ -148,7 +145,7 @@ def create_app(
         args = wire.extender_args(body, state.nodes)
         _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
         given = args.nodes  # parsed by wire, which keeps each node's bytes for the reply
-        pod = request_pod(args.pod)  # after the structural checks: a malformed body is a 400 first
+        pod = request_pod(wire.pod_info(args))  # after the structural checks: a malformed body is a 400 first
         out = await in_turns(filter_nodes, ctx, pod, args.node_names, given)
         report_no_fit(ctx, pod, out)
         decisions.filtered(pod, len(args.node_names), out)
@@ -157,7 +154,7 @@ def create_app(
     async def do_prioritize(body: bytes) -> Any:
         args = wire.extender_args(body, state.nodes)
         _bounded("NodeNames" if args.nodes is None else "Nodes.items", len(args.node_names), MAX_NODES)
-        pod = request_pod(args.pod)
+        pod = request_pod(wire.pod_info(args))
         scores = await in_turns(score_nodes, ctx, pod, args.node_names)
         decisions.prioritized(pod, scores)
         return wire.host_priorities(scores)
@@ -175,7 +172,7 @@ def create_app(
         _bounded("NodeNameToMetaVictims", len(args.victims), MAX_NODES)
         for node, victims in args.victims.items():
             _bounded(f"victims of node {node}", len(victims.uids), MAX_VICTIMS_PER_NODE)
-        pod = request_pod(args.pod)
+        pod = request_pod(wire.request_pod(args.pod))
         given = {n: (v.uids, v.pdb_violations) for n, v in args.victims.items()}
         chosen = await in_turns(preempt, ctx, pod, given)
         decisions.preempted(pod, len(args.victims), chosen)
