@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -33,24 +34,47 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in _RESERVED}
 
 
-def _timestamp(record: logging.LogRecord) -> str:
-    return datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+def _timestamp(created: float) -> str:
+    return datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+# The local time of the last second formatted: a line per verb call comes many times a second.
+_second: list[Any] = [None, ""]
+
+
+def _asctime(created: float, msecs: float) -> str:
+    """``logging.Formatter.formatTime`` without a date format: local time, then milliseconds."""
+    second = int(created)
+    if _second[0] != second:
+        _second[:] = [second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))]
+    return f"{_second[1]},{int(msecs):03d}"
+
+
+def _json_line(
+    created: float, levelname: str, name: str, message: str, fields: Mapping[str, Any], exc: str = ""
+) -> str:
+    line: dict[str, Any] = {
+        "ts": _timestamp(created), "level": levelname.lower(), "logger": name, "msg": message
+    }
+    line.update(fields)
+    if exc:
+        line["exc"] = exc
+    return orjson.dumps(line, default=str).decode()
+
+
+def _text_line(asctime: str, levelname: str, name: str, message: str, fields: Mapping[str, Any]) -> str:
+    text = f"{asctime} {levelname} {name}: {message}"
+    pairs = [f"{key}={_text_value(value)}" for key, value in fields.items()]
+    return " ".join([text, *pairs]) if pairs else text
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, msg, the record's extra fields, and exc if any."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "ts": _timestamp(record),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        line.update(_fields(record))
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode()
+        exc = self.formatException(record.exc_info) if record.exc_info else ""
+        message = record.getMessage()
+        return _json_line(record.created, record.levelname, record.name, message, _fields(record), exc)
 
 
 class TextFormatter(logging.Formatter):
@@ -59,16 +83,78 @@ class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return super().formatTime(record, datefmt) if datefmt else _asctime(record.created, record.msecs)
+
     def formatMessage(self, record: logging.LogRecord) -> str:
-        text = super().formatMessage(record)
-        pairs = [f"{key}={_text_value(value)}" for key, value in _fields(record).items()]
-        return " ".join([text, *pairs]) if pairs else text
+        return _text_line(record.asctime, record.levelname, record.name, record.message, _fields(record))
 
 
 def _text_value(value: Any) -> str:
     if isinstance(value, str) and value and not any(c in value for c in ' "=\n'):
         return value
     return orjson.dumps(value, default=str).decode()
+
+
+class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler ``configure`` installs; ``line`` writes a record's line without the record."""
+
+    def __init__(self, stream: TextIO, fmt: str) -> None:
+        super().__init__(stream)
+        self.json = fmt == "json"
+        self.setFormatter(JsonFormatter() if self.json else TextFormatter())
+
+    def line(self, level: int, name: str, message: str, fields: Mapping[str, Any]) -> None:
+        """The line a record of ``name`` at ``level`` with ``message`` and ``fields`` as its extra
+        fields would be written as, by the formatter's own functions (a record's time and
+        milliseconds are taken as LogRecord takes them)."""
+        created = time.time()
+        levelname = logging.getLevelName(level)
+        if self.json:
+            text = _json_line(created, levelname, name, message, fields)
+        else:
+            text = _text_line(_asctime(created, int((created - int(created)) * 1000) + 0.0), levelname, name,
+                              message, fields)
+        self.acquire()
+        try:
+            self.stream.write(text + self.terminator)
+            self.flush()
+        except Exception:
+            self.handleError(logging.makeLogRecord({"name": name, "levelno": level, "levelname": levelname,
+                                                    "msg": message}))
+        finally:
+            self.release()
+
+
+def log_line(logger: logging.Logger, level: int, message: str, fields: Mapping[str, Any]) -> None:
+    """``logger.log(level, message, extra=fields)`` for a logger enabled at ``level``, written the
+    same. When ``configure``'s handler is the only one the record would reach and nothing could
+    filter it, the line is written without a LogRecord, a caller lookup and the formatter's
+    steps: for the line per verb call, those cost more than the rest of a refused bind.
+    """
+    handler = _only_handler(logger, level)
+    if handler is None:
+        logger.log(level, message, extra=fields)
+    else:
+        handler.line(level, logger.name, message, fields)
+
+
+def _only_handler(logger: logging.Logger, level: int) -> LineHandler | None:
+    # As Logger.handle and callHandlers go: the logger's own filters, then every handler up
+    # the hierarchy until a logger that does not propagate.
+    if logger.disabled or logger.filters:
+        return None
+    found: LineHandler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if found is not None or type(handler) is not LineHandler:
+                return None
+            if handler.filters or level < handler.level:
+                return None
+            found = handler
+        current = current.parent if current.propagate else None
+    return found
 
 
 def configure(level: str, fmt: str, stream: TextIO | None = None, *, force: bool = False) -> None:
@@ -80,9 +166,7 @@ def configure(level: str, fmt: str, stream: TextIO | None = None, *, force: bool
     root = logging.getLogger()
     if root.handlers and not force:
         return
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    root.handlers[:] = [handler]
+    root.handlers[:] = [LineHandler(stream or sys.stderr, fmt)]
     root.setLevel(level.upper())
     # Every API request goes through extender.kube.client with urllib3's retries off; each caller
     # retries on its own and logs that with the cause. urllib3's own warnings (a connection pool

@@ -170,6 +170,7 @@ class Metrics:
             self.leader_changes.labels(change)
         self._attempts: dict[tuple[str, str], Any] = {}
         self._requests: dict[tuple[str, int], Any] = {}
+        self._latency: dict[str, Any] = {}
         self._api: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     def attempt(self, phase: str, outcome: str, n: int = 1) -> None:
@@ -185,7 +186,10 @@ class Metrics:
         if child is None:
             child = self._requests[(verb, code)] = self.requests.labels(verb, str(code))
         child.inc()
-        self.request_seconds.labels(verb).observe(seconds)
+        latency = self._latency.get(verb)
+        if latency is None:
+            latency = self._latency[verb] = self.request_seconds.labels(verb)
+        latency.observe(seconds)
 
     def api_request(self, verb: str, resource: str, code: str, seconds: float) -> None:
         """One Kubernetes API request; called from the client's threads (the children are thread-safe)."""

@@ -9,7 +9,9 @@ import logging
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import urllib3
@@ -135,3 +137,54 @@ def test_the_served_program_logs_every_line_as_json(tmp_path):
     seen += [json.loads(line) for line in (rest or "").splitlines()]
     assert {"extender", "extender.api.server", "uvicorn.error"} <= {r["logger"] for r in seen}
     assert all(set(r) >= {"ts", "level", "logger", "msg"} for r in seen)
+
+
+FIELDS = {"verb": "filter", "pod": "default/p", "nodes": 3, "passed": 1,
+          "reasons": {"node-1": 'no "GPU" = left'}, "error": "", "claims": ["a b", None], "top": {"n": 7},
+          "status": 200, "duration_ms": 1.5}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("now", [1764150000.123456, 1764150000.9999, 1764150001.0])
+def test_a_line_written_without_a_record_is_the_record_s_line(output, monkeypatch, fmt, now):
+    monkeypatch.setattr(time, "time", lambda: now)
+    logs.configure("info", fmt, output, force=True)
+    logger = logging.getLogger("extender.decisions")
+    made: list[logging.LogRecord] = []
+
+    def making(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        made.append(logging.Logger.makeRecord(logger, *args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(logger, "makeRecord", making)
+    logs.log_line(logger, logging.INFO, "filter default/p: 1 of 3 nodes pass", FIELDS)
+    assert made == []  # written straight away
+    logger.log(logging.INFO, "filter default/p: 1 of 3 nodes pass", extra=FIELDS)
+    direct, through_a_record = lines(output)
+    assert direct == through_a_record
+    other = logging.getLogger("extender.x")
+    logs.log_line(other, logging.WARNING, "no fields", {})
+    other.warning("no fields")
+    assert lines(output)[2] == lines(output)[3]
+
+
+def test_a_line_takes_the_record_s_way_when_anything_else_could_see_or_stop_it(output):
+    logs.configure("info", "text", output, force=True)
+    logger, root = logging.getLogger("extender.decisions"), logging.getLogger()
+    seen: list[logging.LogRecord] = []
+    other = logging.Handler(logging.ERROR)  # a second handler, even one below the line's level
+    other.emit = seen.append  # type: ignore[method-assign]
+    root.addHandler(other)
+    logs.log_line(logger, logging.ERROR, "seen by both", {"pod": "p"})
+    root.removeHandler(other)
+    assert [(r.getMessage(), r.pod) for r in seen] == [("seen by both", "p")]  # type: ignore[attr-defined]
+    stop = logging.Filter("nothing.of.ours")
+    logger.addFilter(stop)
+    logs.log_line(logger, logging.INFO, "filtered out", {})
+    logger.removeFilter(stop)
+    handler = root.handlers[0]
+    handler.setLevel(logging.ERROR)
+    logs.log_line(logger, logging.INFO, "below the handler's level", {})
+    handler.setLevel(logging.NOTSET)
+    logs.log_line(logger, logging.INFO, "written", {})
+    assert [line.split(": ", 1)[1] for line in lines(output)] == ["seen by both pod=p", "written"]

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive
 
 from extender.api.wire import BadRequest
 
@@ -73,29 +75,43 @@ class Bodies:
     async def read(self, request: Request, route: str) -> AsyncIterator[bytes]:
         """The body, read under ``route``'s limits; a large one holds the large-body slot until
         the block ends."""
+        body, slot = await self.collect(request.headers.get("content-length"), request.stream(), route)
+        try:
+            yield body
+        finally:
+            if slot is not None:
+                slot.release()
+
+    async def collect(
+        self, declared: str | bytes | None, chunks: AsyncIterable[bytes], route: str
+    ) -> tuple[bytes, asyncio.Semaphore | None]:
+        """The body of ``chunks``, read under ``route``'s limits (``declared``: its Content-Length
+        header), and the large-body slot if it took it: the caller releases that once the
+        request is answered. The scheduler's verbs call this without ``read``'s context
+        manager, which cost more than reading their bodies."""
         limit = self._limits[route]
-        declared = request.headers.get("content-length")
         size = int(declared) if declared is not None and declared.isdigit() else None
         if size is not None and size > limit.max_bytes:
             raise TooLarge(f"request body of {size} bytes exceeds the limit of {limit.max_bytes} bytes")
-        async with contextlib.AsyncExitStack() as slot:
-            if size is not None and size > LARGE_BODY_BYTES:
-                await slot.enter_async_context(self._large_slot())
-            chunks: list[bytes] = []
+        slot = None
+        if size is not None and size > LARGE_BODY_BYTES:
+            slot = await self._large_slot()
+        try:
+            chunks_: list[bytes] = []
             received = elements = 0
-            counted = counted_bytes = 0  # chunks[:counted], counted_bytes long, are in elements
-            async for chunk in request.stream():
+            counted = counted_bytes = 0  # chunks_[:counted], counted_bytes long, are in elements
+            async for chunk in chunks:
                 received += len(chunk)
                 if received > limit.max_bytes:
                     raise TooLarge(f"request body exceeds the limit of {limit.max_bytes} bytes")
-                chunks.append(chunk)
+                chunks_.append(chunk)
                 # An element takes a byte at least: while the elements counted and the bytes not
                 # yet counted stay within the limit, so does the body. The oldest chunks are
                 # counted until that holds again: a body under the limit in bytes is never
                 # counted, a 3 MB one about two thirds of it, and a body over the limit is
                 # refused at the chunk that takes it over, as if every chunk had been counted.
                 while elements + received - counted_bytes > limit.max_elements:
-                    pending = chunks[counted]
+                    pending = chunks_[counted]
                     elements += len(pending.translate(None, _OTHER_BYTES))
                     counted, counted_bytes = counted + 1, counted_bytes + len(pending)
                     if elements > limit.max_elements:
@@ -103,12 +119,16 @@ class Bodies:
                             f"request body has more than {limit.max_elements} JSON elements "
                             "(the limit for one request)"
                         )
-                if size is None and received - len(chunk) <= LARGE_BODY_BYTES < received:
-                    await slot.enter_async_context(self._large_slot())  # chunked, grew large
-            yield b"".join(chunks)
+                if slot is None and size is None and received - len(chunk) <= LARGE_BODY_BYTES < received:
+                    slot = await self._large_slot()  # chunked, grew large
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
+        return b"".join(chunks_), slot
 
-    @contextlib.asynccontextmanager
-    async def _large_slot(self) -> AsyncIterator[None]:
+    async def _large_slot(self) -> asyncio.Semaphore:
+        """The large-body slot, taken; the caller releases it."""
         loop = asyncio.get_running_loop()
         if self._large is None or self._loop is not loop:  # an app may serve on several loops (tests)
             self._large, self._loop = asyncio.Semaphore(1), loop
@@ -119,7 +139,18 @@ class Bodies:
             raise Busy(
                 f"another request body over {LARGE_BODY_BYTES} bytes is being handled; retry"
             ) from None
-        try:
-            yield
-        finally:
-            large.release()
+        return large
+
+
+async def received_chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """An ASGI request's body, as its messages bring it (as Starlette's ``Request.stream``)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunk = message.get("body", b"")
+            if chunk:
+                yield chunk
+            if not message.get("more_body", False):
+                return
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()

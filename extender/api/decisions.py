@@ -14,7 +14,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from extender.logs import decision_fields, decisions
+from extender.logs import decision_fields, decisions, log_line
 from extender.model.pods import PodInfo
 from extender.scheduling.filter import FilterOutcome
 from extender.scheduling.plan import wants_devices
@@ -70,7 +70,7 @@ def finish(verb: str, fields: dict[str, Any], status: int, seconds: float) -> No
         # has said so in one debug line.
         return
     line = {"verb": verb, **fields, "status": status, "duration_ms": round(seconds * 1000, 3)}
-    decisions.log(level, _message(verb, line), extra=line)
+    log_line(decisions, level, _message(verb, line), line)
 
 
 def _message(verb: str, f: Mapping[str, Any]) -> str:

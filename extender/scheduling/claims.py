@@ -69,7 +69,11 @@ def pod_for_request(state: ClusterState, obj: Any) -> PodInfo:
 
     Raises ValueError for a malformed request pod.
     """
-    given = parse_pod(obj)
+    return held_or_given(state, parse_pod(obj))
+
+
+def held_or_given(state: ClusterState, given: PodInfo) -> PodInfo:
+    """The state's copy of the request's pod ``given``, if it holds the same pod, else ``given``."""
     held = state.pod(given.namespace, given.name)
     if held is not None and (not given.uid or held.uid == given.uid):
         return held

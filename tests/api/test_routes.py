@@ -371,3 +371,54 @@ def test_the_verbs_are_answered_ahead_of_routing_and_other_requests_are_routed(s
     assert (wrong_method.status_code, missing.status_code) == (405, 404)
     assert routed == ["GET /filter", "POST /nothing-here"]
     assert set(app.verbs) == {"/filter", "/prioritize", "/bind", "/preempt"}
+
+
+def _asgi_exchange(svc, path: str, messages: list[dict]) -> list[dict]:
+    """What the app sends for a POST to ``path`` whose body arrives as ``messages``."""
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "headers": [(b"content-type", b"application/json")],
+             "http_version": "1.1", "scheme": "http", "server": ("extender", 80), "client": None,
+             "root_path": ""}
+    pending, sent = list(messages), []
+
+    async def receive():
+        return pending.pop(0) if pending else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(svc.app(scope, receive, send))
+    return sent
+
+
+def _json_answer(status: int, body: bytes) -> list[dict]:
+    return [
+        {"type": "http.response.start", "status": status,
+         "headers": [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]},
+        {"type": "http.response.body", "body": body},
+    ]
+
+
+def test_a_verb_answers_with_exactly_these_messages(svc):
+    # As Starlette's Response sent them before the verbs wrote their own: the headers, their
+    # order and spelling, and the body, for an answer, a refusal and a body split in pieces.
+    unknown = b'{"PodName": "ghost", "Node": "node-0"}'
+    refused = _asgi_exchange(svc, "/bind", [{"type": "http.request", "body": unknown}])
+    assert refused == _json_answer(200, b'{"Error":"pod default/ghost is not known to the extender"}')
+    pieces = [{"type": "http.request", "body": unknown[:5], "more_body": True},
+              {"type": "http.request", "body": unknown[5:], "more_body": False}]
+    assert _asgi_exchange(svc, "/bind", pieces) == refused
+    bad = _asgi_exchange(svc, "/bind", [{"type": "http.request", "body": b'{"PodName": "x"}'}])
+    assert bad == _json_answer(400, b'{"error":"bind: Node: required"}')
+    nameless = b'{"Pod": {"metadata": {"name": "nobody"}}, "NodeNames": ["node-0"]}'
+    missing = _asgi_exchange(svc, "/filter", [{"type": "http.request", "body": nameless}])
+    unknown_pod = b"pod default/nobody is not known to the extender and the request has no spec"
+    assert missing == _json_answer(404, b'{"error":"filter: ' + unknown_pod + b'"}')
+
+
+def test_a_client_gone_mid_body_gets_an_empty_499(svc):
+    gone = _asgi_exchange(svc, "/bind", [{"type": "http.request", "body": b'{"Pod', "more_body": True}])
+    assert gone == [
+        {"type": "http.response.start", "status": 499, "headers": [(b"content-length", b"0")]},
+        {"type": "http.response.body", "body": b""},
+    ]

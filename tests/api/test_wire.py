@@ -8,6 +8,7 @@ import pytest
 
 from extender.api import wire
 from extender.model import parse_node
+from extender.model.pods import parse_pod
 
 # A kubelet-reported node: the extender reads its name, metadata and status.allocatable only.
 NODE = (
@@ -185,3 +186,39 @@ def test_malformed_bodies_keep_their_messages(body: bytes, message: str):
 def test_deep_nesting_is_a_bad_request(body: bytes, message: str):
     with pytest.raises(wire.BadRequest, match=message):
         wire.extender_args(body)
+
+
+POD = b'{"metadata": {"name": "p", "namespace": "ns", "uid": "u1"}, "spec": {"schedulerName": "s"}}'
+
+
+def _listed(pod: bytes) -> bytes:
+    return b'{"Pod": ' + pod + b', "NodeNames": ["a"]}'
+
+
+def test_a_pod_sent_again_is_parsed_once(monkeypatch: pytest.MonkeyPatch):
+    parsed: list[object] = []
+
+    def counting(obj: object) -> object:
+        parsed.append(obj)
+        return parse_pod(obj)
+
+    monkeypatch.setattr(wire, "parse_pod", counting)
+    first = wire.pod_info(wire.extender_args(_listed(POD)))
+    again = wire.extender_args(_listed(POD))
+    assert wire.pod_info(again) is first and len(parsed) == 1
+    assert again.pod == orjson.loads(POD) and again.node_names == ["a"]
+    # Through the general path (another casing) and with full Nodes, the same text is found too.
+    assert wire.pod_info(wire.extender_args(b'{"pod": ' + POD + b', "nodenames": ["a"]}')) is first
+    with_nodes = _args(NODE).replace(b'{"metadata": {"name": "p"}}', POD)
+    assert wire.pod_info(wire.extender_args(with_nodes)) is first
+    assert len(parsed) == 1
+    changed = wire.pod_info(wire.extender_args(_listed(POD.replace(b'"s"', b'"t"'))))
+    assert changed.scheduler_name == "t" and first.scheduler_name == "s" and len(parsed) == 2
+
+
+def test_a_malformed_pod_is_refused_each_time_it_is_sent():
+    bad = _listed(b'{"metadata": {"name": "p"}, "spec": []}')
+    for _ in range(2):
+        args = wire.extender_args(bad)
+        with pytest.raises(wire.BadRequest, match="spec: must be an object"):
+            wire.pod_info(args)
