@@ -371,7 +371,8 @@ class PodPlan:
         # Decided here rather than read: nodes without a current verdict, and nodes with holds.
         own: dict[str, NodeVerdict | None] = {}
         while True:
-            table.sync(*state.node_versions())
+            _, floor, clock = versions = state.node_versions()
+            table.sync(*versions)
             if own or held:
                 todo = [n for n in names if (n not in entries or n in held) and n not in own]
             else:  # the usual first round, in one test per node
@@ -381,28 +382,34 @@ class PodPlan:
             for name in todo:
                 node = nodes.get(name)
                 own[name] = None if node is None else self.evaluate(node, phase)
-            # Evaluations may have paused, and other requests moved the state meanwhile.
+            # Evaluations may have paused, and other requests moved the state meanwhile; if
+            # nothing moved, no verdict read from the table went stale and all is decided.
+            _, floor_now, clock_now = state.node_versions()
+            if (floor_now, clock_now) == (floor, clock):
+                break
         self.cache_hits[phase] += len(names) - len(own)
         fit = table.fits
-        if own:
-            # Of the named nodes only: the table's set is the whole cluster's, and copying it
-            # cost about a millisecond per filter at 15,000 nodes (docs/performance.md).
-            fit = {n for n in names if n not in own and n in fit} | {
-                n for n, v in own.items() if v is not None and v.fits
-            }
-        passed = [n for n in names if n in fit]
-        if len(passed) == len(names):
-            return passed, {}
+        if not own:
+            passed = [n for n in names if n in fit]
+            if len(passed) == len(names):
+                return passed, {}
+        # Of the named nodes only, in one pass: the table's set is the whole cluster's, and
+        # copying it cost about a millisecond per filter at 15,000 nodes (docs/performance.md).
         keys = variant.keys
+        passed = []
         rejected = {}
         for name in names:
-            if name in fit:
-                continue
             if name in own:
-                rejected[name] = own[name]
-                continue
-            hit = entries[name]
-            rejected[name] = hit.verdict if hit.claim_keys == keys else self._rekey(hit, keys)
+                verdict = own[name]
+                if verdict is not None and verdict.fits:
+                    passed.append(name)
+                else:
+                    rejected[name] = verdict
+            elif name in fit:
+                passed.append(name)
+            else:
+                hit = entries[name]
+                rejected[name] = hit.verdict if hit.claim_keys == keys else self._rekey(hit, keys)
         return passed, rejected
 
     def fitting(
