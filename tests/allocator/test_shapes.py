@@ -9,7 +9,7 @@ and nodes alike but for one device (one attribute, taint, binding condition or c
 amount), all gates on or some off, pools named after nodes or not, slices by nodeName,
 nodeSelector, allNodes and per-device node selection, taints, shared counters, consumable
 capacity, binding conditions, admin access, devices already allocated, constraints,
-firstAvailable and All mode.
+firstAvailable and All mode, and node selectors of two terms, which a result cannot record.
 """
 
 from __future__ import annotations
@@ -199,6 +199,9 @@ def _cluster(rng: random.Random) -> tuple[list[Node], list[ResourceSlice]]:
         selector = {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "zone", "operator": "In", "values": [zone]}
         ]}]}
+        if rng.random() < 0.3:  # two terms: usable, but an allocation result cannot record it
+            anywhere_zoned = {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
+            selector["nodeSelectorTerms"].append(anywhere_zoned)
         zonal = _devices(rng, 2, "zonal-", None)
         slices.append(resource_slice("zonal", zonal, pool=f"zone-{zone}", nodeSelector=selector))
     if rng.random() < 0.3:
@@ -521,3 +524,24 @@ def test_an_incomplete_pool_is_part_of_the_shape() -> None:
     everything = [claim(request("gpu", allocationMode="All"))]
     outcomes = _same_answers([node("node-0"), node("node-1")], slices, everything)
     assert outcomes[0][0] == "done" and outcomes[1][:2] == ("error", "AllocationError")
+
+
+def test_a_node_alike_whose_slice_selector_cannot_be_recorded_fails_as_the_search_does() -> None:
+    # node-0's GPU comes from a slice bound to it by name; node-1's from a slice whose node
+    # selector has two terms, which an allocation result cannot record (upstream refuses it).
+    two_terms = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]},
+            {"matchExpressions": [{"key": "never", "operator": "Exists"}]},
+        ]
+    }
+    slices = [
+        resource_slice("s0", _gpus(2), pool="node-0", node_name="node-0"),
+        resource_slice("s1", _gpus(2), pool="node-1", nodeSelector=two_terms),
+    ]
+    claims = [claim(request("gpu"))]
+    for share in (False, True):
+        alloc = _allocator(slices, [device_class()], AllocatedState(), share, Environment.create())
+        assert picked(alloc.allocate(node("node-0"), claims)) == [[("gpu", "gpu-0")]]
+        with pytest.raises(AllocationError, match=r"unsupported ResourceSlice\.NodeSelector with 2 terms"):
+            alloc.allocate(node("node-1"), claims)

@@ -32,6 +32,12 @@ ahead through state that verdicts do not record (selection.py). Failures are not
 (their reasons name pools and devices), nor answers holding shares (fresh IDs per allocation)
 or consumed capacity.
 
+Building the results reads one more thing of each pick: how its slice (or, with per-device
+node selection, the device) selects nodes, which decides the result's node selector and whether
+it can be recorded at all (a selector of several terms cannot: result.py). N's results are
+built only when read (results.py), so N must not fail where P succeeded: the kind of node
+selection is part of each candidate's shape.
+
 A node's shape depends on its gathered pools alone, so it is kept with them (gathered.py) and
 outlives the request; equal prefixes of shapes are numbered alike (``ShapeTable``), so that a
 lookup hashes a number rather than a tuple of every candidate's facts.
@@ -219,4 +225,19 @@ def _candidate_shape(node: Node, candidate: Candidate, position: int) -> Key:
         per_device,
         per_device and device_matches_node(node, device),
         bool(slice_.skip_node_operations),
+        _selection(candidate, per_device),
     )
+
+
+def _selection(candidate: Candidate, per_device: bool) -> int:
+    """How the candidate selects nodes, as a result's node selector reads it (result.py):
+    bound to one node, every node, or a selector of one term or of several (unrecordable)."""
+    device, slice_ = candidate.device, candidate.slice
+    name, selector = (
+        (device.node_name, device.node_selector) if per_device else (slice_.node_name, slice_.node_selector)
+    )
+    if name or device.binds_to_node:
+        return 0
+    if selector is None:
+        return 1
+    return 2 if len(selector.terms) <= 1 else 3
