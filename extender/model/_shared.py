@@ -1,5 +1,6 @@
-"""One copy of each repeated JSON subtree of an object (hash-consing), and one CEL memo
-for the devices alike across slices (:func:`cel_memo_for`).
+"""One copy of each repeated JSON subtree of an object (hash-consing), one CEL memo
+for the devices alike across slices (:func:`cel_memo_for`), and one parse of each repeated
+JSON value (:class:`ContentMemo`).
 
 A ResourceSlice repeats itself: every partition of a GPU carries the same attribute maps,
 the same capacity and counter maps and the same strings. Decoded JSON holds each repetition
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 import orjson
+
+T = TypeVar("T")
 
 # Canonical objects keyed by (type, content). Containers are keyed by the identities of
 # their already-canonical children, so no subtree is hashed more than once.
@@ -104,3 +107,42 @@ def cel_memo_for(
         if memo is None:
             memo = _by_content[key] = CelMemo()
     return memo
+
+
+class ContentMemo(Generic[T]):
+    """What a parser makes of a JSON value, shared by every value with the same content.
+
+    For parts that many objects repeat word for word (the spec of every claim a template makes):
+    the parse runs once per content. Only successful parses are kept, so each malformed value is
+    parsed, and reported, as its own. A hit needs the same JSON text *and* Python equality with
+    that text decoded: the text alone cannot tell a string from a datetime orjson writes alike,
+    nor null from NaN. Parses must not depend on the value's identity, and hits hand out the
+    first value's parse, so what a parse returns must be treated as immutable (as the cache does).
+    The oldest entries go past ``size``, so that a stream of distinct values keeps little.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[bytes, tuple[Any, T]] = {}
+        self._lock = threading.Lock()
+
+    def parse(self, raw: Any, parse: Callable[[], T]) -> T:
+        """``parse()``, the parse of ``raw``, or what it returned for a value alike."""
+        try:
+            key = orjson.dumps(raw)
+        except TypeError:
+            return parse()  # not JSON (a key that is not a string, an integer beyond 64 bits ...)
+        found = self._entries.get(key)
+        if found is not None and found[0] == raw:
+            return found[1]
+        parsed = parse()
+        decoded = orjson.loads(key)
+        if decoded == raw:
+            with self._lock:
+                if len(self._entries) >= self._size:
+                    self._entries.pop(next(iter(self._entries)), None)
+                self._entries[key] = (decoded, parsed)
+        return parsed
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,96 @@
+"""Claims with the same spec share one parse; claims that differ, even subtly, never do."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from extender.model import parse_resource_claim, parse_resource_claim_template
+from extender.model._shared import ContentMemo
+
+
+def claim(name: str, exactly: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def test_claims_with_one_spec_share_its_parse_and_keep_their_own_identity() -> None:
+    a = parse_resource_claim(claim("a", {"deviceClassName": "gpu", "count": 2}))
+    b = parse_resource_claim(claim("b", {"deviceClassName": "gpu", "count": 2}))
+    assert b.requests is a.requests
+    assert (a.name, a.uid, b.name, b.uid) == ("a", "uid-a", "b", "uid-b")
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"deviceClassName": "gpu", "count": 3},
+        {"deviceClassName": "tpu", "count": 2},
+        {"count": 2, "deviceClassName": "gpu"},  # same content in another order: parsed alike
+        {"deviceClassName": "gpu", "count": 2, "selectors": [{"cel": {"expression": "true"}}]},
+    ],
+)
+def test_a_claim_with_another_spec_gets_the_parse_of_its_own(other: dict[str, Any]) -> None:
+    parse_resource_claim(claim("a", {"deviceClassName": "gpu", "count": 2}))
+    b = parse_resource_claim(claim("b", other))
+    exact = b.requests[0].exactly
+    assert exact is not None
+    assert (exact.device_class_name, exact.count) == (other["deviceClassName"], other["count"])
+    assert exact.selectors == tuple(s["cel"]["expression"] for s in other.get("selectors", ()))
+
+
+def test_a_bad_spec_is_reported_for_each_claim_that_has_it() -> None:
+    bad = {"deviceClassName": "gpu", "count": 0}
+    for name in ("a", "b"):
+        with pytest.raises(ValueError) as caught:
+            parse_resource_claim(claim(name, dict(bad)))
+        assert str(caught.value) == (
+            f"ResourceClaim ns/{name}: spec.devices.requests[0].exactly.count: "
+            "must be greater than zero, got 0"
+        )
+
+
+def test_a_template_is_refused_at_its_own_path_after_claims_with_its_spec_were_refused() -> None:
+    with pytest.raises(ValueError, match=r"^ResourceClaim ns/a: spec\.devices"):
+        parse_resource_claim(claim("a", {"count": True}))
+    template = {
+        "metadata": {"name": "t", "namespace": "ns"},
+        "spec": {"spec": claim("t", {"count": True})["spec"]},
+    }
+    with pytest.raises(ValueError) as caught:
+        parse_resource_claim_template(template)
+    assert str(caught.value) == (
+        "ResourceClaimTemplate ns/t: spec.spec.devices.requests[0].exactly.count: "
+        "must be an integer, got bool"
+    )
+
+
+def test_values_json_writes_alike_are_not_taken_for_each_other() -> None:
+    # orjson writes a datetime as its ISO text and NaN as null: the text alone would match.
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    parse_resource_claim(claim("a", {"deviceClassName": when.isoformat()}))
+    with pytest.raises(ValueError, match=r"exactly\.deviceClassName: must be a string, got datetime"):
+        parse_resource_claim(claim("b", {"deviceClassName": when}))
+    parse_resource_claim(claim("c", {"deviceClassName": "gpu", "count": None}))
+    with pytest.raises(ValueError, match=r"exactly\.count: must be an integer, got float"):
+        parse_resource_claim(claim("d", {"deviceClassName": "gpu", "count": float("nan")}))
+
+
+def test_a_value_that_is_not_json_is_parsed_as_it_is() -> None:
+    memo: ContentMemo[int] = ContentMemo(4)
+    assert memo.parse({1: "a key that is not a string"}, lambda: 7) == 7
+    assert memo.parse([2**70], lambda: 8) == 8
+    assert len(memo) == 0
+
+
+def test_the_memo_keeps_at_most_its_size_newest_first() -> None:
+    memo: ContentMemo[str] = ContentMemo(2)
+    for n in range(5):
+        assert memo.parse({"n": n}, lambda n=n: f"parse {n}") == f"parse {n}"
+    assert len(memo) == 2
+    assert memo.parse({"n": 4}, lambda: "parsed again") == "parse 4"
+    assert memo.parse({"n": 0}, lambda: "parsed again") == "parsed again"
