@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
-from extender.model._shared import cel_memo_for, shared_json
+from extender.model._shared import ContentMemo, cel_memo_for, shared_json
 from extender.model.nodes import NodeSelector, parse_node_selector
 from extender.model.quantity import Quantity
 
@@ -231,12 +231,21 @@ def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[Counte
 # keeps its subtrees alive, so an id cannot be reused by another object during the parse.
 _ParseMemo = dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]]
 
+# Across slices, by content: a cluster of alike nodes publishes the same attribute and capacity
+# maps in every node's slice (issue 15; docs/performance.md, "Start-up in local mode").
+_ATTRIBUTES: ContentMemo[dict[str, AttributeValue]] = ContentMemo(4096)
+_CAPACITIES: ContentMemo[dict[str, Capacity]] = ContentMemo(4096)
 
-def _memoized(memo: _ParseMemo, field: str, raws: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
+
+def _memoized(
+    memo: _ParseMemo, field: str, raws: tuple[Any, ...], parse: Callable[[], Any],
+    content: ContentMemo[Any] | None = None,
+) -> Any:
+    """The slice's parse of ``raws``; with ``content``, of its one raw value as parsed in any slice."""
     key = (field, *map(id, raws))
     found = memo.get(key)
     if found is None:
-        found = memo[key] = (raws, parse())
+        found = memo[key] = (raws, parse() if content is None else content.parse(raws[0], parse))
     return found[1]
 
 
@@ -296,7 +305,9 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
     name = f.string(raw.get("name"), f"{path}.name", required=True)
     attributes = f.mapping(raw.get("attributes"), f"{path}.attributes")
     capacity = f.mapping(raw.get("capacity"), f"{path}.capacity")
-    capacities = _memoized(memo, "capacity", (capacity,), lambda: _capacities(f, capacity, path))
+    capacities = _memoized(
+        memo, "capacity", (capacity,), lambda: _capacities(f, capacity, path), _CAPACITIES
+    )
     taints = []
     for where, taint in f.mappings(raw.get("taints"), f"{path}.taints"):
         taints.append(
@@ -318,7 +329,7 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
         attributes=attributes,
         capacity=capacity,
         typed_attributes=_memoized(
-            memo, "attributes", (attributes,), lambda: _typed_attributes(f, attributes, path)
+            memo, "attributes", (attributes,), lambda: _typed_attributes(f, attributes, path), _ATTRIBUTES
         ),
         capacities=capacities,
         consumes_counters=_memoized(

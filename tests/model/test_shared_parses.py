@@ -1,4 +1,5 @@
-"""Claims with the same spec share one parse; claims that differ, even subtly, never do."""
+"""Claims with the same spec, and devices with the same attribute or capacity maps in any slice,
+share one parse; values that differ, even subtly, never do."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from extender.model import parse_resource_claim, parse_resource_claim_template
+from extender.model import parse_resource_claim, parse_resource_claim_template, parse_resource_slice
 from extender.model._shared import ContentMemo
 
 
@@ -78,6 +79,44 @@ def test_values_json_writes_alike_are_not_taken_for_each_other() -> None:
     parse_resource_claim(claim("c", {"deviceClassName": "gpu", "count": None}))
     with pytest.raises(ValueError, match=r"exactly\.count: must be an integer, got float"):
         parse_resource_claim(claim("d", {"deviceClassName": "gpu", "count": float("nan")}))
+
+
+def slice_of(node: str, *devices: dict[str, Any]) -> dict[str, Any]:
+    pool = {"name": node, "generation": 1, "resourceSliceCount": 1}
+    return {
+        "metadata": {"name": f"{node}-gpus"},
+        "spec": {"driver": "gpu.example.com", "nodeName": node, "pool": pool, "devices": list(devices)},
+    }
+
+
+def gpu(name: str, index: Any, memory: Any) -> dict[str, Any]:
+    return {"name": name, "attributes": {"index": {"int": index}}, "capacity": {"memory": {"value": memory}}}
+
+
+def test_devices_alike_in_two_slices_share_their_parsed_maps_and_keep_their_identity() -> None:
+    a = parse_resource_slice(slice_of("n1", gpu("gpu-0", 0, "80Gi"), gpu("gpu-1", 1, "40Gi")))
+    b = parse_resource_slice(slice_of("n2", gpu("gpu-0", 0, "80Gi"), gpu("gpu-1", 1, "80Gi")))
+    assert b.devices[0].typed_attributes is a.devices[0].typed_attributes
+    assert b.devices[0].capacities is a.devices[0].capacities
+    assert [d.id for d in b.devices] == [("gpu.example.com", "n2", f"gpu-{i}") for i in (0, 1)]
+    assert b.devices[1].typed_attributes["index"].values == (1,)
+    assert a.devices[1].capacities["memory"].value.value == 40 * 2**30
+    assert b.devices[1].capacities["memory"].value.value == 80 * 2**30
+
+
+def test_a_bad_device_map_is_reported_in_its_own_slice_after_a_good_one_alike() -> None:
+    parse_resource_slice(slice_of("n1", gpu("gpu-0", 0, "80Gi")))
+    with pytest.raises(ValueError) as caught:
+        parse_resource_slice(slice_of("n2", gpu("gpu-0", True, "80Gi")))
+    assert str(caught.value) == (
+        "ResourceSlice n2-gpus: spec.devices[0].attributes[index].int: must hold int values, got True"
+    )
+    when = datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC)
+    made = {"name": "gpu-0", "attributes": {"made": {"string": when.isoformat()}}}
+    parse_resource_slice(slice_of("n3", made))
+    where = r"^ResourceSlice n4-gpus: spec\.devices\[0\]\.attributes\[made\]\.string: must hold string"
+    with pytest.raises(ValueError, match=where):
+        parse_resource_slice(slice_of("n4", {"name": "gpu-0", "attributes": {"made": {"string": when}}}))
 
 
 def test_a_value_that_is_not_json_is_parsed_as_it_is() -> None:
