@@ -29,10 +29,33 @@ _Memo = dict[tuple[Any, ...], Any]
 
 def shared_json(obj: Any) -> Any:
     """``obj`` (plain JSON types) with equal subtrees and equal strings made one object."""
-    return _share(obj, {})
+    return _share(obj, {}, None)
 
 
-def _share(obj: Any, memo: _Memo) -> Any:
+class SharedJson:
+    """:func:`shared_json` across documents: equal subtrees of any of them are one object.
+
+    Documents of one kind repeat each other (every node's slice lists the same devices), so the
+    table is kept from one document to the next, and each object in a list is also looked up by
+    content, which skips walking the devices seen before (issue 15; docs/performance.md,
+    "Start-up in local mode"). Both start afresh past ``size`` entries, so what goes away
+    is not kept for long.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        # One attribute, so that a thread that starts afresh swaps both at once: an item found
+        # by content must be made of the table's objects.
+        self._tables: tuple[_Memo, ContentMemo[Any]] = ({}, ContentMemo(size))
+
+    def __call__(self, obj: Any) -> Any:
+        memo, alike = self._tables
+        if len(memo) > self._size:
+            memo, alike = self._tables = ({}, ContentMemo(self._size))
+        return _share(obj, memo, alike)
+
+
+def _share(obj: Any, memo: _Memo, alike: ContentMemo[Any] | None) -> Any:
     # This runs over every device of every slice loaded, hence exact type checks (decoded JSON
     # holds plain dicts and lists; anything else is left as it is) and flat identity keys.
     if type(obj) is dict:
@@ -40,7 +63,7 @@ def _share(obj: Any, memo: _Memo) -> Any:
         ids: list[Any] = [dict]
         for k, v in obj.items():
             t = type(v)
-            v = _share(v, memo) if t is dict or t is list else _scalar(v, memo)
+            v = _share(v, memo, alike) if t is dict or t is list else _scalar(v, memo)
             k = memo.setdefault((str, k), k) if type(k) is str else k
             shared[k] = v
             ids += (id(k), id(v))
@@ -50,13 +73,26 @@ def _share(obj: Any, memo: _Memo) -> Any:
             found = memo[key] = shared
         return found
     if type(obj) is list:
-        values = [_share(v, memo) if type(v) is dict or type(v) is list else _scalar(v, memo) for v in obj]
+        if alike is None:
+            values = [
+                _share(v, memo, None) if type(v) is dict or type(v) is list else _scalar(v, memo) for v in obj
+            ]
+        else:
+            values = [
+                _share_alike(v, memo, alike) if type(v) is dict
+                else _share(v, memo, alike) if type(v) is list else _scalar(v, memo)
+                for v in obj
+            ]
         key = (list, *map(id, values))
         found = memo.get(key)
         if found is None:
             found = memo[key] = values
         return found
     return _scalar(obj, memo)
+
+
+def _share_alike(obj: dict[str, Any], memo: _Memo, alike: ContentMemo[Any]) -> Any:
+    return alike.parse(obj, lambda: _share(obj, memo, alike))
 
 
 def _scalar(obj: Any, memo: _Memo) -> Any:

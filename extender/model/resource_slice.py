@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
-from extender.model._shared import ContentMemo, cel_memo_for, shared_json
+from extender.model._shared import ContentMemo, SharedJson, cel_memo_for
 from extender.model.nodes import NodeSelector, parse_node_selector
 from extender.model.quantity import Quantity
 
@@ -227,7 +227,7 @@ def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[Counte
 
 
 # Parsed forms of the slice's shared raw subtrees, by (field, ids of the subtrees): devices
-# whose maps are one object (see shared_json) also share what is parsed from them. Each entry
+# whose maps are one object (see SharedJson) also share what is parsed from them. Each entry
 # keeps its subtrees alive, so an id cannot be reused by another object during the parse.
 _ParseMemo = dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]]
 
@@ -235,6 +235,8 @@ _ParseMemo = dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]]
 # maps in every node's slice (issue 15; docs/performance.md, "Start-up in local mode").
 _ATTRIBUTES: ContentMemo[dict[str, AttributeValue]] = ContentMemo(4096)
 _CAPACITIES: ContentMemo[dict[str, Capacity]] = ContentMemo(4096)
+# ... and the raw slices themselves.
+_SHARED_JSON = SharedJson(100_000)
 
 
 def _memoized(
@@ -368,7 +370,7 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
     meta, name = metadata_name(obj, "ResourceSlice")
     f = Fields("ResourceSlice", name)
     check_metadata(f, meta)
-    obj = shared_json(obj)
+    obj = _SHARED_JSON(obj)
     memo: _ParseMemo = {}
     spec = f.mapping(obj.get("spec"), "spec")
     driver = f.string(spec.get("driver"), "spec.driver", required=True)

@@ -3,13 +3,14 @@ share one parse; values that differ, even subtly, never do."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
 import pytest
 
 from extender.model import parse_resource_claim, parse_resource_claim_template, parse_resource_slice
-from extender.model._shared import ContentMemo
+from extender.model._shared import ContentMemo, SharedJson
 
 
 def claim(name: str, exactly: Any) -> dict[str, Any]:
@@ -133,3 +134,36 @@ def test_the_memo_keeps_at_most_its_size_newest_first() -> None:
     assert len(memo) == 2
     assert memo.parse({"n": 4}, lambda: "parsed again") == "parse 4"
     assert memo.parse({"n": 0}, lambda: "parsed again") == "parsed again"
+
+
+def test_shared_json_across_documents_makes_their_equal_subtrees_one_object() -> None:
+    share = SharedJson(1000)
+    first = {"devices": [{"name": "d0", "attributes": {"a": {"int": 0}}}, {"name": "d1", "n": [1, 2]}]}
+    second = {"devices": [{"name": "d1", "n": [1, 2]}, {"name": "d2", "attributes": {"a": {"int": 0}}}]}
+    given = copy.deepcopy((first, second))
+    a, b = share(first), share(second)
+    assert (a, b) == given
+    assert b["devices"][0] is a["devices"][1]  # found by content, not walked again
+    assert b["devices"][1]["attributes"] is a["devices"][0]["attributes"]
+    assert a is not first and a["devices"][0] is not first["devices"][0]  # the caller's stay theirs
+
+
+def test_shared_json_across_documents_starts_afresh_past_its_size() -> None:
+    share = SharedJson(5)
+    a = share({"devices": [{"name": "d0", "x": {"v": 1}}]})
+    for n in range(5):
+        share({"devices": [{"name": f"other-{n}"}]})
+    b = share({"devices": [{"name": "d0", "x": {"v": 1}}, {"name": "d1", "x": {"v": 1}}]})
+    assert b == {"devices": [{"name": "d0", "x": {"v": 1}}, {"name": "d1", "x": {"v": 1}}]}
+    assert b["devices"][0] is not a["devices"][0]
+    assert b["devices"][0]["x"] is b["devices"][1]["x"]
+
+
+def test_a_device_seen_in_an_earlier_slice_shares_maps_with_the_new_devices_of_a_slice() -> None:
+    root = {"resource.kubernetes.io/pcieRoot": {"string": "pci-7"}}
+    parse_resource_slice(slice_of("n1", {"name": "gpu-0", "attributes": root}))
+    b = parse_resource_slice(
+        slice_of("n2", {"name": "gpu-0", "attributes": root}, {"name": "gpu-1", "attributes": root})
+    )
+    assert b.devices[0].attributes is b.devices[1].attributes
+    assert b.raw["spec"]["devices"][0]["attributes"] is b.devices[1].attributes
