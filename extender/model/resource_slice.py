@@ -235,8 +235,10 @@ _ParseMemo = dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]]
 # maps in every node's slice (issue 15; docs/performance.md, "Start-up in local mode").
 _ATTRIBUTES: ContentMemo[dict[str, AttributeValue]] = ContentMemo(4096)
 _CAPACITIES: ContentMemo[dict[str, Capacity]] = ContentMemo(4096)
-# ... and the raw slices themselves.
+# ... and the raw slices themselves, and the devices: one device parsed again in every pool
+# differs only in its pool.
 _SHARED_JSON = SharedJson(100_000)
+_DEVICE_BODIES: ContentMemo[dict[str, Any]] = ContentMemo(4096)
 
 
 def _memoized(
@@ -303,6 +305,19 @@ def _node_allocatable(f: Fields, raw: Mapping[str, Any], path: str) -> dict[str,
 
 
 def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _ParseMemo) -> Device:
+    body = _DEVICE_BODIES.parse([driver, raw], lambda: _device_body(f, raw, path, driver, memo))
+    attributes, capacity = body["attributes"], body["capacity"]
+    allow_multiple = body["allow_multiple_allocations"]
+    # Not part of the body: a CEL memo lives only as long as a device refers to it.
+    cel_memo = _memoized(
+        memo, "cel", (attributes, capacity, allow_multiple),
+        lambda: cel_memo_for(driver, attributes, capacity, allow_multiple),
+    )
+    return Device(pool=pool, id=(driver, pool, body["name"]), cel_memo=cel_memo, **body)
+
+
+def _device_body(f: Fields, raw: Any, path: str, driver: str, memo: _ParseMemo) -> dict[str, Any]:
+    """Device's fields but its pool's (``pool``, ``id``): what the driver and the raw device make."""
     raw = f.mapping(raw, path)
     name = f.string(raw.get("name"), f"{path}.name", required=True)
     attributes = f.mapping(raw.get("attributes"), f"{path}.attributes")
@@ -323,11 +338,9 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
     selector = raw.get("nodeSelector")
     consumes = raw.get("consumesCounters")
     allocatable = f.mapping(raw.get("nodeAllocatableResources"), f"{path}.nodeAllocatableResources")
-    return Device(
+    return dict(
         name=name,
         driver=driver,
-        pool=pool,
-        id=(driver, pool, name),
         attributes=attributes,
         capacity=capacity,
         typed_attributes=_memoized(
@@ -348,20 +361,14 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
         binding_failure_conditions=f.strings(
             raw.get("bindingFailureConditions"), f"{path}.bindingFailureConditions"
         ),
-        allow_multiple_allocations=(
-            allow_multiple := bool(
-                f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
-            )
+        allow_multiple_allocations=bool(
+            f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
         ),
         node_allocatable=_memoized(
             memo, "nodeAllocatableResources", (allocatable,), lambda: _node_allocatable(
                 f, allocatable, f"{path}.nodeAllocatableResources"
             ),
         ) if allocatable else _NO_NODE_ALLOCATABLE,
-        cel_memo=_memoized(
-            memo, "cel", (attributes, capacity, allow_multiple),
-            lambda: cel_memo_for(driver, attributes, capacity, allow_multiple),
-        ),
     )
 
 

@@ -167,3 +167,20 @@ def test_a_device_seen_in_an_earlier_slice_shares_maps_with_the_new_devices_of_a
     )
     assert b.devices[0].attributes is b.devices[1].attributes
     assert b.raw["spec"]["devices"][0]["attributes"] is b.devices[1].attributes
+
+
+def test_a_device_in_another_pool_or_of_another_driver_is_its_own() -> None:
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}
+    device = {"name": "gpu-0", "nodeSelector": {"nodeSelectorTerms": [term]}, "attributes": {"i": {"int": 0}}}
+    a = parse_resource_slice(slice_of("n1", copy.deepcopy(device)))
+    b = parse_resource_slice(slice_of("n2", copy.deepcopy(device)))
+    other = slice_of("n3", copy.deepcopy(device))
+    other["spec"]["driver"] = "tpu.example.com"
+    c = parse_resource_slice(other)
+    assert b.devices[0].node_selector is a.devices[0].node_selector  # parsed once
+    drivers = ["gpu.example.com", "gpu.example.com", "tpu.example.com"]
+    ids = [(d, n, "gpu-0") for d, n in zip(drivers, ("n1", "n2", "n3"), strict=True)]
+    assert [s.devices[0].id for s in (a, b, c)] == ids
+    assert [s.devices[0].driver for s in (a, b, c)] == drivers
+    assert c.devices[0].attribute("tpu.example.com/i") is not None
+    assert a.devices[0].cel_memo is b.devices[0].cel_memo is not c.devices[0].cel_memo
