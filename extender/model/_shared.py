@@ -1,5 +1,6 @@
-"""One copy of each repeated JSON subtree of an object (hash-consing), and one CEL memo
-for the devices alike across slices (:func:`cel_memo_for`).
+"""One copy of each repeated JSON subtree of an object (hash-consing), one CEL memo
+for the devices alike across slices (:func:`cel_memo_for`), and one parse of each repeated
+JSON value (:class:`ContentMemo`).
 
 A ResourceSlice repeats itself: every partition of a GPU carries the same attribute maps,
 the same capacity and counter maps and the same strings. Decoded JSON holds each repetition
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 import orjson
+
+T = TypeVar("T")
 
 # Canonical objects keyed by (type, content). Containers are keyed by the identities of
 # their already-canonical children, so no subtree is hashed more than once.
@@ -26,10 +29,33 @@ _Memo = dict[tuple[Any, ...], Any]
 
 def shared_json(obj: Any) -> Any:
     """``obj`` (plain JSON types) with equal subtrees and equal strings made one object."""
-    return _share(obj, {})
+    return _share(obj, {}, None)
 
 
-def _share(obj: Any, memo: _Memo) -> Any:
+class SharedJson:
+    """:func:`shared_json` across documents: equal subtrees of any of them are one object.
+
+    Documents of one kind repeat each other (every node's slice lists the same devices), so the
+    table is kept from one document to the next, and each object in a list is also looked up by
+    content, which skips walking the devices seen before (issue 15; docs/performance.md,
+    "Start-up in local mode"). Both start afresh past ``size`` entries, so what goes away
+    is not kept for long.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        # One attribute, so that a thread that starts afresh swaps both at once: an item found
+        # by content must be made of the table's objects.
+        self._tables: tuple[_Memo, ContentMemo[Any]] = ({}, ContentMemo(size))
+
+    def __call__(self, obj: Any) -> Any:
+        memo, alike = self._tables
+        if len(memo) > self._size:
+            memo, alike = self._tables = ({}, ContentMemo(self._size))
+        return _share(obj, memo, alike)
+
+
+def _share(obj: Any, memo: _Memo, alike: ContentMemo[Any] | None) -> Any:
     # This runs over every device of every slice loaded, hence exact type checks (decoded JSON
     # holds plain dicts and lists; anything else is left as it is) and flat identity keys.
     if type(obj) is dict:
@@ -37,7 +63,7 @@ def _share(obj: Any, memo: _Memo) -> Any:
         ids: list[Any] = [dict]
         for k, v in obj.items():
             t = type(v)
-            v = _share(v, memo) if t is dict or t is list else _scalar(v, memo)
+            v = _share(v, memo, alike) if t is dict or t is list else _scalar(v, memo)
             k = memo.setdefault((str, k), k) if type(k) is str else k
             shared[k] = v
             ids += (id(k), id(v))
@@ -47,13 +73,26 @@ def _share(obj: Any, memo: _Memo) -> Any:
             found = memo[key] = shared
         return found
     if type(obj) is list:
-        values = [_share(v, memo) if type(v) is dict or type(v) is list else _scalar(v, memo) for v in obj]
+        if alike is None:
+            values = [
+                _share(v, memo, None) if type(v) is dict or type(v) is list else _scalar(v, memo) for v in obj
+            ]
+        else:
+            values = [
+                _share_alike(v, memo, alike) if type(v) is dict
+                else _share(v, memo, alike) if type(v) is list else _scalar(v, memo)
+                for v in obj
+            ]
         key = (list, *map(id, values))
         found = memo.get(key)
         if found is None:
             found = memo[key] = values
         return found
     return _scalar(obj, memo)
+
+
+def _share_alike(obj: dict[str, Any], memo: _Memo, alike: ContentMemo[Any]) -> Any:
+    return alike.parse(obj, lambda: _share(obj, memo, alike))
 
 
 def _scalar(obj: Any, memo: _Memo) -> Any:
@@ -104,3 +143,42 @@ def cel_memo_for(
         if memo is None:
             memo = _by_content[key] = CelMemo()
     return memo
+
+
+class ContentMemo(Generic[T]):
+    """What a parser makes of a JSON value, shared by every value with the same content.
+
+    For parts that many objects repeat word for word (the spec of every claim a template makes):
+    the parse runs once per content. Only successful parses are kept, so each malformed value is
+    parsed, and reported, as its own. A hit needs the same JSON text *and* Python equality with
+    that text decoded: the text alone cannot tell a string from a datetime orjson writes alike,
+    nor null from NaN. Parses must not depend on the value's identity, and hits hand out the
+    first value's parse, so what a parse returns must be treated as immutable (as the cache does).
+    The oldest entries go past ``size``, so that a stream of distinct values keeps little.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[bytes, tuple[Any, T]] = {}
+        self._lock = threading.Lock()
+
+    def parse(self, raw: Any, parse: Callable[[], T]) -> T:
+        """``parse()``, the parse of ``raw``, or what it returned for a value alike."""
+        try:
+            key = orjson.dumps(raw)
+        except TypeError:
+            return parse()  # not JSON (a key that is not a string, an integer beyond 64 bits ...)
+        found = self._entries.get(key)
+        if found is not None and found[0] == raw:
+            return found[1]
+        parsed = parse()
+        decoded = orjson.loads(key)
+        if decoded == raw:
+            with self._lock:
+                if len(self._entries) >= self._size:
+                    self._entries.pop(next(iter(self._entries)), None)
+                self._entries[key] = (decoded, parsed)
+        return parsed
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
+from extender.model._shared import ContentMemo
 from extender.model.allocation import AllocationResult, parse_allocation_with
 from extender.model.device_class import parse_config_items, parse_selectors
 from extender.model.quantity import Quantity
@@ -147,10 +148,21 @@ def _request(f: Fields, raw: Any, path: str) -> DeviceRequest:
     )
 
 
-def _claim_spec(
-    f: Fields, raw: Any, path: str
-) -> tuple[tuple[DeviceRequest, ...], tuple[Constraint, ...], tuple[ClaimConfig, ...]]:
+_ClaimSpec = tuple[tuple[DeviceRequest, ...], tuple[Constraint, ...], tuple[ClaimConfig, ...]]
+
+# Every claim a template makes has the template's spec: thousands of claims, a few distinct
+# specs, each parsed once (issue 15; docs/performance.md, "Start-up in local mode"). The path
+# only shapes error messages, and a failed parse is never shared, so claims and templates can
+# share one memo.
+_SPECS: ContentMemo[_ClaimSpec] = ContentMemo(1024)
+
+
+def _claim_spec(f: Fields, raw: Any, path: str) -> _ClaimSpec:
     """A ResourceClaimSpec at ``path``: a claim's own, or the one a template makes claims from."""
+    return _SPECS.parse(raw, lambda: _parse_claim_spec(f, raw, path))
+
+
+def _parse_claim_spec(f: Fields, raw: Any, path: str) -> _ClaimSpec:
     devices = f.mapping(f.mapping(raw, path).get("devices"), f"{path}.devices")
     requests = tuple(
         _request(f, r, f"{path}.devices.requests[{i}]")

@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
-from extender.model._shared import cel_memo_for, shared_json
+from extender.model._shared import ContentMemo, SharedJson, cel_memo_for
 from extender.model.nodes import NodeSelector, parse_node_selector
 from extender.model.quantity import Quantity
 
@@ -227,16 +227,29 @@ def _counter_sets(f: Fields, raw: Any, path: str, name_key: str) -> tuple[Counte
 
 
 # Parsed forms of the slice's shared raw subtrees, by (field, ids of the subtrees): devices
-# whose maps are one object (see shared_json) also share what is parsed from them. Each entry
+# whose maps are one object (see SharedJson) also share what is parsed from them. Each entry
 # keeps its subtrees alive, so an id cannot be reused by another object during the parse.
 _ParseMemo = dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]]
 
+# Across slices, by content: a cluster of alike nodes publishes the same attribute and capacity
+# maps in every node's slice (issue 15; docs/performance.md, "Start-up in local mode").
+_ATTRIBUTES: ContentMemo[dict[str, AttributeValue]] = ContentMemo(4096)
+_CAPACITIES: ContentMemo[dict[str, Capacity]] = ContentMemo(4096)
+# ... and the raw slices themselves, and the devices: one device parsed again in every pool
+# differs only in its pool.
+_SHARED_JSON = SharedJson(100_000)
+_DEVICE_BODIES: ContentMemo[dict[str, Any]] = ContentMemo(4096)
 
-def _memoized(memo: _ParseMemo, field: str, raws: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
+
+def _memoized(
+    memo: _ParseMemo, field: str, raws: tuple[Any, ...], parse: Callable[[], Any],
+    content: ContentMemo[Any] | None = None,
+) -> Any:
+    """The slice's parse of ``raws``; with ``content``, of its one raw value as parsed in any slice."""
     key = (field, *map(id, raws))
     found = memo.get(key)
     if found is None:
-        found = memo[key] = (raws, parse())
+        found = memo[key] = (raws, parse() if content is None else content.parse(raws[0], parse))
     return found[1]
 
 
@@ -292,11 +305,26 @@ def _node_allocatable(f: Fields, raw: Mapping[str, Any], path: str) -> dict[str,
 
 
 def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _ParseMemo) -> Device:
+    body = _DEVICE_BODIES.parse([driver, raw], lambda: _device_body(f, raw, path, driver, memo))
+    attributes, capacity = body["attributes"], body["capacity"]
+    allow_multiple = body["allow_multiple_allocations"]
+    # Not part of the body: a CEL memo lives only as long as a device refers to it.
+    cel_memo = _memoized(
+        memo, "cel", (attributes, capacity, allow_multiple),
+        lambda: cel_memo_for(driver, attributes, capacity, allow_multiple),
+    )
+    return Device(pool=pool, id=(driver, pool, body["name"]), cel_memo=cel_memo, **body)
+
+
+def _device_body(f: Fields, raw: Any, path: str, driver: str, memo: _ParseMemo) -> dict[str, Any]:
+    """Device's fields but its pool's (``pool``, ``id``): what the driver and the raw device make."""
     raw = f.mapping(raw, path)
     name = f.string(raw.get("name"), f"{path}.name", required=True)
     attributes = f.mapping(raw.get("attributes"), f"{path}.attributes")
     capacity = f.mapping(raw.get("capacity"), f"{path}.capacity")
-    capacities = _memoized(memo, "capacity", (capacity,), lambda: _capacities(f, capacity, path))
+    capacities = _memoized(
+        memo, "capacity", (capacity,), lambda: _capacities(f, capacity, path), _CAPACITIES
+    )
     taints = []
     for where, taint in f.mappings(raw.get("taints"), f"{path}.taints"):
         taints.append(
@@ -310,15 +338,13 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
     selector = raw.get("nodeSelector")
     consumes = raw.get("consumesCounters")
     allocatable = f.mapping(raw.get("nodeAllocatableResources"), f"{path}.nodeAllocatableResources")
-    return Device(
+    return dict(
         name=name,
         driver=driver,
-        pool=pool,
-        id=(driver, pool, name),
         attributes=attributes,
         capacity=capacity,
         typed_attributes=_memoized(
-            memo, "attributes", (attributes,), lambda: _typed_attributes(f, attributes, path)
+            memo, "attributes", (attributes,), lambda: _typed_attributes(f, attributes, path), _ATTRIBUTES
         ),
         capacities=capacities,
         consumes_counters=_memoized(
@@ -335,20 +361,14 @@ def _device(f: Fields, raw: Any, path: str, driver: str, pool: str, memo: _Parse
         binding_failure_conditions=f.strings(
             raw.get("bindingFailureConditions"), f"{path}.bindingFailureConditions"
         ),
-        allow_multiple_allocations=(
-            allow_multiple := bool(
-                f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
-            )
+        allow_multiple_allocations=bool(
+            f.boolean(raw.get("allowMultipleAllocations"), f"{path}.allowMultipleAllocations")
         ),
         node_allocatable=_memoized(
             memo, "nodeAllocatableResources", (allocatable,), lambda: _node_allocatable(
                 f, allocatable, f"{path}.nodeAllocatableResources"
             ),
         ) if allocatable else _NO_NODE_ALLOCATABLE,
-        cel_memo=_memoized(
-            memo, "cel", (attributes, capacity, allow_multiple),
-            lambda: cel_memo_for(driver, attributes, capacity, allow_multiple),
-        ),
     )
 
 
@@ -357,7 +377,7 @@ def parse_resource_slice(obj: dict[str, Any]) -> ResourceSlice:
     meta, name = metadata_name(obj, "ResourceSlice")
     f = Fields("ResourceSlice", name)
     check_metadata(f, meta)
-    obj = shared_json(obj)
+    obj = _SHARED_JSON(obj)
     memo: _ParseMemo = {}
     spec = f.mapping(obj.get("spec"), "spec")
     driver = f.string(spec.get("driver"), "spec.driver", required=True)
