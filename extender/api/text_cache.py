@@ -31,6 +31,17 @@ class TextCache(Generic[V]):
         self._entries.move_to_end(key)
         return entry[1]
 
+    def at(self, body: bytes, start: int) -> tuple[bytes, V] | None:
+        """The entry whose text ``body`` holds at ``start``, and its value: found without knowing
+        where that text ends in ``body``, by its prefix and one compare in place. A text shorter
+        than the prefix is not found this way."""
+        key = body[start : start + self._prefix]
+        entry = self._entries.get(key)
+        if entry is None or not body.startswith(entry[0], start):
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
     def put(self, text: bytes, value: V) -> None:
         if len(text) > self._largest:
             return

@@ -7,8 +7,9 @@ and node objects inside stay plain dicts; only what scheduling reads is parsed l
 Full Node objects (``nodeCacheCapable: false``) are the exception: 500 of them weigh about
 3 MB, and decoding them whole was most of a filter's time. msgspec splits the body into each
 node's text in one scan and decodes only what the extender reads of a node it has not seen
-(metadata, ``status.allocatable`` and ``status.declaredFeatures``), skipping the rest. Each
-node's bytes go back unchanged for the passing nodes (docs/performance.md).
+(metadata, ``status.allocatable`` and ``status.declaredFeatures``), skipping the rest. A body
+whose nodes were all seen before is not scanned at all: each node is found in place by its
+cached text. Each node's bytes go back unchanged for the passing nodes (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -241,6 +242,11 @@ def request_pod(obj: Mapping[str, Any]) -> PodInfo:
 def extender_args(body: bytes, known: Mapping[str, Node] = MappingProxyType({})) -> ExtenderArgs:
     """The request; ``known``: the cluster's nodes, whose objects stand for equal nodes of the
     request."""
+    seen = _seen_nodes(body)
+    if seen is not None:
+        pod_text, found, parsed = seen
+        pod = parsed.raw if parsed is not None else _pod({"pod": _value(pod_text)})
+        return _with_seen(pod, found, known, pod_text, parsed)
     try:
         pod_raw, names_text, nodes = _split(body)
         # A pod parsed before passed every check made here and in parsing: nothing to redo.
@@ -259,6 +265,60 @@ def extender_args(body: bytes, known: Mapping[str, Node] = MappingProxyType({}))
         raise BadRequest(f"body is not valid JSON: {exc}") from None
     except RecursionError:  # msgspec builds nested arrays by recursion; orjson stops at 1024
         raise BadRequest("body is not valid JSON: nested too deeply") from None
+
+
+# A full-Node body exactly as kube-scheduler writes it (Go's encoding/json of ExtenderArgs and
+# its v1.NodeList: no spaces, this field order, NodeNames null), around the pod and the nodes.
+_POD_HEAD = b'{"Pod":'
+_NODES_HEAD = b',"Nodes":{"metadata":{},"items":['
+_NODES_TAIL = b']},"NodeNames":null}'
+_pod_decoder = msgspec.json.Decoder(msgspec.Raw)
+
+
+def _seen_nodes(body: bytes) -> tuple[bytes, list[tuple[bytes, Node]], PodInfo | None] | None:
+    """The pod's text, each node's text and parsed node, and the pod parsed before (if it was),
+    for a body as kube-scheduler writes it whose every node was seen before; else None.
+
+    The nodes are found in place, one after the other, each by its cached text (its first bytes,
+    then a compare): the body is never scanned for where they end, the step that cost most of a
+    3 MB body. That reads the body as msgspec would: each text is a whole JSON value that it
+    split from an earlier body, they are separated by commas between fixed bytes, and the pod
+    before them is checked on its own. The pod's text ends at the first ``_NODES_HEAD``: a quote
+    after a comma opens or closes a string, so these bytes cannot lie inside one; should they lie
+    deeper inside the pod, what comes before them is not a whole value and is refused here. Any
+    doubt (another spelling, an unseen node, an empty list) leaves the body to the general split,
+    and its messages."""
+    if not (body.startswith(_POD_HEAD) and body.endswith(_NODES_TAIL)):
+        return None
+    head = body.find(_NODES_HEAD, len(_POD_HEAD))
+    if head < 0:
+        return None
+    p, end = head + len(_NODES_HEAD), len(body) - len(_NODES_TAIL)
+    if p >= end:
+        return None
+    found, at = [], _nodes_by_text.at
+    while True:
+        entry = at(body, p)
+        if entry is None:
+            return None
+        found.append(entry)
+        p += len(entry[0])
+        if p == end:
+            break
+        if p > end or body[p] != 0x2C:  # ","
+            return None
+        p += 1
+    pod_text = body[len(_POD_HEAD) : head]
+    parsed = _pods_by_text.get(pod_text)
+    if parsed is None:
+        # msgspec's Raw holds a value without the spaces around it: so must the pod's text.
+        if pod_text[:1] != b"{" or pod_text[-1:] != b"}":
+            return None
+        try:
+            _pod_decoder.decode(pod_text)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    return pod_text, found, parsed
 
 
 def _split(
@@ -312,18 +372,46 @@ def _with_nodes(
     raw_by_name: dict[str, bytes] = {}
     for i, raw in enumerate(items):
         text = bytes(raw)
-        hit = _nodes_by_text.get(text)
-        node = _node(i, raw) if hit is None else hit
-        same = known.get(node.name)
-        if same is not None and same is not node and same == node:
-            # The cluster's own object from now on: a filter whose nodes are all the
-            # cluster's is decided as one by name (PodPlan.decide), without a test per node.
-            node, hit = same, None
-        if hit is None:
+        node = _nodes_by_text.get(text)
+        if node is None:
+            node = _cluster_copy(_node(i, raw), known)
             _nodes_by_text.put(text, node)
+        else:
+            node = _cluster_copy_of_seen(text, node, known)
         by_name[node.name] = node
         raw_by_name[node.name] = text
     return ExtenderArgs(pod, list(by_name), by_name, raw_by_name, pod_text, parsed)
+
+
+def _with_seen(
+    pod: Mapping[str, Any],
+    found: list[tuple[bytes, Node]],
+    known: Mapping[str, Node],
+    pod_text: bytes,
+    parsed: PodInfo | None,
+) -> ExtenderArgs:
+    by_name: dict[str, Node] = {}
+    raw_by_name: dict[str, bytes] = {}
+    for text, node in found:
+        node = _cluster_copy_of_seen(text, node, known)
+        by_name[node.name] = node
+        raw_by_name[node.name] = text
+    return ExtenderArgs(pod, list(by_name), by_name, raw_by_name, pod_text, parsed)
+
+
+def _cluster_copy(node: Node, known: Mapping[str, Node]) -> Node:
+    """The cluster's own object for ``node`` if it is equal: a filter whose nodes are all the
+    cluster's is decided as one by name (PodPlan.decide), without a test per node."""
+    same = known.get(node.name)
+    return same if same is not None and same is not node and same == node else node
+
+
+def _cluster_copy_of_seen(text: bytes, node: Node, known: Mapping[str, Node]) -> Node:
+    """``_cluster_copy`` of a node found by its text, which stands for it from then on."""
+    same = _cluster_copy(node, known)
+    if same is not node:
+        _nodes_by_text.put(text, same)
+    return same
 
 
 def filter_result(

@@ -222,3 +222,110 @@ def test_a_malformed_pod_is_refused_each_time_it_is_sent():
         args = wire.extender_args(bad)
         with pytest.raises(wire.BadRequest, match="spec: must be an object"):
             wire.pod_info(args)
+
+
+def _kubelet_node(name: str, gpus: str = "2") -> bytes:
+    """A Node as the API server serves it, compact as Go writes it and longer than the text
+    cache's prefix, with ``status.allocatable`` after the first 256 bytes."""
+    return orjson.dumps({
+        "metadata": {
+            "name": name, "uid": f"uid-{name}", "resourceVersion": "7",
+            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "a"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "note": "x" * 200},
+        },
+        "spec": {"podCIDR": "10.0.0.0/24"},
+        "status": {
+            "allocatable": {"cpu": "8", "example.com/gpu": gpus},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    })
+
+
+def _go_args(pod: bytes, *nodes: bytes) -> bytes:
+    """ExtenderArgs as kube-scheduler's encoding/json writes it: no spaces, Pod, Nodes (its
+    NodeList's empty metadata, then items), NodeNames null."""
+    items = b",".join(nodes)
+    return b'{"Pod":' + pod + b',"Nodes":{"metadata":{},"items":[' + items + b']},"NodeNames":null}'
+
+
+def _general(pod: bytes, *nodes: bytes) -> bytes:
+    """The same request in another spelling, which only the general split reads."""
+    return b'{"pod": ' + pod + b', "nodes": {"items": [' + b", ".join(nodes) + b"]}}"
+
+
+A, B, C = _kubelet_node("a"), _kubelet_node("b"), _kubelet_node("c")
+GO_POD = b'{"metadata":{"name":"p","namespace":"ns"}}'
+
+
+def _read_alike(args: wire.ExtenderArgs, expected: wire.ExtenderArgs) -> None:
+    assert (args.pod, args.node_names, args.nodes, args.node_bytes) == (
+        expected.pod, expected.node_names, expected.nodes, expected.node_bytes,
+    )
+
+
+def test_a_body_of_nodes_seen_before_is_not_scanned_again(monkeypatch: pytest.MonkeyPatch):
+    first = wire.extender_args(_go_args(GO_POD, A, B))
+
+    def split(body: bytes) -> None:
+        raise AssertionError("scanned again")
+
+    monkeypatch.setattr(wire, "_split", split)
+    again = wire.extender_args(_go_args(GO_POD, B, A))  # in another order, as kube-scheduler may
+    assert first.nodes is not None and again.nodes is not None
+    assert again.node_names == ["b", "a"] and again.nodes["a"] is first.nodes["a"]
+    assert again.node_bytes == {"a": A, "b": B} and again.pod == orjson.loads(GO_POD)
+    assert wire.pod_info(again).name == "p"
+    reply = wire.encode(wire.filter_result(again, ["a", "b"], {}, {}, ""))
+    assert b'"items":[' + A + b"," + B + b"]" in reply
+    with pytest.raises(AssertionError, match="scanned again"):  # one unseen node: scanned
+        wire.extender_args(_go_args(GO_POD, A, C))
+
+
+def test_a_node_that_differs_after_its_first_256_bytes_is_read_anew():
+    more = _kubelet_node("a", gpus="4")
+    assert more[:256] == A[:256] and more != A
+    before = wire.extender_args(_go_args(GO_POD, A, B))
+    after = wire.extender_args(_go_args(GO_POD, more, B))
+    assert before.nodes is not None and after.nodes is not None
+    assert after.nodes["a"].extended_allocatable == {"example.com/gpu": 4}
+    assert before.nodes["a"].extended_allocatable == {"example.com/gpu": 2}
+    assert after.node_bytes["a"] == more and after.nodes["b"] is before.nodes["b"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes"),
+    [
+        (GO_POD, (A, A, B)),
+        (GO_POD, (A, C, B)),
+        # The bytes that follow the pod, inside the pod: in a field, and in a string.
+        (b'{"metadata":{"name":"p"},"x":{"y":1,"Nodes":{"metadata":{},"items":[' + A + b"]}}}", (A, B)),
+        (b'{"metadata":{"name":"p","annotations":{"n":"\\",\\"Nodes\\":{\\"metadata\\":{},\\"items\\":["}}}',
+         (A, B)),
+        (b' {"metadata":{"name":"p"}} ', (A, B)),
+    ],
+    ids=["a node twice", "an unseen node", "the nodes' bytes in the pod", "in a string", "spaces"],
+)
+def test_nodes_seen_before_read_as_through_the_general_split(pod: bytes, nodes: tuple[bytes, ...]):
+    wire.extender_args(_go_args(GO_POD, A, B))
+    expected = wire.extender_args(_general(pod, *nodes))
+    _read_alike(wire.extender_args(_go_args(pod, *nodes)), expected)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_go_args(b'{"metadata":{"name":"p"}', A), "body is not valid JSON"),
+        (_go_args(b'{"metadata":{"name":"p"}}}', A), "body is not valid JSON"),
+        (_go_args(b'{"metadata":{"name":"p"},"x":[}', A), "body is not valid JSON"),
+        (_go_args(b"5", A), "Pod: expected an object"),
+        (_go_args(b"null", A), "Pod: required"),
+        (_go_args(b'{"metadata":{}}', A), "Pod.metadata.name: required"),
+        (_go_args(GO_POD, A, b"").replace(b",]", b",,]"), "body is not valid JSON"),
+        (_go_args(GO_POD, A + b"}"), "body is not valid JSON"),
+        (_go_args(GO_POD, A + b'{"metadata":{"name":"b"}}'), "body is not valid JSON"),
+    ],
+)
+def test_malformed_bodies_around_seen_nodes_keep_their_messages(body: bytes, message: str):
+    wire.extender_args(_go_args(GO_POD, A))
+    with pytest.raises(wire.BadRequest, match=message):
+        wire.pod_info(wire.extender_args(body))
