@@ -31,16 +31,27 @@ class TextCache(Generic[V]):
         self._entries.move_to_end(key)
         return entry[1]
 
-    def at(self, body: bytes, start: int) -> tuple[bytes, V] | None:
-        """The entry whose text ``body`` holds at ``start``, and its value: found without knowing
-        where that text ends in ``body``, by its prefix and one compare in place. A text shorter
-        than the prefix is not found this way."""
-        key = body[start : start + self._prefix]
-        entry = self._entries.get(key)
-        if entry is None or not body.startswith(entry[0], start):
-            return None
-        self._entries.move_to_end(key)
-        return entry
+    def chain(self, body: bytes, start: int, end: int, sep: int) -> list[tuple[bytes, V]] | None:
+        """The entries, each a text and its value, whose texts ``body`` holds one after the other
+        from ``start`` to ``end``, each but the last followed by the byte ``sep``; None unless
+        every one is here. Each is found in place, by its prefix and one compare, without
+        knowing where it ends (a text shorter than the prefix is not found this way)."""
+        entries, prefix, found = self._entries, self._prefix, []
+        get, touch, holds = entries.get, entries.move_to_end, body.startswith
+        p = start
+        while True:
+            key = body[p : p + prefix]
+            entry = get(key)
+            if entry is None or not holds(entry[0], p):
+                return None
+            touch(key)
+            found.append(entry)
+            p += len(entry[0])
+            if p == end:
+                return found
+            if p > end or body[p] != sep:
+                return None
+            p += 1
 
     def put(self, text: bytes, value: V) -> None:
         if len(text) > self._largest:

@@ -293,21 +293,12 @@ def _seen_nodes(body: bytes) -> tuple[bytes, list[tuple[bytes, Node]], PodInfo |
     head = body.find(_NODES_HEAD, len(_POD_HEAD))
     if head < 0:
         return None
-    p, end = head + len(_NODES_HEAD), len(body) - len(_NODES_TAIL)
-    if p >= end:
+    start, end = head + len(_NODES_HEAD), len(body) - len(_NODES_TAIL)
+    if start >= end:
         return None
-    found, at = [], _nodes_by_text.at
-    while True:
-        entry = at(body, p)
-        if entry is None:
-            return None
-        found.append(entry)
-        p += len(entry[0])
-        if p == end:
-            break
-        if p > end or body[p] != 0x2C:  # ","
-            return None
-        p += 1
+    found = _nodes_by_text.chain(body, start, end, 0x2C)  # ","
+    if found is None:
+        return None
     pod_text = body[len(_POD_HEAD) : head]
     parsed = _pods_by_text.get(pod_text)
     if parsed is None:
@@ -368,19 +359,15 @@ def _with_nodes(
     pod_text: bytes,
     parsed: PodInfo | None,
 ) -> ExtenderArgs:
-    by_name: dict[str, Node] = {}
-    raw_by_name: dict[str, bytes] = {}
+    found = []
     for i, raw in enumerate(items):
         text = bytes(raw)
         node = _nodes_by_text.get(text)
         if node is None:
-            node = _cluster_copy(_node(i, raw), known)
+            node = _node(i, raw)
             _nodes_by_text.put(text, node)
-        else:
-            node = _cluster_copy_of_seen(text, node, known)
-        by_name[node.name] = node
-        raw_by_name[node.name] = text
-    return ExtenderArgs(pod, list(by_name), by_name, raw_by_name, pod_text, parsed)
+        found.append((text, node))
+    return _with_seen(pod, found, known, pod_text, parsed)
 
 
 def _with_seen(
@@ -390,28 +377,20 @@ def _with_seen(
     pod_text: bytes,
     parsed: PodInfo | None,
 ) -> ExtenderArgs:
+    """The request of ``found``: each node's text and the node parsed from it."""
     by_name: dict[str, Node] = {}
     raw_by_name: dict[str, bytes] = {}
+    cluster = known.get
     for text, node in found:
-        node = _cluster_copy_of_seen(text, node, known)
+        same = cluster(node.name)
+        if same is not None and same is not node and same == node:
+            # The cluster's own object from now on: a filter whose nodes are all the
+            # cluster's is decided as one by name (PodPlan.decide), without a test per node.
+            node = same
+            _nodes_by_text.put(text, node)
         by_name[node.name] = node
         raw_by_name[node.name] = text
     return ExtenderArgs(pod, list(by_name), by_name, raw_by_name, pod_text, parsed)
-
-
-def _cluster_copy(node: Node, known: Mapping[str, Node]) -> Node:
-    """The cluster's own object for ``node`` if it is equal: a filter whose nodes are all the
-    cluster's is decided as one by name (PodPlan.decide), without a test per node."""
-    same = known.get(node.name)
-    return same if same is not None and same is not node and same == node else node
-
-
-def _cluster_copy_of_seen(text: bytes, node: Node, known: Mapping[str, Node]) -> Node:
-    """``_cluster_copy`` of a node found by its text, which stands for it from then on."""
-    same = _cluster_copy(node, known)
-    if same is not node:
-        _nodes_by_text.put(text, same)
-    return same
 
 
 def filter_result(
