@@ -160,7 +160,8 @@ def _parse(i: int, node: _Node) -> Node:
 
 
 def encode(obj: Any) -> bytes:
-    return orjson.dumps(obj)
+    """``obj`` in JSON; bytes are a reply encoded already (``filter_result``'s)."""
+    return obj if type(obj) is bytes else orjson.dumps(obj)
 
 
 def fold(obj: Any, what: str) -> dict[str, Any]:
@@ -399,8 +400,9 @@ def filter_result(
     failed: Mapping[str, str],
     unresolvable: Mapping[str, str],
     error: str,
-) -> dict[str, Any]:
-    """ExtenderFilterResult answering in the mode the request used."""
+) -> dict[str, Any] | bytes:
+    """ExtenderFilterResult answering in the mode the request used: with full Nodes, encoded
+    already, the passing nodes' bytes as they came in."""
     out: dict[str, Any] = {
         "Nodes": None,
         "NodeNames": None,
@@ -410,9 +412,21 @@ def filter_result(
     }
     if args.nodes is None:
         out["NodeNames"] = passed
-    else:
-        out["Nodes"] = {"metadata": {}, "items": [orjson.Fragment(args.node_bytes[name]) for name in passed]}
-    return out
+        return out
+    del out["Nodes"]
+    rest = b"]}," + orjson.dumps(out)[1:]  # the fields after Nodes, in orjson's order and spelling
+    if not passed:
+        return _NODES_REPLY + rest
+    # One join, one copy of the 3 MB of nodes into a reply of the exact size: through orjson,
+    # the reply grew by reallocations that copied it again (a tenth of the server's CPU).
+    node_bytes = args.node_bytes
+    parts = [b","] * (2 * len(passed) + 1)
+    parts[1::2] = [node_bytes[name] for name in passed]
+    parts[0], parts[-1] = _NODES_REPLY, rest
+    return b"".join(parts)
+
+
+_NODES_REPLY = b'{"Nodes":{"metadata":{},"items":['
 
 
 def host_priorities(scores: Mapping[str, int]) -> list[dict[str, Any]]:

@@ -329,3 +329,25 @@ def test_malformed_bodies_around_seen_nodes_keep_their_messages(body: bytes, mes
     wire.extender_args(_go_args(GO_POD, A))
     with pytest.raises(wire.BadRequest, match=message):
         wire.pod_info(wire.extender_args(body))
+
+
+@pytest.mark.parametrize("passed", [[], ["a"], ["b", "a"], ["a", "b", "c"]])
+def test_a_full_node_reply_is_what_orjson_writes_of_the_result(passed: list[str]):
+    args = wire.extender_args(_go_args(GO_POD, A, B, C))
+    failed = {n: "no room: \u00e9 \"quoted\"\n" for n in "abc" if n not in passed}
+    unresolvable = {"z": "gone"}
+    expected = orjson.dumps({
+        "Nodes": {"metadata": {}, "items": [orjson.Fragment(args.node_bytes[n]) for n in passed]},
+        "NodeNames": None, "FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable,
+        "Error": "e\u2028",
+    })
+    assert wire.encode(wire.filter_result(args, passed, failed, unresolvable, "e\u2028")) == expected
+
+
+def test_a_node_names_reply_is_what_orjson_writes_of_the_result():
+    args = wire.extender_args(_listed(POD))
+    reply = wire.encode(wire.filter_result(args, ["a"], {"b": "no"}, {}, ""))
+    assert reply == orjson.dumps({
+        "Nodes": None, "NodeNames": ["a"], "FailedNodes": {"b": "no"}, "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    })
