@@ -31,24 +31,26 @@ class TextCache(Generic[V]):
         self._entries.move_to_end(key)
         return entry[1]
 
-    def chain(self, body: bytes, start: int, end: int, sep: int) -> list[tuple[bytes, V]] | None:
+    def chain(self, body: bytes, start: int, end: int, sep: int) -> tuple[list[tuple[bytes, V]], int] | None:
         """The entries, each a text and its value, whose texts ``body`` holds one after the other
-        from ``start`` to ``end``, each but the last followed by the byte ``sep``; None unless
-        every one is here. Each is found in place, by its prefix and one compare, without
-        knowing where it ends (a text shorter than the prefix is not found this way)."""
-        entries, prefix, found = self._entries, self._prefix, []
+        from ``start``, each followed by the byte ``sep`` or by ``end``; and where they stop:
+        ``end``, or where a text that is not here begins. None if a text found is followed by
+        anything else. Each is found in place, by its prefix and one compare, without knowing
+        where it ends (a text shorter than the prefix is not found this way)."""
+        entries, prefix = self._entries, self._prefix
+        found: list[tuple[bytes, V]] = []
         get, touch, holds = entries.get, entries.move_to_end, body.startswith
         p = start
         while True:
             key = body[p : p + prefix]
             entry = get(key)
             if entry is None or not holds(entry[0], p):
-                return None
+                return found, p
             touch(key)
             found.append(entry)
             p += len(entry[0])
             if p == end:
-                return found
+                return found, p
             if p > end or body[p] != sep:
                 return None
             p += 1

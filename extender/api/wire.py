@@ -124,7 +124,7 @@ NODE_TEXT_BYTES = 32 * 1024 * 1024
 _nodes_by_text: TextCache[Node] = TextCache(NODE_TEXT_BYTES, largest=1024 * 1024)
 
 
-def _node(i: int, raw: msgspec.Raw) -> Node:
+def _node(i: int, raw: msgspec.Raw | bytes) -> Node:
     node = _node_decoder.decode(raw)
     if not isinstance(node, _Node):
         raise BadRequest(f"Nodes.items[{i}].metadata.name: required")
@@ -269,48 +269,88 @@ def extender_args(body: bytes, known: Mapping[str, Node] = MappingProxyType({}))
 
 
 # A full-Node body exactly as kube-scheduler writes it (Go's encoding/json of ExtenderArgs and
-# its v1.NodeList: no spaces, this field order, NodeNames null), around the pod and the nodes.
+# its v1.NodeList: no spaces, this field order, NodeNames null), around the pod and the nodes;
+# and how each node after the first begins (a Node from the informer has no kind or apiVersion).
 _POD_HEAD = b'{"Pod":'
 _NODES_HEAD = b',"Nodes":{"metadata":{},"items":['
 _NODES_TAIL = b']},"NodeNames":null}'
-_pod_decoder = msgspec.json.Decoder(msgspec.Raw)
+_NEXT_NODE = b',{"metadata":'
+_value_decoder = msgspec.json.Decoder(msgspec.Raw)
 
 
 def _seen_nodes(body: bytes) -> tuple[bytes, list[tuple[bytes, Node]], PodInfo | None] | None:
     """The pod's text, each node's text and parsed node, and the pod parsed before (if it was),
-    for a body as kube-scheduler writes it whose every node was seen before; else None.
+    for a body as kube-scheduler writes it; None where only the general split can tell.
 
-    The nodes are found in place, one after the other, each by its cached text (its first bytes,
-    then a compare): the body is never scanned for where they end, the step that cost most of a
-    3 MB body. That reads the body as msgspec would: each text is a whole JSON value that it
-    split from an earlier body, they are separated by commas between fixed bytes, and the pod
-    before them is checked on its own. The pod's text ends at the first ``_NODES_HEAD``: a quote
-    after a comma opens or closes a string, so these bytes cannot lie inside one; should they lie
-    deeper inside the pod, what comes before them is not a whole value and is refused here. Any
-    doubt (another spelling, an unseen node, an empty list) leaves the body to the general split,
-    and its messages."""
+    The nodes seen before are found in place, one after the other, each by its cached text (its
+    first bytes, then a compare), and the body is not scanned for where they end: that scan was
+    most of the cost of a 3 MB body. A node not seen before (a heartbeat, say) ends where the
+    next one begins, and is checked on its own. That reads the body as msgspec would: each
+    text is a whole JSON value (split by msgspec from an earlier body, or checked here), they
+    are separated by commas between fixed bytes, and the pod is checked on its own. The pod's
+    text ends at the first ``_NODES_HEAD``: a quote after a comma opens or closes a string, so
+    these bytes cannot lie inside one; should they lie deeper inside the pod (or ``_NEXT_NODE``
+    inside a node), what comes before them is not a whole value and is refused here. Any doubt
+    (another spelling, spaces, a malformed node, an empty list) leaves the body to the general
+    split, and its messages."""
     if not (body.startswith(_POD_HEAD) and body.endswith(_NODES_TAIL)):
         return None
     head = body.find(_NODES_HEAD, len(_POD_HEAD))
     if head < 0:
         return None
-    start, end = head + len(_NODES_HEAD), len(body) - len(_NODES_TAIL)
-    if start >= end:
+    p, end = head + len(_NODES_HEAD), len(body) - len(_NODES_TAIL)
+    if p >= end:
         return None
-    found = _nodes_by_text.chain(body, start, end, 0x2C)  # ","
-    if found is None:
-        return None
+    found: list[tuple[bytes, Node]] = []
+    while True:
+        run = _nodes_by_text.chain(body, p, end, 0x2C)  # ","
+        if run is None:
+            return None
+        entries, p = run
+        found += entries
+        if p == end:
+            break
+        following = body.find(_NEXT_NODE, p, end)
+        text = body[p : end if following < 0 else following]
+        node = _unseen_node(len(found), text)
+        if node is None:
+            return None
+        found.append((text, node))
+        if following < 0:
+            break
+        p = following + 1
     pod_text = body[len(_POD_HEAD) : head]
     parsed = _pods_by_text.get(pod_text)
-    if parsed is None:
-        # msgspec's Raw holds a value without the spaces around it: so must the pod's text.
-        if pod_text[:1] != b"{" or pod_text[-1:] != b"}":
-            return None
-        try:
-            _pod_decoder.decode(pod_text)
-        except (msgspec.DecodeError, RecursionError):
-            return None
+    if parsed is None and not _whole_object(pod_text):
+        return None
     return pod_text, found, parsed
+
+
+def _whole_object(text: bytes) -> bool:
+    """Whether ``text`` is one JSON object as msgspec splits it (no spaces around it: a Raw
+    holds none)."""
+    if text[:1] != b"{" or text[-1:] != b"}":
+        return False
+    try:
+        _value_decoder.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def _unseen_node(i: int, text: bytes) -> Node | None:
+    """Node ``i`` of a request, from a text not found in place; None if it is not a well-formed
+    Node (the general split says what is wrong with the body)."""
+    if not _whole_object(text):
+        return None
+    node = _nodes_by_text.get(text)
+    if node is None:
+        try:
+            node = _node(i, text)
+        except (ValueError, RecursionError):
+            return None
+        _nodes_by_text.put(text, node)
+    return node
 
 
 def _split(

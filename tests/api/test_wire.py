@@ -277,8 +277,29 @@ def test_a_body_of_nodes_seen_before_is_not_scanned_again(monkeypatch: pytest.Mo
     assert wire.pod_info(again).name == "p"
     reply = wire.encode(wire.filter_result(again, ["a", "b"], {}, {}, ""))
     assert b'"items":[' + A + b"," + B + b"]" in reply
-    with pytest.raises(AssertionError, match="scanned again"):  # one unseen node: scanned
-        wire.extender_args(_go_args(GO_POD, A, C))
+    with pytest.raises(AssertionError, match="scanned again"):  # another spelling: scanned
+        wire.extender_args(_general(GO_POD, A, B))
+
+
+def test_nodes_not_seen_before_are_read_in_place_too(monkeypatch: pytest.MonkeyPatch):
+    first = wire.extender_args(_go_args(GO_POD, A, B))
+
+    def split(body: bytes) -> None:
+        raise AssertionError("scanned")
+
+    monkeypatch.setattr(wire, "_split", split)
+    beat = A.replace(b'"status":"True"', b'"status":"False"')  # a heartbeat: a new text for node a
+    d, e = _kubelet_node("d"), _kubelet_node("e", gpus="1")
+    again = wire.extender_args(_go_args(GO_POD, d, beat, B, e))
+    assert first.nodes is not None and again.nodes is not None
+    assert again.node_names == ["d", "a", "b", "e"]
+    assert again.node_bytes == {"d": d, "a": beat, "b": B, "e": e}
+    assert again.nodes["a"] is first.nodes["a"]  # the parts read are unchanged: not parsed again
+    assert again.nodes["e"].extended_allocatable == {"example.com/gpu": 1}
+    # A node holding the bytes that begin the next one, deeper inside: scanned.
+    nested = orjson.dumps({"metadata": {"name": "f"}, "x": [{}, {"metadata": {}}], "pad": "y" * 300})
+    with pytest.raises(AssertionError, match="scanned"):
+        wire.extender_args(_go_args(GO_POD, A, nested, B))
 
 
 def test_a_node_that_differs_after_its_first_256_bytes_is_read_anew():
@@ -302,8 +323,13 @@ def test_a_node_that_differs_after_its_first_256_bytes_is_read_anew():
         (b'{"metadata":{"name":"p","annotations":{"n":"\\",\\"Nodes\\":{\\"metadata\\":{},\\"items\\":["}}}',
          (A, B)),
         (b' {"metadata":{"name":"p"}} ', (A, B)),
+        (GO_POD, (A, b" " + _kubelet_node("g"), B)),
+        (GO_POD, (A, orjson.dumps({"metadata": {"name": "h"}, "x": [{}, {"metadata": {}}], "y": "z" * 300}))),
+        (GO_POD, (_kubelet_node("i"), _kubelet_node("j"), _kubelet_node("k"))),
+        (GO_POD, (A, _kubelet_node("l") + b',{"metadata":{"name":"m"}}', B)),
     ],
-    ids=["a node twice", "an unseen node", "the nodes' bytes in the pod", "in a string", "spaces"],
+    ids=["a node twice", "an unseen node", "the nodes' bytes in the pod", "in a string", "spaces",
+         "an unseen node after a space", "the next node's bytes inside one", "all unseen", "a short one"],
 )
 def test_nodes_seen_before_read_as_through_the_general_split(pod: bytes, nodes: tuple[bytes, ...]):
     wire.extender_args(_go_args(GO_POD, A, B))
@@ -323,6 +349,11 @@ def test_nodes_seen_before_read_as_through_the_general_split(pod: bytes, nodes: 
         (_go_args(GO_POD, A, b"").replace(b",]", b",,]"), "body is not valid JSON"),
         (_go_args(GO_POD, A + b"}"), "body is not valid JSON"),
         (_go_args(GO_POD, A + b'{"metadata":{"name":"b"}}'), "body is not valid JSON"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":"b"}', B), "body is not valid JSON"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":"b"}}}', B), "body is not valid JSON"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":3}}', B), r"Nodes\.items\[1\]\.metadata\.name"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":"b"},"status":"up"}', B), r"Node b: status"),
+        (_go_args(GO_POD, b'{"metadata":{"name":3}}', A, b"[1,"), "body is not valid JSON"),
     ],
 )
 def test_malformed_bodies_around_seen_nodes_keep_their_messages(body: bytes, message: str):
