@@ -8,8 +8,9 @@ Full Node objects (``nodeCacheCapable: false``) are the exception: 500 of them w
 3 MB, and decoding them whole was most of a filter's time. msgspec splits the body into each
 node's text in one scan and decodes only what the extender reads of a node it has not seen
 (metadata, ``status.allocatable`` and ``status.declaredFeatures``), skipping the rest. A body
-whose nodes were all seen before is not scanned at all: each node is found in place by its
-cached text. Each node's bytes go back unchanged for the passing nodes (docs/performance.md).
+exactly as kube-scheduler writes it is not even scanned: each node seen before is found in
+place by its cached text, and only a node not seen before is checked, on its own. Each node's
+bytes go back unchanged for the passing nodes, in one join (docs/performance.md).
 """
 
 from __future__ import annotations
