@@ -16,6 +16,7 @@ import asyncio
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,9 @@ def run(nodes: int, requests: int, source: Path, engine: str) -> dict[str, Any]:
         write_state(workload, Path(tmp))  # YAML: what every commit reads, for A/B runs
         serve = ["--state", tmp, "--cel-engine", engine]
         with running(serve, source, timeout=600.0) as (process, url):
+            # The server logs a line per filter to a pipe: read, or it stalls once the pipe is full.
+            if process.stderr is not None:
+                threading.Thread(target=process.stderr.read, daemon=True).start()
             bodies = [full_args(orjson.dumps(wire.informer_pod(p)), nodes_json) for p in workload.pods]
             cpu_before = cpu_seconds(process.pid) or 0.0
             latencies = asyncio.run(_filters(url, bodies[:requests], [n["metadata"]["name"] for n in full]))

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -75,6 +76,31 @@ def test_filter_and_prioritize_with_full_node_objects(svc):
     assert filtered["Nodes"] == nodes  # the objects as received, for the passing nodes
     assert sorted(h["Host"] for h in priorities) == ["node-0", "node-1"]
     assert all(0 <= h["Score"] <= 10 for h in priorities)
+
+
+def test_full_node_objects_as_kube_scheduler_writes_them_are_echoed_byte_for_byte(svc):
+    # Go's encoding/json: no spaces, Pod, Nodes, NodeNames null; nodes as the informer holds
+    # them, longer than the text cache's prefix. The second filter finds them in place.
+    nodes = [
+        orjson.dumps({
+            "metadata": {"name": n, "uid": f"uid-{n}", "annotations": {"note": "x" * 300}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        })
+        for n in ("node-1", "node-0")
+    ]
+    body = (
+        b'{"Pod":' + orjson.dumps(svc.pod("p")) + b',"Nodes":{"metadata":{},"items":['
+        + b",".join(nodes) + b']},"NodeNames":null}'
+    )
+
+    async def call(client: httpx.AsyncClient) -> list[bytes]:
+        return [(await client.post("/filter", content=body)).content for _ in range(2)]
+
+    first, again = svc.run(call)
+    assert first == again == (
+        b'{"Nodes":{"metadata":{},"items":[' + b",".join(nodes) + b']},"NodeNames":null,'
+        b'"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
+    )
 
 
 def test_full_node_objects_decide_where_they_differ_from_the_cluster_s():

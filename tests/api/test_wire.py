@@ -222,3 +222,163 @@ def test_a_malformed_pod_is_refused_each_time_it_is_sent():
         args = wire.extender_args(bad)
         with pytest.raises(wire.BadRequest, match="spec: must be an object"):
             wire.pod_info(args)
+
+
+def _kubelet_node(name: str, gpus: str = "2") -> bytes:
+    """A Node as the API server serves it, compact as Go writes it and longer than the text
+    cache's prefix, with ``status.allocatable`` after the first 256 bytes."""
+    return orjson.dumps({
+        "metadata": {
+            "name": name, "uid": f"uid-{name}", "resourceVersion": "7",
+            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "a"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "note": "x" * 200},
+        },
+        "spec": {"podCIDR": "10.0.0.0/24"},
+        "status": {
+            "allocatable": {"cpu": "8", "example.com/gpu": gpus},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    })
+
+
+def _go_args(pod: bytes, *nodes: bytes) -> bytes:
+    """ExtenderArgs as kube-scheduler's encoding/json writes it: no spaces, Pod, Nodes (its
+    NodeList's empty metadata, then items), NodeNames null."""
+    items = b",".join(nodes)
+    return b'{"Pod":' + pod + b',"Nodes":{"metadata":{},"items":[' + items + b']},"NodeNames":null}'
+
+
+def _general(pod: bytes, *nodes: bytes) -> bytes:
+    """The same request in another spelling, which only the general split reads."""
+    return b'{"pod": ' + pod + b', "nodes": {"items": [' + b", ".join(nodes) + b"]}}"
+
+
+A, B, C = _kubelet_node("a"), _kubelet_node("b"), _kubelet_node("c")
+GO_POD = b'{"metadata":{"name":"p","namespace":"ns"}}'
+
+
+def _read_alike(args: wire.ExtenderArgs, expected: wire.ExtenderArgs) -> None:
+    assert (args.pod, args.node_names, args.nodes, args.node_bytes) == (
+        expected.pod, expected.node_names, expected.nodes, expected.node_bytes,
+    )
+
+
+def test_a_body_of_nodes_seen_before_is_not_scanned_again(monkeypatch: pytest.MonkeyPatch):
+    first = wire.extender_args(_go_args(GO_POD, A, B))
+
+    def split(body: bytes) -> None:
+        raise AssertionError("scanned again")
+
+    monkeypatch.setattr(wire, "_split", split)
+    again = wire.extender_args(_go_args(GO_POD, B, A))  # in another order, as kube-scheduler may
+    assert first.nodes is not None and again.nodes is not None
+    assert again.node_names == ["b", "a"] and again.nodes["a"] is first.nodes["a"]
+    assert again.node_bytes == {"a": A, "b": B} and again.pod == orjson.loads(GO_POD)
+    assert wire.pod_info(again).name == "p"
+    reply = wire.encode(wire.filter_result(again, ["a", "b"], {}, {}, ""))
+    assert b'"items":[' + A + b"," + B + b"]" in reply
+    with pytest.raises(AssertionError, match="scanned again"):  # another spelling: scanned
+        wire.extender_args(_general(GO_POD, A, B))
+
+
+def test_nodes_not_seen_before_are_read_in_place_too(monkeypatch: pytest.MonkeyPatch):
+    first = wire.extender_args(_go_args(GO_POD, A, B))
+
+    def split(body: bytes) -> None:
+        raise AssertionError("scanned")
+
+    monkeypatch.setattr(wire, "_split", split)
+    beat = A.replace(b'"status":"True"', b'"status":"False"')  # a heartbeat: a new text for node a
+    d, e = _kubelet_node("d"), _kubelet_node("e", gpus="1")
+    again = wire.extender_args(_go_args(GO_POD, d, beat, B, e))
+    assert first.nodes is not None and again.nodes is not None
+    assert again.node_names == ["d", "a", "b", "e"]
+    assert again.node_bytes == {"d": d, "a": beat, "b": B, "e": e}
+    assert again.nodes["a"] is first.nodes["a"]  # the parts read are unchanged: not parsed again
+    assert again.nodes["e"].extended_allocatable == {"example.com/gpu": 1}
+    # A node holding the bytes that begin the next one, deeper inside: scanned.
+    nested = orjson.dumps({"metadata": {"name": "f"}, "x": [{}, {"metadata": {}}], "pad": "y" * 300})
+    with pytest.raises(AssertionError, match="scanned"):
+        wire.extender_args(_go_args(GO_POD, A, nested, B))
+
+
+def test_a_node_that_differs_after_its_first_256_bytes_is_read_anew():
+    more = _kubelet_node("a", gpus="4")
+    assert more[:256] == A[:256] and more != A
+    before = wire.extender_args(_go_args(GO_POD, A, B))
+    after = wire.extender_args(_go_args(GO_POD, more, B))
+    assert before.nodes is not None and after.nodes is not None
+    assert after.nodes["a"].extended_allocatable == {"example.com/gpu": 4}
+    assert before.nodes["a"].extended_allocatable == {"example.com/gpu": 2}
+    assert after.node_bytes["a"] == more and after.nodes["b"] is before.nodes["b"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes"),
+    [
+        (GO_POD, (A, A, B)),
+        (GO_POD, (A, C, B)),
+        # The bytes that follow the pod, inside the pod: in a field, and in a string.
+        (b'{"metadata":{"name":"p"},"x":{"y":1,"Nodes":{"metadata":{},"items":[' + A + b"]}}}", (A, B)),
+        (b'{"metadata":{"name":"p","annotations":{"n":"\\",\\"Nodes\\":{\\"metadata\\":{},\\"items\\":["}}}',
+         (A, B)),
+        (b' {"metadata":{"name":"p"}} ', (A, B)),
+        (GO_POD, (A, b" " + _kubelet_node("g"), B)),
+        (GO_POD, (A, orjson.dumps({"metadata": {"name": "h"}, "x": [{}, {"metadata": {}}], "y": "z" * 300}))),
+        (GO_POD, (_kubelet_node("i"), _kubelet_node("j"), _kubelet_node("k"))),
+        (GO_POD, (A, _kubelet_node("l") + b',{"metadata":{"name":"m"}}', B)),
+    ],
+    ids=["a node twice", "an unseen node", "the nodes' bytes in the pod", "in a string", "spaces",
+         "an unseen node after a space", "the next node's bytes inside one", "all unseen", "a short one"],
+)
+def test_nodes_seen_before_read_as_through_the_general_split(pod: bytes, nodes: tuple[bytes, ...]):
+    wire.extender_args(_go_args(GO_POD, A, B))
+    expected = wire.extender_args(_general(pod, *nodes))
+    _read_alike(wire.extender_args(_go_args(pod, *nodes)), expected)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_go_args(b'{"metadata":{"name":"p"}', A), "body is not valid JSON"),
+        (_go_args(b'{"metadata":{"name":"p"}}}', A), "body is not valid JSON"),
+        (_go_args(b'{"metadata":{"name":"p"},"x":[}', A), "body is not valid JSON"),
+        (_go_args(b"5", A), "Pod: expected an object"),
+        (_go_args(b"null", A), "Pod: required"),
+        (_go_args(b'{"metadata":{}}', A), "Pod.metadata.name: required"),
+        (_go_args(GO_POD, A, b"").replace(b",]", b",,]"), "body is not valid JSON"),
+        (_go_args(GO_POD, A + b"}"), "body is not valid JSON"),
+        (_go_args(GO_POD, A + b'{"metadata":{"name":"b"}}'), "body is not valid JSON"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":"b"}', B), "body is not valid JSON"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":"b"}}}', B), "body is not valid JSON"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":3}}', B), r"Nodes\.items\[1\]\.metadata\.name"),
+        (_go_args(GO_POD, A, b'{"metadata":{"name":"b"},"status":"up"}', B), r"Node b: status"),
+        (_go_args(GO_POD, b'{"metadata":{"name":3}}', A, b"[1,"), "body is not valid JSON"),
+    ],
+)
+def test_malformed_bodies_around_seen_nodes_keep_their_messages(body: bytes, message: str):
+    wire.extender_args(_go_args(GO_POD, A))
+    with pytest.raises(wire.BadRequest, match=message):
+        wire.pod_info(wire.extender_args(body))
+
+
+@pytest.mark.parametrize("passed", [[], ["a"], ["b", "a"], ["a", "b", "c"]])
+def test_a_full_node_reply_is_what_orjson_writes_of_the_result(passed: list[str]):
+    args = wire.extender_args(_go_args(GO_POD, A, B, C))
+    failed = {n: "no room: \u00e9 \"quoted\"\n" for n in "abc" if n not in passed}
+    unresolvable = {"z": "gone"}
+    expected = orjson.dumps({
+        "Nodes": {"metadata": {}, "items": [orjson.Fragment(args.node_bytes[n]) for n in passed]},
+        "NodeNames": None, "FailedNodes": failed, "FailedAndUnresolvableNodes": unresolvable,
+        "Error": "e\u2028",
+    })
+    assert wire.encode(wire.filter_result(args, passed, failed, unresolvable, "e\u2028")) == expected
+
+
+def test_a_node_names_reply_is_what_orjson_writes_of_the_result():
+    args = wire.extender_args(_listed(POD))
+    reply = wire.encode(wire.filter_result(args, ["a"], {"b": "no"}, {}, ""))
+    assert reply == orjson.dumps({
+        "Nodes": None, "NodeNames": ["a"], "FailedNodes": {"b": "no"}, "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    })
