@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from extender.allocator.errors import AllocationError
 from extender.allocator.pools import Candidate
@@ -15,6 +16,7 @@ from extender.allocator.requests import RequestData
 from extender.model import (
     AllocationResult,
     ConfigEntry,
+    DeviceID,
     DeviceResult,
     Node,
     NodeSelector,
@@ -23,6 +25,31 @@ from extender.model import (
     SelectorTerm,
 )
 from extender.model.quantity import Quantity
+
+
+class Takes(NamedTuple):
+    """What an allocation takes from others, in the form verdicts keep and prioritize reads.
+
+    A tuple: one is made for each node of a cold lap, and a dataclass costs twice as much."""
+
+    devices: frozenset[DeviceID]
+    drivers: frozenset[str]
+    taken: int  # devices taken away from others (admin access takes none)
+    shares: bool  # a device allocated by share ID (fresh per allocation)
+
+    @classmethod
+    def of(cls, results: Sequence[AllocationResult]) -> Takes:
+        devices: list[DeviceID] = []
+        drivers: set[str] = set()
+        taken = 0
+        shares = False
+        for result in results:
+            for d in result.devices:
+                devices.append(d.id)
+                drivers.add(d.driver)
+                taken += not d.admin_access
+                shares = shares or bool(d.share_id)
+        return cls(frozenset(devices), frozenset(drivers), taken, shares)
 
 
 @dataclass(slots=True, eq=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from extender.allocator.alike import Takes
+from extender.allocator.alike import takes_of
 from extender.model import AllocationResult, DeviceID
 
 TIMEOUT = "timed out trying to allocate devices"
@@ -37,7 +37,7 @@ class NodeVerdict(NamedTuple):
 
     @classmethod
     def fitting(cls, results: Sequence[AllocationResult]) -> NodeVerdict:
-        takes = Takes.of(results)
+        takes = takes_of(results)
         return cls(True, "", False, results, takes.devices, takes.drivers, takes.taken, takes.shares)
 
 

@@ -27,7 +27,7 @@ from extender.allocator import (
     Features,
     SliceList,
 )
-from extender.allocator.alike import AlikeResults, GatheredPools, Takes
+from extender.allocator.alike import AlikeResults, GatheredPools, takes_of
 from extender.cel.environment import Environment
 from extender.model import DeviceClass, Node, ResourceClaim, ResourceSlice
 from tests.allocator.builders import (
@@ -85,7 +85,7 @@ def _outcome(alloc: Allocator, target: Node, claims: list[ResourceClaim]) -> Out
         return ("error", type(exc).__name__, exc.message)
     if results is None:
         return ("none", alloc.last_failure)
-    takes = Takes.of(results)  # read before the results: a node alike's are not built yet
+    takes = takes_of(results)  # read before the results: a node alike's are not built yet
     return ("done", [_api(r.to_api()) for r in results], takes.devices, takes.drivers, takes.taken)
 
 
@@ -349,7 +349,7 @@ def test_a_node_alike_gets_results_built_when_first_read() -> None:
         0,  # admin access takes nothing from others
         False,
     )
-    assert Takes.of(searched).devices == {(DRIVER, "node-0", "gpu-0"), (DRIVER, "node-0", "gpu-1")}
+    assert takes_of(searched).devices == {(DRIVER, "node-0", "gpu-0"), (DRIVER, "node-0", "gpu-1")}
     assert [d.pool for d in alike[0].devices] == ["node-1", "node-1"]
     assert alike == tuple(alike) and len(alike) == 1 and alike[:1] == tuple(alike)
 

@@ -3,7 +3,7 @@ until the slices change (gathered.py), and one search's answer for every node al
 (shapes.py), whose results are built only when read (results.py)."""
 
 from extender.allocator.alike.gathered import GatheredPools, NodePools
-from extender.allocator.alike.results import AlikeResults, Takes
+from extender.allocator.alike.results import AlikeResults, takes_of
 from extender.allocator.alike.shapes import Answer, NodeShape, ShapeMemo
 
-__all__ = ["AlikeResults", "Answer", "GatheredPools", "NodePools", "NodeShape", "ShapeMemo", "Takes"]
+__all__ = ["AlikeResults", "Answer", "GatheredPools", "NodePools", "NodeShape", "ShapeMemo", "takes_of"]

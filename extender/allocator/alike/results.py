@@ -11,39 +11,12 @@ the same code as a search's, the first time something reads them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple, overload
+from typing import overload
 
 from extender.allocator.alike.gathered import NodePools
 from extender.allocator.alike.shapes import Answer
-from extender.allocator.result import Pick, build_result
-from extender.model import AllocationResult, DeviceID, Node, ResourceClaim
-
-
-class Takes(NamedTuple):
-    """What an allocation takes from others, in the form verdicts keep and prioritize reads.
-
-    A tuple: one is made for each node of a cold lap, and a dataclass costs twice as much."""
-
-    devices: frozenset[DeviceID]
-    drivers: frozenset[str]
-    taken: int  # devices taken away from others (admin access takes none)
-    shares: bool  # a device allocated by share ID (fresh per allocation)
-
-    @classmethod
-    def of(cls, results: Sequence[AllocationResult]) -> Takes:
-        if isinstance(results, AlikeResults):
-            return results.takes
-        devices: list[DeviceID] = []
-        drivers: set[str] = set()
-        taken = 0
-        shares = False
-        for result in results:
-            for d in result.devices:
-                devices.append((d.driver, d.pool, d.device))
-                drivers.add(d.driver)
-                taken += not d.admin_access
-                shares = shares or bool(d.share_id)
-        return cls(frozenset(devices), frozenset(drivers), taken, shares)
+from extender.allocator.result import Pick, Takes, build_result
+from extender.model import AllocationResult, Node, ResourceClaim
 
 
 class AlikeResults(Sequence[AllocationResult]):
@@ -65,11 +38,12 @@ class AlikeResults(Sequence[AllocationResult]):
         self._gathered = gathered
         self._binding = binding
         self._built: tuple[AllocationResult, ...] | None = None
-        # The candidates at the picked indices are this node's devices; the drivers and counts
-        # are the searched node's, which the shapes match pool by pool and pick by pick.
+        # The candidates at the picked indices are this node's devices; the rest is what the
+        # searched node's results take, which the shapes match pool by pool and pick by pick.
         candidates = gathered.shape().candidates
         devices = frozenset([candidates[index].device.id for index in answer.indices])
-        self.takes = Takes(devices, answer.drivers, answer.taken, False)
+        searched = answer.takes
+        self.takes = Takes(devices, searched.drivers, searched.taken, searched.shares)
 
     def _results(self) -> tuple[AllocationResult, ...]:
         built = self._built
@@ -111,3 +85,8 @@ class AlikeResults(Sequence[AllocationResult]):
 
     def __hash__(self) -> int:
         return hash(self._results())
+
+
+def takes_of(results: Sequence[AllocationResult]) -> Takes:
+    """What ``results`` take; an alike node's read without building them."""
+    return results.takes if isinstance(results, AlikeResults) else Takes.of(results)

@@ -52,6 +52,7 @@ from typing import Any
 from extender.allocator.errors import AllocationError
 from extender.allocator.pools import Candidate, Pool, device_matches_node
 from extender.allocator.requests import RequestData
+from extender.allocator.result import Takes
 from extender.allocator.search import OPTIONAL_NODE_OPERATIONS, Search
 from extender.allocator.state import AllocatedState
 from extender.model import AllocationResult, ConfigEntry, CounterSet, DeviceID, Node, ResourceClaim
@@ -66,8 +67,7 @@ class Answer:
     picks: list[list[tuple[int, RequestData]]]  # per claim: (candidate index, (sub)request)
     indices: tuple[int, ...]  # every claim's picked candidates, in order
     configs: list[tuple[ConfigEntry, ...]]  # per claim: the result's config, the same on every node
-    drivers: frozenset[str]  # of the picked devices: the same on every node alike
-    taken: int  # picked devices without admin access
+    takes: Takes  # what the searched node's results take: but for the devices, the same alike
     # The searched node's pools and the claims: they keep the objects whose identities the key
     # holds (CEL memos of its devices, claims) alive, so that no other object takes those ids.
     pools: Sequence[Pool]
@@ -194,13 +194,11 @@ class ShapeMemo:
             prefix = shape.prefix(bound)
         except AllocationError:
             return
-        picked = [d for result in results for d in result.devices]
         answer = Answer(
             picks,
             tuple(index for claim_picks in picks for index, _ in claim_picks),
             [result.config for result in results],
-            frozenset(d.driver for d in picked),
-            sum(not d.admin_access for d in picked),
+            Takes.of(results),
             pools,
             search.claims,
         )
