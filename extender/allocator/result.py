@@ -118,6 +118,12 @@ def build_config(claim: ResourceClaim, chosen: Sequence[RequestData]) -> tuple[C
     return tuple(out)
 
 
+def only_node(name: str) -> NodeSelector:
+    """The selector of an allocation bound to one node: one field term on its name."""
+    only = Requirement(key="metadata.name", operator="In", values=(name,))
+    return NodeSelector(terms=(SelectorTerm(match_expressions=(), match_fields=(only,)),), problem=None)
+
+
 def build_node_selector(
     claim: ResourceClaim, picks: Sequence[Pick], node: Node | None, here: NodeSelector | None
 ) -> NodeSelector | None:
@@ -133,11 +139,7 @@ def build_node_selector(
         if name or device.binds_to_node:
             if here is not None:
                 return here
-            target = node.name if node is not None else name
-            only = Requirement(key="metadata.name", operator="In", values=(target,))
-            return NodeSelector(
-                terms=(SelectorTerm(match_expressions=(), match_fields=(only,)),), problem=None
-            )
+            return only_node(node.name if node is not None else name)
         if selector is None:
             continue  # allNodes: usable everywhere
         if len(selector.terms) > 1:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from extender.allocator.alike.shapes import NodeShape, ShapeTable
 from extender.allocator.errors import AllocationError
 from extender.allocator.pools import Pool, gather_pools
+from extender.allocator.result import only_node
 from extender.allocator.sources import SliceSource
-from extender.model import DeviceID, Node, NodeSelector, Requirement, SelectorTerm
+from extender.model import DeviceID, Node, NodeSelector
 from extender.model.features import Features
 
 
@@ -44,14 +45,11 @@ class NodePools:
         return shape
 
     def only_here(self) -> NodeSelector:
-        """The selector of an allocation bound to this node: one field term on its name."""
+        """The selector of an allocation bound to this node (``result.only_node``), made once."""
         selector = self._only_here
         if selector is None:
             assert self.node is not None
-            only = Requirement(key="metadata.name", operator="In", values=(self.node.name,))
-            selector = self._only_here = NodeSelector(
-                terms=(SelectorTerm(match_expressions=(), match_fields=(only,)),), problem=None
-            )
+            selector = self._only_here = only_node(self.node.name)
         return selector
 
 
