@@ -64,9 +64,9 @@ class Allocator:
         self._selectors = SelectorCache(cel)
         self._counters: dict[PoolKey, CounterValues] = {}
         self.shapes = ShapeMemo(allocated) if share_shapes else None
-        # Pools gathered over other slices or gates would not be this allocator's.
-        usable = gathered is not None and gathered.slices is slices and gathered.features == features
-        self._gathered = gathered if usable and gathered is not None else GatheredPools(slices, features)
+        if gathered is None or gathered.slices is not slices or gathered.features != features:
+            gathered = GatheredPools(slices, features)  # others' pools would not be this allocator's
+        self._gathered = gathered
 
     def allocate(
         self, node: Node | None, claims: Sequence[ResourceClaim]
