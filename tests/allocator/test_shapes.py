@@ -149,16 +149,21 @@ def _pool_slices(
     """The slice of ``devices``, with the counter set they draw from in a slice of its own."""
     if not any("consumesCounters" in d for d in devices):
         return [resource_slice(name, devices, pool=pool, node_name=node_name)]
-    counters = parse_resource_slice({
-        "metadata": {"name": f"{name}-counters"},
+    counters = _counter_slice(f"{name}-counters", node_name, pool, slots=3)
+    return [resource_slice(name, devices, pool=pool, node_name=node_name, count=2), counters]
+
+
+def _counter_slice(name: str, node_name: str, pool: str, slots: int) -> ResourceSlice:
+    """The second slice of a two-slice pool: counter set "set" of ``slots`` slots."""
+    return parse_resource_slice({
+        "metadata": {"name": name},
         "spec": {
             "driver": DRIVER,
             "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
             "nodeName": node_name,
-            "sharedCounters": [{"name": "set", "counters": {"slots": {"value": "3"}}}],
+            "sharedCounters": [{"name": "set", "counters": {"slots": {"value": str(slots)}}}],
         },
     })
-    return [resource_slice(name, devices, pool=pool, node_name=node_name, count=2), counters]
 
 
 def _cluster(rng: random.Random) -> tuple[list[Node], list[ResourceSlice]]:
@@ -455,15 +460,7 @@ def _consuming(name: str, slots: int) -> dict[str, Any]:
 def _counted_pool(
     node_name: str, pool: str, devices: list[dict[str, Any]], slots: int = 3
 ) -> list[ResourceSlice]:
-    counters = parse_resource_slice({
-        "metadata": {"name": f"{pool}-counters"},
-        "spec": {
-            "driver": DRIVER,
-            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
-            "nodeName": node_name,
-            "sharedCounters": [{"name": "set", "counters": {"slots": {"value": str(slots)}}}],
-        },
-    })
+    counters = _counter_slice(f"{pool}-counters", node_name, pool, slots)
     return [resource_slice(f"{pool}-devices", devices, pool=pool, node_name=node_name, count=2), counters]
 
 
