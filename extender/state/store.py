@@ -116,6 +116,9 @@ class ClusterState:
         self._floor_epoch = 0  # the inventory epoch ``_floor`` accounts for
         self._stamps: dict[str, int] = {}
         self._synced: set[str] = set()
+        # Nodes' gathered pools, shared by the requests' allocators. Invalidation: replaced by a
+        # new, empty one when ``inventory_epoch`` has moved (``gathered_pools``), since they depend
+        # on the slices and nodes only; filled once, when every kind has first synced.
         self._gathered: GatheredPools | None = None
         self._gathered_epoch = 0  # the inventory epoch ``_gathered`` was made for
         # Claims whose cached version was written by us: kube-scheduler's assume cache
