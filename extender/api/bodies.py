@@ -83,9 +83,9 @@ class Bodies:
                 slot.release()
 
     async def collect(
-        self, declared: str | bytes | None, chunks: AsyncIterable[bytes], route: str
+        self, declared: str | bytes | None, stream: AsyncIterable[bytes], route: str
     ) -> tuple[bytes, asyncio.Semaphore | None]:
-        """The body of ``chunks``, read under ``route``'s limits (``declared``: its Content-Length
+        """The body of ``stream``, read under ``route``'s limits (``declared``: its Content-Length
         header), and the large-body slot if it took it: the caller releases that once the
         request is answered. The scheduler's verbs call this without ``read``'s context
         manager, which cost more than reading their bodies."""
@@ -97,21 +97,21 @@ class Bodies:
         if size is not None and size > LARGE_BODY_BYTES:
             slot = await self._large_slot()
         try:
-            chunks_: list[bytes] = []
+            chunks: list[bytes] = []
             received = elements = 0
-            counted = counted_bytes = 0  # chunks_[:counted], counted_bytes long, are in elements
-            async for chunk in chunks:
+            counted = counted_bytes = 0  # chunks[:counted], counted_bytes long, are in elements
+            async for chunk in stream:
                 received += len(chunk)
                 if received > limit.max_bytes:
                     raise TooLarge(f"request body exceeds the limit of {limit.max_bytes} bytes")
-                chunks_.append(chunk)
+                chunks.append(chunk)
                 # An element takes a byte at least: while the elements counted and the bytes not
                 # yet counted stay within the limit, so does the body. The oldest chunks are
                 # counted until that holds again: a body under the limit in bytes is never
                 # counted, a 3 MB one about two thirds of it, and a body over the limit is
                 # refused at the chunk that takes it over, as if every chunk had been counted.
                 while elements + received - counted_bytes > limit.max_elements:
-                    pending = chunks_[counted]
+                    pending = chunks[counted]
                     elements += len(pending.translate(None, _OTHER_BYTES))
                     counted, counted_bytes = counted + 1, counted_bytes + len(pending)
                     if elements > limit.max_elements:
@@ -125,7 +125,7 @@ class Bodies:
             if slot is not None:
                 slot.release()
             raise
-        return b"".join(chunks_), slot
+        return b"".join(chunks), slot
 
     async def _large_slot(self) -> asyncio.Semaphore:
         """The large-body slot, taken; the caller releases it."""
