@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make test`. Both set up .venv first.
-.PHONY: setup run test lint
+.PHONY: setup run test lint e2e e2e-build e2e-down
 
 setup: .venv/.installed
 
@@ -18,3 +18,17 @@ lint: setup
 
 test: setup lint
 	.venv/bin/python -m pytest -q
+
+# The extender between a real kube-scheduler, kube-apiserver and kube-controller-manager of
+# release $(K8S), built once from the Go module proxy into ~/.cache/dra-extender-e2e
+# (scripts/e2e/build.sh; tens of minutes cold, seconds warm). docs/deploy.md lists the releases run.
+K8S ?= 1.37.2
+e2e: setup
+	@bin=$$(bash scripts/e2e/build.sh $(K8S)) && .venv/bin/python -m tests.e2e --version $(K8S) --bin "$$bin" $(E2E_ARGS)
+
+e2e-build:
+	bash scripts/e2e/build.sh $(K8S)
+
+# Stops, by PID, whatever an interrupted `make e2e` left running.
+e2e-down: setup
+	.venv/bin/python -m tests.e2e --down

@@ -1,0 +1,430 @@
+"""The end-to-end scenarios: each asserts on the objects in the real API server.
+
+A scenario gets a namespace and nodes of its own (named after it), returns one line of
+evidence, and raises ``AssertionError`` with what it saw when the cluster disagrees. After
+each one the runner checks the cluster-wide invariants (no device in two claims, every bound
+pod's claims allocated, reserved for it and on its node) and removes what it created.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from tests.e2e import objects as o
+from tests.e2e.api import Api, wait_for
+from tests.e2e.control_plane import ControlPlane, Pair
+
+
+@dataclass
+class Scene:
+    """What a scenario works with: the control plane, its namespace, its nodes."""
+
+    name: str
+    plane: ControlPlane
+    pair: Pair
+    nodes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def api(self) -> Api:
+        return self.plane.api
+
+    @property
+    def ns(self) -> str:
+        return f"e2e-{self.name}"
+
+    def add_nodes(self, count: int, devices: int, model: str = "a100", prefix: str = "") -> list[str]:
+        added = [f"{self.name}-{prefix}n{len(self.nodes) + i}" for i in range(count)]
+        for name in added:
+            o.add_node(self.api, name, devices, model)
+        self.nodes.extend(added)
+        return added
+
+    def templates(self) -> None:
+        for count in (1, 2):
+            self.api.apply(o.template(f"gpu-{count}", self.ns, count))
+
+    def pods(self, prefix: str, count: int, template: str = "gpu-1", **kwargs: object) -> list[str]:
+        made = [f"{prefix}-{i}" for i in range(count)]
+        for name in made:
+            self.api.create(o.pod(name, self.ns, template_name=template, **kwargs))  # type: ignore[arg-type]
+        return made
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def cleanup(self) -> None:
+        o.clear_namespace(self.api, self.ns)
+        for name in self.nodes:
+            o.remove_node(self.api, name)
+
+
+Scenario = Callable[[Scene], str]
+
+
+def _no_double(scene: Scene) -> None:
+    double = o.double_allocations(scene.api)
+    assert not double, f"devices in two claims: {double}"
+
+
+def template_claim(scene: Scene) -> str:
+    """A pod from a ResourceClaimTemplate: the real controller makes the claim, the real
+    scheduler binds through the extender, the API server accepts allocation + reservedFor."""
+    scene.add_nodes(1, 2)
+    scene.templates()
+    start = time.monotonic()
+    (name,) = scene.pods("pod", 1)
+    o.wait_bound(scene.api, scene.ns, 1, 60)
+    took = time.monotonic() - start
+    p = scene.api.get("Pod", name, scene.ns)
+    (claim_name,) = o.pod_claim_names(p)
+    c = scene.api.get("ResourceClaim", claim_name, scene.ns)
+    annotations = c["metadata"].get("annotations") or {}
+    assert annotations.get("resource.kubernetes.io/pod-claim-name") == "gpu", annotations
+    owner = (c["metadata"].get("ownerReferences") or [{}])[0]
+    assert owner.get("kind") == "Pod" and owner.get("uid") == p["metadata"]["uid"], owner
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    managers = sorted(
+        {(m["manager"], m.get("subresource", "")) for m in c["metadata"].get("managedFields", [])}
+    )
+    return (
+        f"{name} bound to {p['spec']['nodeName']} in {took:.1f} s; claim {claim_name} (controller-made) "
+        f"holds {[d for _, _, d in o.allocated_devices(c)]}, reserved for the pod; writers {managers}"
+    )
+
+
+def saturation(scene: Scene) -> str:
+    """More pods than devices, 1- and 2-device claims over several nodes: exactly as many bind
+    as fit, no device in two claims, the rest Pending with the extender's reason."""
+    nodes = scene.add_nodes(3, 4)
+    scene.templates()
+    twos = scene.pods("two", 5, template="gpu-2")
+    ones = scene.pods("one", 7)
+    # 17 devices asked of 12: wait until nothing pending fits anywhere, then hold still.
+
+    def saturated() -> bool:
+        b = o.bound(scene.api, scene.ns)
+        free = o.free_devices(scene.api, nodes)
+        pending_need = [2 if n in twos else 1 for n in twos + ones if n not in b]
+        return bool(pending_need) and all(need > max(free.values()) for need in pending_need)
+
+    start = time.monotonic()
+    wait_for("the cluster saturated", saturated, 120, interval=1.0)
+    took = time.monotonic() - start
+    b = o.held_steady(scene.api, scene.ns, 10)
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    used = sum(2 if n in twos else 1 for n in b)
+    free = o.free_devices(scene.api, nodes)
+    assert used + sum(free.values()) == 12, (used, free)
+    pending = sorted(set(twos + ones) - set(b))
+    messages = wait_for(
+        "FailedScheduling events on every pending pod",
+        lambda: (
+            [m for m in (o.failed_scheduling(scene.api, scene.ns, n) for n in pending) if m]
+            if all(o.failed_scheduling(scene.api, scene.ns, n) for n in pending)
+            else None
+        ),
+        60,
+    )
+    sample = messages[0][-1]
+    assert "no combination of devices" in sample or "claim" in sample, sample
+    return (
+        f"{len(b)} of {len(twos) + len(ones)} pods bound using {used} of 12 devices in {took:.1f} s "
+        f"(free per node {sorted(free.values())}); {len(pending)} Pending, e.g. {sample!r}"
+    )
+
+
+def release(scene: Scene) -> str:
+    """Pods finish (as a kubelet marks them) or are deleted: the real controller releases and
+    deletes their claims, and the pending pods are scheduled."""
+    scene.add_nodes(2, 2)
+    scene.templates()
+    names = scene.pods("pod", 6)
+    first, _ = o.wait_bound(scene.api, scene.ns, 4, 60)
+    o.held_steady(scene.api, scene.ns, 3)
+    done, gone = sorted(first)[0], sorted(first)[1]
+    claims_of = {n: o.pod_claim_names(scene.api.get("Pod", n, scene.ns)) for n in (done, gone)}
+    start = time.monotonic()
+    o.finish(scene.api, scene.ns, done)
+    scene.api.delete("Pod", gone, scene.ns, grace=0)
+
+    def released() -> bool:
+        present = {c["metadata"]["name"] for c in scene.api.list("ResourceClaim", scene.ns)}
+        return not any(c in present for c in claims_of[done] + claims_of[gone])
+
+    wait_for("claims of the finished and the deleted pod removed", released, 60)
+    claims_gone = time.monotonic() - start
+    after, _ = o.wait_bound(scene.api, scene.ns, 6, 120)
+    all_bound = time.monotonic() - start
+    assert len([n for n in after if n in names]) == 6
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    return (
+        f"{done} Succeeded and {gone} deleted: their claims removed after {claims_gone:.1f} s, "
+        f"both Pending pods bound {all_bound:.1f} s after the release"
+    )
+
+
+def shared_claim(scene: Scene) -> str:
+    """One ResourceClaim used by two pods: both on one node, reserved for both."""
+    scene.add_nodes(2, 1)
+    scene.api.create(o.claim("shared", scene.ns))
+    for name in ("a", "b"):
+        scene.api.create(o.pod(name, scene.ns, claim_name="shared"))
+    b, took = o.wait_bound(scene.api, scene.ns, 2, 60)
+    c = scene.api.get("ResourceClaim", "shared", scene.ns)
+    reserved = sorted(r["name"] for r in c["status"].get("reservedFor") or [])
+    assert len(set(b.values())) == 1, b
+    assert reserved == ["a", "b"], reserved
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    return f"both pods bound to {set(b.values())} in {took:.1f} s; claim reserved for {reserved}"
+
+
+def no_match_then_late_slice(scene: Scene) -> str:
+    """A selector nothing matches: Pending with a clear reason; then a slice that matches
+    appears on a new node, and the pod is scheduled there."""
+    scene.add_nodes(1, 2)
+    selector = f'device.attributes["{o.DRIVER}"].model == "h100"'
+    scene.api.create(o.claim("h100", scene.ns, selector=selector))
+    scene.api.create(o.pod("pod", scene.ns, claim_name="h100"))
+    messages = wait_for(
+        "a FailedScheduling event", lambda: o.failed_scheduling(scene.api, scene.ns, "pod"), 60
+    )
+    assert "h100" in messages[-1] or "no combination of devices" in messages[-1], messages[-1]
+    assert not o.bound(scene.api, scene.ns)
+    start = time.monotonic()
+    (late,) = scene.add_nodes(1, 1, model="h100", prefix="late-")
+    b, _ = o.wait_bound(scene.api, scene.ns, 1, 120)
+    took = time.monotonic() - start
+    assert b == {"pod": late}, b
+    return f"Pending with {messages[-1]!r}; bound to {late} {took:.1f} s after its slice appeared"
+
+
+def device_class_changed(scene: Scene) -> str:
+    """A DeviceClass whose selector matches nothing, changed to one that matches: the pending
+    pod is scheduled with the new class."""
+    scene.add_nodes(1, 2)
+    device_class: o.Obj = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": f"{scene.ns}.example.com"},
+        "spec": {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": f'device.driver == "{o.DRIVER}" && '
+                        f'device.attributes["{o.DRIVER}"].model == "b200"'
+                    }
+                }
+            ]
+        },
+    }
+    scene.api.apply(device_class)
+    try:
+        scene.api.create(o.claim("c", scene.ns, device_class=device_class["metadata"]["name"]))
+        scene.api.create(o.pod("pod", scene.ns, claim_name="c"))
+        wait_for("a FailedScheduling event", lambda: o.failed_scheduling(scene.api, scene.ns, "pod"), 60)
+        assert not o.bound(scene.api, scene.ns)
+        start = time.monotonic()
+        device_class["spec"]["selectors"][0]["cel"]["expression"] = f'device.driver == "{o.DRIVER}"'
+        device_class["metadata"].pop("resourceVersion", None)
+        scene.api.apply(device_class)
+        o.wait_bound(scene.api, scene.ns, 1, 120)
+        took = time.monotonic() - start
+    finally:
+        scene.cleanup()
+        scene.nodes.clear()
+        scene.api.delete("DeviceClass", device_class["metadata"]["name"])
+    return f"Pending while the class matched nothing; bound {took:.1f} s after the class changed"
+
+
+def extender_restart(scene: Scene) -> str:
+    """The extender killed (by PID) while pods are pending, and started again; it also starts
+    without --kubernetes-version while the API server is away."""
+    scene.add_nodes(2, 2)
+    scene.templates()
+    scene.pods("pod", 6)
+    time.sleep(1.0)
+    scene.pair.extender.stop(signal.SIGKILL)
+    killed_with = len(o.bound(scene.api, scene.ns))
+    time.sleep(3.0)
+    scene.pair.extender.start()
+    b, took = o.wait_bound(scene.api, scene.ns, 4, 120)
+    b = o.held_steady(scene.api, scene.ns, 8)
+    assert len(b) == 4, b
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    return (
+        f"killed with {killed_with} of 6 bound; after the restart 4 bound ({took:.1f} s), "
+        "2 Pending, nothing doubled"
+    )
+
+
+def apiserver_outage(scene: Scene) -> str:
+    """The API server stopped for 20 s while pods are being scheduled."""
+    scene.add_nodes(3, 2)
+    scene.templates()
+    scene.pods("pod", 9)
+    time.sleep(1.0)
+    with_before = len(o.bound(scene.api, scene.ns))
+    scene.plane.apiserver.stop()
+    time.sleep(20.0)
+    scene.plane.start_apiserver()
+    b, took = o.wait_bound(scene.api, scene.ns, 6, 180)
+    b = o.held_steady(scene.api, scene.ns, 8)
+    assert len(b) == 6, b
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    ready = httpx.get(f"{scene.pair.probe_url}/readyz").status_code
+    return (
+        f"{with_before} of 9 bound when the API server stopped; 20 s later restarted; 6 bound "
+        f"{took:.1f} s after, 3 Pending, nothing doubled; extender /readyz {ready}"
+    )
+
+
+def two_replicas(scene: Scene) -> str:
+    """The shipped layout: two kube-scheduler + extender pairs, kube-scheduler's Lease decides;
+    the leader pair is killed while pods are being scheduled; the other takes over."""
+    leader = scene.pair
+    standby = scene.plane.pair()
+    standby.start()
+    holder = _lease_holder(scene.api)
+    scene.add_nodes(3, 2)
+    scene.templates()
+    scene.pods("pod", 3)
+    o.wait_bound(scene.api, scene.ns, 3, 60)
+    scene.pods("more", 5)
+    time.sleep(0.5)
+    killed = time.monotonic()
+    leader.stop(signal.SIGKILL)
+    with_before = len(o.bound(scene.api, scene.ns))
+    b, took = o.wait_bound(scene.api, scene.ns, 6, 180)
+    new_holder = wait_for(
+        "a new Lease holder", lambda: (lambda h: h if h != holder else None)(_lease_holder(scene.api)), 60
+    )
+    b = o.held_steady(scene.api, scene.ns, 8)
+    assert len(b) == 6, b
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    scene.plane.pairs.remove(standby)
+    scene.pair = standby  # the runner keeps the survivor as the active pair
+    leader.start()  # the killed pair comes back as the standby, as a Deployment would restart it
+    scene.plane.pairs.insert(0, leader)
+    return (
+        f"Lease {holder} -> {new_holder}; leader pair killed with {with_before} of 8 bound; 6 bound "
+        f"{took:.1f} s after the kill ({time.monotonic() - killed:.0f} s incl. checks), "
+        "2 Pending, nothing doubled"
+    )
+
+
+def _lease_holder(api: Api) -> str:
+    lease = api.get("Lease", "dra-extender-scheduler", "dra-system")
+    holder: str = lease["spec"].get("holderIdentity") or ""
+    return holder
+
+
+def preemption(scene: Scene) -> str:
+    """A high-priority pod needing devices held by low-priority pods, with the shipped
+    preemptVerb: records what this kube-scheduler does (it asks an extender only about nodes
+    where its own, device-blind dry run found victims)."""
+    scene.add_nodes(1, 2)
+    scene.templates()
+    for name, value in (("e2e-low", 10), ("e2e-high", 1000)):
+        scene.api.apply(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    scene.pods("low", 2, priority_class="e2e-low")
+    o.wait_bound(scene.api, scene.ns, 2, 60)
+    before = _preempt_calls(scene)
+    scene.api.create(o.pod("high", scene.ns, template_name="gpu-2", priority_class="e2e-high"))
+    messages = wait_for(
+        "a FailedScheduling event on the preemptor",
+        lambda: o.failed_scheduling(scene.api, scene.ns, "high"),
+        60,
+    )
+    time.sleep(20.0)
+    low_left = sorted(n for n in o.bound(scene.api, scene.ns) if n.startswith("low"))
+    high = scene.api.get("Pod", "high", scene.ns)
+    nominated = high["status"].get("nominatedNodeName")
+    calls = _preempt_calls(scene) - before
+    events = sorted({e.get("reason", "") for e in scene.api.events(scene.ns, "high")})
+    scene.note(f"preemption: {messages[-1]!r}")
+    assert low_left == ["low-0", "low-1"] and not high["spec"].get("nodeName"), (low_left, high["spec"])
+    return (
+        f"kube-scheduler {scene.plane.version} evicted nothing, "
+        f"called the preempt verb {calls:.0f} times; "
+        f"preemptor Pending (nominated: {nominated or 'none'}, events {events}): {messages[-1]!r}"
+    )
+
+
+def _preempt_calls(scene: Scene) -> float:
+    text = httpx.get(f"{scene.pair.probe_url}/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("dra_extender_requests_total") and 'verb="preempt"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def throughput(scene: Scene) -> str:
+    """25 nodes x 4 devices, 100 one-device pods: from the first create to all bound, with the
+    extender, then the same pods with kube-scheduler's in-tree DynamicResources plugin."""
+    scene.add_nodes(25, 4)
+    scene.templates()
+    ours = _timed_batch(scene, "ext", scheduler=None)
+    in_tree = scene.plane.in_tree_scheduler("in-tree-dra")
+    in_tree.start()
+    try:
+        theirs = _timed_batch(scene, "itr", scheduler="in-tree-dra")
+    finally:
+        in_tree.stop()
+    scene.note(f"throughput: extender {ours:.1f} s, in-tree {theirs:.1f} s")
+    return (
+        f"100 pods bound in {ours:.1f} s with the extender ({100 / ours:.1f} pods/s), "
+        f"{theirs:.1f} s with the in-tree plugin ({100 / theirs:.1f} pods/s): ratio {theirs / ours:.2f}"
+    )
+
+
+def _timed_batch(scene: Scene, prefix: str, scheduler: str | None) -> float:
+    kwargs = {"scheduler": scheduler} if scheduler else {}
+    start = time.monotonic()
+    for i in range(100):
+        scene.api.create(o.pod(f"{prefix}-{i}", scene.ns, template_name="gpu-1", **kwargs))  # type: ignore[arg-type]
+    wait_for(
+        f"100 {prefix} pods bound",
+        lambda: len([n for n in o.bound(scene.api, scene.ns) if n.startswith(prefix)]) >= 100,
+        600,
+        interval=0.2,
+    )
+    took = time.monotonic() - start
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    o.clear_namespace(scene.api, scene.ns)
+    scene.templates()
+    return took
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "template-claim": template_claim,
+    "saturation": saturation,
+    "release": release,
+    "shared-claim": shared_claim,
+    "no-match-then-late-slice": no_match_then_late_slice,
+    "device-class-changed": device_class_changed,
+    "extender-restart": extender_restart,
+    "apiserver-outage": apiserver_outage,
+    "two-replicas": two_replicas,
+    "preemption": preemption,
+    "throughput": throughput,
+}
