@@ -41,6 +41,7 @@ from extender.local.store import ManifestError
 from extender.metrics import Metrics
 from extender.model.features import DEFAULT_RELEASE, RELEASES
 from extender.scheduling.context import SchedulingContext
+from extender.scheduling.retry import RetryBook
 from extender.state import ClusterState
 from extender.tools import explain as explain_tool
 from extender.tools import simulate
@@ -317,6 +318,7 @@ class _KubeParts:
     background: list[Callable[[], Awaitable[None]]]
     is_leader: Callable[[], bool] | None
     events: EventRecorder
+    retry: RetryBook
 
 
 def _api_client(config: Config) -> kubernetes.client.ApiClient:
@@ -336,6 +338,7 @@ def _kube_parts(
     from extender.kube.client import RawClient
     from extender.kube.events import EventRecorder
     from extender.kube.leader import LeaderElector, default_identity
+    from extender.kube.retry import PodRetrier
     from extender.kube.source import run_kube_source
 
     raw = RawClient(api_client, metrics=metrics)
@@ -354,7 +357,9 @@ def _kube_parts(
         is_leader = elector.is_leader
     recorder = EventRecorder(raw, instance=identity)
     binder = KubeBinder(api_client, is_leader=is_leader, metrics=metrics)
-    return _KubeParts(binder, background, is_leader, recorder)
+    book = RetryBook(state)
+    background.append(PodRetrier(raw, book, metrics, is_leader=is_leader).run)
+    return _KubeParts(binder, background, is_leader, recorder, book)
 
 
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
@@ -396,7 +401,8 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     if api_client is not None:
         parts = _kube_parts(config, state, api_client, metrics)
         ctx = SchedulingContext(
-            config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events
+            config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events,
+            retry=parts.retry,
         )
         return create_app(ctx, background=parts.background, debug=debug)
     cluster = load_local(state, config.state_dir)

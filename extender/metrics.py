@@ -157,6 +157,15 @@ class Metrics:
             ["kind", "reason"],
             registry=registry,
         )
+        self.retries = Counter(
+            "dra_extender_pod_retries",
+            "Pods turned away that kube-scheduler was told to retry, by outcome "
+            "(written, gone, error, rate_limited)",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in ("written", "gone", "error", "rate_limited"):
+            self.retries.labels(outcome)
         self.relists = Counter(
             "dra_extender_relists", "Lists of a kind after its first one", ["kind"], registry=registry
         )

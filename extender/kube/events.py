@@ -28,8 +28,10 @@ COMPONENT = "dra-extender"
 MAX_MESSAGE = 1024  # core/v1 Event messages are truncated by kubectl and bloat etcd beyond this
 
 
-class _TokenBucket:
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+class TokenBucket:
+    """At most ``burst`` at once, refilled at ``rate`` per second."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._rate, self._burst, self._clock = rate, burst, clock
         self._tokens = float(burst)
         self._last = clock()
@@ -50,7 +52,7 @@ class EventRecorder:
         self._client = client
         self._instance = instance
         self._repeat_after = repeat_after
-        self._bucket = _TokenBucket(rate, burst, clock)
+        self._bucket = TokenBucket(rate, burst, clock)
         self._clock = clock
         self._max_keys = max_keys
         self._last_sent: OrderedDict[tuple[str, str, str], float] = OrderedDict()

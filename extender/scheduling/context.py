@@ -21,6 +21,7 @@ from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder
 from extender.scheduling.memory import SchedulerMemory
 from extender.scheduling.preemption.nominated import held_views
+from extender.scheduling.retry import RetryBook
 from extender.scheduling.settle import Settler
 from extender.scheduling.turns import pause
 from extender.state import ClusterState
@@ -45,6 +46,8 @@ class SchedulingContext:
     is_leader: Callable[[], bool] | None = None
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
     events: PodEvents | None = None
+    # With --kube: pods turned away, for kube-scheduler to be told when to retry them.
+    retry: RetryBook | None = None
     # What memory's TTLs are measured with (expected placements, remembered filter results,
     # deleted claims). The allocator's deadline and in-flight entries use time.monotonic, which
     # the allocator and the state read themselves.

@@ -61,6 +61,19 @@ def filter_nodes(
     ctx: SchedulingContext, pod: PodInfo, names: list[str], given: Mapping[str, Node] | None = None
 ) -> FilterOutcome:
     """Filter ``names``; ``given`` holds the request's Node objects in nodeCacheCapable=false mode."""
+    out = _filter(ctx, pod, names, given)
+    if ctx.retry is not None and names:
+        # kube-scheduler cannot see what would change our answer (scheduling/retry.py).
+        if out.passed:
+            ctx.retry.fits(pod.uid)
+        elif not out.error:
+            ctx.retry.turned_away(pod)
+    return out
+
+
+def _filter(
+    ctx: SchedulingContext, pod: PodInfo, names: list[str], given: Mapping[str, Node] | None
+) -> FilterOutcome:
     ctx.memory.expire()
     out = FilterOutcome()
     if not handles(ctx.config, pod) or not wants_devices(pod):

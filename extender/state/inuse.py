@@ -50,6 +50,9 @@ class InUse:
         # versions (``ClusterState.node_versions``); a set, so it stays bounded unread.
         self.changed_pools: set[tuple[str, str]] = set()
         self.inflight: dict[str, InFlight] = {}
+        # How many changes gave something back (a device, a share or consumed capacity no longer
+        # in use): a pod turned away for lack of devices may fit after any of them.
+        self.released = 0
         self._owners: dict[Owner, Holdings] = {}
         self._device_refs: Counter[DeviceID] = Counter()
         self._share_refs: Counter[tuple[DeviceID, str]] = Counter()
@@ -68,7 +71,17 @@ class InUse:
         if new is not None:
             self._owners[owner] = new
             self._add(owner, new)
+        if old is not None and self._gave_back(old):
+            self.released += 1
         return True
+
+    def _gave_back(self, old: Holdings) -> bool:
+        """Whether something ``old`` held is no longer in use. Judged after the change, so what
+        only moved between owners (in flight, then the claim's own echo) is not counted."""
+        if any(d not in self.devices for d in old.devices) or any(s not in self.shared for s in old.shares):
+            return True
+        parts = self._capacity_parts
+        return any(consumed not in parts.get(device, {}).values() for device, consumed in old.capacity)
 
     def _touch(self, c: Holdings) -> None:
         self.changed_pools.update(

@@ -453,6 +453,13 @@ class ClusterState:
         self._floor = self._clock
         self._stamps.clear()  # every stamp is below the new floor
 
+    @property
+    def openings(self) -> int:
+        """Grows whenever a pod turned away may now fit: the inventory changed (nodes, classes,
+        slices, taints) or something in use was given back. Allocations that only take devices
+        leave it alone, so it does not move with every bind."""
+        return self.inventory_epoch + self.inuse.released
+
     def claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self.claims.get((namespace, name))
 

@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 from tests.e2e import objects as o
+from tests.e2e import shipped
 from tests.e2e.control_plane import ControlPlane, stop_leftovers
 from tests.e2e.scenarios import SCENARIOS, Scene
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             plane.start()
+            plane.api.apply(shipped.example("deviceclass.yaml"))  # gpu.example.com, as a driver installs it
             pair = plane.pair()
             pair.start()
         except Exception:

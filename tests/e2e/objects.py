@@ -168,8 +168,8 @@ def inconsistencies(api: Api, namespace: str) -> list[str]:
     bad = []
     for p in api.list("Pod", namespace):
         node_name = p["spec"].get("nodeName")
-        if not node_name:
-            continue
+        if not node_name or (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue  # a finished pod's claims are released by the controller
         names = pod_claim_names(p)
         if len(names) != len(p["spec"].get("resourceClaims") or []):
             bad.append(f"{p['metadata']['name']}: bound without all its claims ({names})")
