@@ -78,7 +78,8 @@ def test_an_unsupported_cluster_stops_the_start(
     kubeconfig = tmp_path / "kubeconfig"
     with ApiServer(version=version) as server:
         server.write_kubeconfig(str(kubeconfig))
-        assert cli.main(["serve", "--kube", "--kubeconfig", str(kubeconfig), *flags]) == 2
+        port = str(free_port())  # not 8888: something else may be listening there
+        assert cli.main(["serve", "--kube", "--kubeconfig", str(kubeconfig), "--port", port, *flags]) == 2
     assert message in capsys.readouterr().err
 
 
