@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     # The Kubernetes client takes 0.15-0.3 s to import: local mode, the one that must start
     # fast, never needs it, so --kube imports it when it builds its parts.
     import kubernetes
+    import uvicorn
 
     from extender.kube.binder import KubeBinder
     from extender.kube.client import RawClient
@@ -108,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
         "--kubernetes-version",
         metavar="MAJOR.MINOR",
         help=f"whose feature-gate defaults apply ({', '.join(RELEASES)}; newer ones get {DEFAULT_RELEASE}'s; "
-        f"default: with --kube the API server's, locally {DEFAULT_RELEASE})",
+        f"default: with --kube the API server's, not ready until it has answered /version, locally "
+        f"{DEFAULT_RELEASE})",
     )
     serve.add_argument(
         "--node-filter-timeout",
@@ -251,7 +253,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 def config_from_args(args: argparse.Namespace) -> Config:
     """The configuration; with --kube and no --kubernetes-version, the gates wait for the API
-    server's version (``_cluster_release``)."""
+    server's version (``_cluster_release``, or ``_LateRelease`` when it does not answer at start)."""
     kwargs: dict[str, Any] = {}
     if args.scheduler_name:
         kwargs["scheduler_names"] = tuple(args.scheduler_name)
@@ -278,22 +280,95 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return config if args.kube else config.with_release(DEFAULT_RELEASE)
 
 
-def _cluster_release(config: Config, raw: RawClient) -> Config:
-    """With --kube and no --kubernetes-version: the gate defaults of the API server's release."""
+# How long the start waits for /version before serving without it (_LateRelease asks again):
+# an address that swallows packets delays the start by this much at most, well within the
+# liveness probe's patience (manifests/base/deployment.yaml).
+FIRST_VERSION_TIMEOUT_S = 5.0
+
+
+def _cluster_release(config: Config, raw: RawClient) -> tuple[Config, str | None]:
+    """With --kube and no --kubernetes-version: the gate defaults of the API server's release,
+    and None; when the API server does not answer, ``config`` unchanged and the failure."""
     from extender.kube.client import KubeApiError
 
-    if config.kubernetes_version is not None:
-        return config
     try:
-        version = raw.server_version()
+        version = raw.server_version(timeout=FIRST_VERSION_TIMEOUT_S)
     except KubeApiError as exc:
-        raise ConfigError(
-            f"--kube: cannot read the API server's version ({exc}); --kubernetes-version names it instead"
-        ) from None
+        log.warning(
+            "cannot read the API server's version (%s): serving, not ready, and asking again until it "
+            "answers; --kubernetes-version names the release instead",
+            exc,
+        )
+        return config, str(exc)
+    return _released(config, version), None
+
+
+def _released(config: Config, version: str) -> Config:
+    """``config`` with the gate defaults of the release of the API server's ``version``;
+    ConfigError for a release the extender cannot run with."""
     release = parse_release(version)
     newer = "" if version.removeprefix("v").startswith(f"{release}.") else f", newer than {release}"
     log.info("API server %s%s: %s gate defaults", version, newer, release)
     return config.with_release(release)
+
+
+class _LateRelease:
+    """The rest of the start, once an API server that did not answer /version at start does
+    (--kube without --kubernetes-version).
+
+    Exiting instead would crash-loop the extender whenever it starts before its API server can
+    be reached, where with --kubernetes-version the same extender serves, not ready, and lists
+    until the API server answers. So this one serves too: /readyz names what it waits for, the
+    verbs answer as before the cache has synced (it has not begun to fill), and once the version
+    is known the gates are its release's and the cluster's jobs (watch, leader election) start.
+    A release the extender cannot run with stops it then, as it would have at start (exit 2).
+    """
+
+    def __init__(
+        self,
+        ctx: SchedulingContext,
+        client: RawClient,
+        jobs: Sequence[Callable[[], Awaitable[None]]],
+        unanswered: str,
+    ) -> None:
+        self._ctx, self._client, self._jobs = ctx, client, tuple(jobs)
+        self._last_error = unanswered
+        self.known = False
+        self.failure: str | None = None
+        # Set by main: stops the servers when the release is one the extender cannot run with.
+        self.on_failure: Callable[[], None] = lambda: None
+
+    def not_ready(self) -> str | None:
+        """Why /readyz answers 503 before the cache is even asked for (None: nothing)."""
+        if self.failure is not None:
+            return f"cannot run with this cluster: {self.failure}"
+        if not self.known:
+            return f"waiting for the API server's version (last attempt: {self._last_error})"
+        return None
+
+    def _failed(self, exc: Exception) -> None:
+        self._last_error = str(exc)
+
+    async def run(self) -> None:
+        from extender.kube.version import wait_for_version
+
+        version = await wait_for_version(self._client, failed=self._failed)
+        try:
+            config = _released(self._ctx.config, version)
+        except ConfigError as exc:
+            self.failure = str(exc)
+            log.error("%s: stopping", exc)
+            self.on_failure()
+            return
+        self._ctx.use_release(config)
+        self.known = True
+        await asyncio.gather(*(job() for job in self._jobs))
+
+
+def late_release(app: FastAPI) -> _LateRelease | None:
+    """The start ``app`` has yet to finish when the API server answers (see _LateRelease)."""
+    late: _LateRelease | None = getattr(app.state, "late_release", None)
+    return late
 
 
 def _cel_environment(engine: str) -> Environment:
@@ -389,13 +464,17 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
     config = replace(config, cel_engine_in_use=cel.engine_name)
     debug = config.local if debug_endpoints is None else debug_endpoints
     api_client = _api_client(config) if config.kube else None
+    unanswered = None  # why the API server's version is not known yet
     if api_client is not None:
         from extender.kube.client import RawClient
 
-        config = _cluster_release(config, RawClient(api_client))
+        if config.kubernetes_version is None:
+            config, unanswered = _cluster_release(config, RawClient(api_client))
     elif config.kubernetes_version is None:
         # A Config made in code: its gates stand as given (local runs default to the newest).
         config = replace(config, kubernetes_version=DEFAULT_RELEASE)
+    # Without a release yet, the newest one's gates stand in: the cache stays empty, and
+    # nothing is decided, until the release is known (SchedulingContext.use_release).
     state = ClusterState(config.feature_gates)
     metrics = Metrics()
     if api_client is not None:
@@ -404,7 +483,13 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
             config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events,
             retry=parts.retry,
         )
-        return create_app(ctx, background=parts.background, debug=debug)
+        if unanswered is None:
+            return create_app(ctx, background=parts.background, debug=debug)
+        # Without metrics, as at start: /version is no resource for the API request metrics.
+        late = _LateRelease(ctx, RawClient(api_client), parts.background, unanswered)
+        app = create_app(ctx, background=[late.run], debug=debug, waiting=late.not_ready)
+        app.state.late_release = late
+        return app
     cluster = load_local(state, config.state_dir)
     ctx = SchedulingContext(config, state, LocalBinder(cluster), metrics, cel)
     return create_app(ctx, cluster=cluster, debug=debug)
@@ -477,8 +562,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_level=args.log_level,
         limits=limits,
     )
+    late = stop_on_late_failure(app, listeners)
     # uvicorn.run would pick uvloop when installed; running the servers ourselves must too
     # (the plain asyncio loop costs about a fifth more CPU per request).
     with asyncio.Runner(loop_factory=listeners[0].config.get_loop_factory()) as runner:
         runner.run(serve(listeners))
+    if late is not None and late.failure is not None:
+        print(f"dra-extender: {late.failure}", file=sys.stderr)
+        return 2
     return 0
+
+
+def stop_on_late_failure(app: FastAPI, listeners: Sequence[uvicorn.Server]) -> _LateRelease | None:
+    """Have the servers of ``app`` stop when the release its API server names late is one the
+    extender cannot run with (main then exits 2, as at start); the late start, if any."""
+    late = late_release(app)
+    if late is not None:
+
+        def stop() -> None:
+            for server in listeners:
+                server.should_exit = True
+
+        late.on_failure = stop
+    return late

@@ -2,8 +2,8 @@
 
 Feature gates use kube-scheduler's ``--feature-gates`` syntax over the defaults of one Kubernetes
 release of the gate table (``extender.model.features``): ``--kubernetes-version``, else with
-``--kube`` the API server's (read at start), else the newest, so a local run behaves like a
-current cluster unless told otherwise.
+``--kube`` the API server's (read at start, or once it answers), else the newest, so a local run
+behaves like a current cluster unless told otherwise.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 8888
     # The release whose gate defaults apply (a RELEASES entry). None: not known yet; with --kube
-    # the API server's, read at start (with_release), locally the newest.
+    # the API server's, read at start or once it answers (with_release), locally the newest.
     kubernetes_version: str | None = None
     # What --feature-gates set, kept to apply over the defaults once the release is known.
     feature_gate_overrides: Mapping[str, bool] = field(default_factory=dict)

@@ -80,11 +80,14 @@ def create_app(
     cluster: LocalCluster | None = None,
     background: Sequence[Callable[[], Awaitable[None]]] = (),
     debug: bool = True,
+    waiting: Callable[[], str | None] | None = None,
 ) -> FastAPI:
     """The service. ``cluster`` enables the /local endpoints; ``background`` runs for the app's life.
 
     ``debug`` serves /debug/*: they show every claim and pod, and explain runs the allocator on
-    demand, so a cluster deployment leaves them off unless asked for.
+    demand, so a cluster deployment leaves them off unless asked for. ``waiting`` says what the
+    start still waits for before the cache can even begin to fill (None: nothing), which /readyz
+    then names instead of the unsynced cache.
     """
 
     @asynccontextmanager
@@ -170,6 +173,8 @@ def create_app(
 
     @app.get("/readyz")
     async def readyz() -> Response:
+        if waiting is not None and (reason := waiting()):
+            return Response(reason, status_code=503, media_type="text/plain")
         if not state.synced:
             return Response("cluster state not synced yet", status_code=503, media_type="text/plain")
         if not ctx.leading:

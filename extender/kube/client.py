@@ -109,9 +109,9 @@ class RawClient:
             raise KubeApiError(response.status, f"{method} {path}: response is not a JSON object")
         return result
 
-    def server_version(self) -> str:
+    def server_version(self, timeout: float | None = None) -> str:
         """The API server's version as ``/version`` reports it (gitVersion, e.g. "v1.35.2")."""
-        info = self.request("GET", "/version")
+        info = self.request("GET", "/version", timeout=timeout)
         version = info.get("gitVersion")
         if isinstance(version, str) and version:
             return version

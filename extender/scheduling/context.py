@@ -2,7 +2,9 @@
 allocator factory, the clock and the scheduler's memory.
 
 Nothing here changes while the extender serves: what the scheduler learns between verbs is in
-``memory`` (``SchedulerMemory``), and changes only through its methods.
+``memory`` (``SchedulerMemory``), and changes only through its methods. The one exception comes
+before anything is decided: with --kube and no --kubernetes-version, an API server that did not
+answer /version at start gives its release later (``use_release``), before the cache fills.
 """
 
 from __future__ import annotations
@@ -66,6 +68,14 @@ class SchedulingContext:
             write_timeout_s=bind_timeout, readback_s=min(2.0, max(0.1, bind_timeout / 2)),
             fence_after_s=self.config.fence_after_s,
         )
+
+    def use_release(self, config: Config) -> None:
+        """``config`` (the same, with the release the API server named after start) in force
+        from now on, in the cache too; only before the cache holds anything, so that no object
+        was parsed and no decision taken under the gates it replaces."""
+        self.state.use_features(config.feature_gates)
+        self.config = config
+        self.features = config.feature_gates
 
     @property
     def leading(self) -> bool:

@@ -80,8 +80,6 @@ class ClusterState:
     """The cache. Not thread-safe by design: every call happens on the event loop."""
 
     def __init__(self, features: Features | None = None) -> None:
-        features = Features.defaults() if features is None else features
-        self.features = features
         self.nodes: dict[str, Node] = {}
         self.classes: dict[str, DeviceClass] = {}
         # The allocator sees slices with DeviceTaintRule taints applied, as kube-scheduler's
@@ -91,7 +89,6 @@ class ClusterState:
         self.slices = SliceIndex()
         self._published: dict[str, ResourceSlice] = {}
         self.taint_rules: dict[str, DeviceTaintRule] = {}
-        self._apply_taint_rules = features.device_taints and features.device_taint_rules
         self.claims: dict[ObjKey, ResourceClaim] = {}
         self.claims_by_uid: dict[str, ResourceClaim] = {}
         self.templates: dict[ObjKey, Mapping[str, Any]] = {}
@@ -100,12 +97,8 @@ class ClusterState:
         # and they are few, so they are kept apart rather than sought among all pods each time.
         # Invalidation: kept in step with ``pods`` by _apply_pod and _delete_pod.
         self.nominated: dict[ObjKey, PodInfo] = {}
-        # What each node's pods request of the resources devices may also use: read only with
-        # DRANodeAllocatableResources, so kept only then.
-        self.node_requests = NodeRequests() if features.node_allocatable_resources else None
         self.pod_groups: dict[ObjKey, PodGroup] = {}
         self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
-        self.inuse = InUse(features)
         self.inventory_epoch = 0
         # Node versions (``node_versions``) come from one counter: a node's version is its own
         # stamp, or ``_floor`` (the stamp of the last change that concerns every node: the
@@ -118,15 +111,40 @@ class ClusterState:
         self._synced: set[str] = set()
         # Nodes' gathered pools, shared by the requests' allocators. Invalidation: replaced by a
         # new, empty one when ``inventory_epoch`` has moved (``gathered_pools``), since they depend
-        # on the slices and nodes only; filled once, when every kind has first synced.
+        # on the slices and nodes only (and the gates: dropped by use_features); filled once, when
+        # every kind has first synced.
         self._gathered: GatheredPools | None = None
         self._gathered_epoch = 0  # the inventory epoch ``_gathered`` was made for
+        self._take_features(Features.defaults() if features is None else features)
         # Claims whose cached version was written by us: kube-scheduler's assume cache
         # (pkg/scheduler/util/assumecache), where our write wins over older watch events.
         self._assumed: set[ObjKey] = set()
         # The model's Node keeps only what allocation reads; /debug and Nodes-mode replies need the rest.
         self._node_raw: dict[str, Mapping[str, Any]] = {}
         self._shelves = self._shelves_by_kind()
+
+    def _take_features(self, features: Features) -> None:
+        """What depends on the gates, set up empty for ``features``."""
+        self.features = features
+        self._apply_taint_rules = features.device_taints and features.device_taint_rules
+        # What each node's pods request of the resources devices may also use: read only with
+        # DRANodeAllocatableResources, so kept only then.
+        self.node_requests: NodeRequests | None = (
+            NodeRequests() if features.node_allocatable_resources else None
+        )
+        self.inuse = InUse(features)
+        self._gathered = None
+
+    def use_features(self, features: Features) -> None:
+        """Take the gates of a release learnt after start (with --kube and no
+        --kubernetes-version, once the API server has answered /version late).
+
+        Only while nothing is cached: every object is parsed and indexed once, under the gates
+        in force when it arrives, so a cache that holds some cannot change gates.
+        """
+        if self._synced or any(self.counts().values()):
+            raise RuntimeError("the feature gates of a cache that holds objects cannot change")
+        self._take_features(features)
 
     def _shelves_by_kind(self) -> dict[str, _Shelf]:
         shelves = {

@@ -31,8 +31,8 @@ from extender.api.server import servers
 from extender.api.tls import ReloadingTLS, TLSFiles
 from extender.cli import _parser, build_app, config_from_args
 from extender.config import ConfigError
-from tests.api.threaded import listening
-from tests.reliability.test_tls import free_port, issue
+from tests.api.threaded import free_port, listening
+from tests.reliability.test_tls import issue
 
 ASGIApp = Any
 QUICK = ConnectionLimits(header_timeout=0.3, body_timeout=0.3, keepalive_timeout=0.3, max_connections=1000)
@@ -332,7 +332,7 @@ def test_bad_limits_are_refused_in_the_flags_words() -> None:
 def test_serve_refuses_bad_connection_flags_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
     from extender.cli import main
 
-    assert main(["serve", "--body-timeout", "0"]) == 2
+    assert main(["serve", "--body-timeout", "0", "--port", str(free_port())]) == 2
     assert "--body-timeout must be positive" in capsys.readouterr().err
     args = _parser().parse_args(["serve", "--header-timeout", "5", "--max-connections", "50"])
     assert (args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections) == (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -34,3 +35,10 @@ def listening(
             server.should_exit = True
         thread.join(10)
         loop.close()
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the OS's pick), for a server started later."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -60,10 +60,13 @@ DEFAULT_VERSION = "v1.37.0"
 
 class ApiServer:
     def __init__(self, history_size: int = 1000, bookmark_interval: float = 1.0,
-                 version: str = DEFAULT_VERSION, served: dict[str, tuple[str, ...]] | None = None) -> None:
+                 version: str = DEFAULT_VERSION, served: dict[str, tuple[str, ...]] | None = None,
+                 port: int = 0) -> None:
         """``version`` is what ``/version`` reports (its gitVersion); ``served`` maps a resource's
         plural to the API versions it is served at instead of its own (an API that a release
-        serves at an older version, or not at all: an empty tuple)."""
+        serves at an older version, or not at all: an empty tuple). ``port`` 0: any free one; a
+        test that points a client at the server before it exists picks one (and a kubeconfig
+        for it: ``write_kubeconfig``)."""
         self.version = version
         self.served = dict(served or {})
         self.store = Store(history_size)
@@ -72,7 +75,7 @@ class ApiServer:
         self.calls: list[Call] = []
         self._calls_lock = threading.Lock()
         self._stopped = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.api = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -121,14 +124,7 @@ class ApiServer:
         return kubernetes.client.ApiClient(configuration)
 
     def write_kubeconfig(self, path: str) -> None:
-        config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "test",
-            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
-            "users": [{"name": "test", "user": {"token": "test-token"}}],
-            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
-        }
-        with open(path, "w") as f:
-            yaml.safe_dump(config, f)
+        write_kubeconfig(path, self.url)
 
     def cut_watches(self, resource: str | None = None) -> None:
         """End open watch streams (of one resource plural, or all) abruptly, before any later event."""
@@ -168,6 +164,18 @@ class ApiServer:
         """The mutating calls so far, in order."""
         with self._calls_lock:
             return [c for c in self.calls if c.verb in ("create", "update", "patch", "delete")]
+
+
+def write_kubeconfig(path: str, url: str) -> None:
+    """A kubeconfig for the API server at ``url`` (which need not be listening yet)."""
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "test", "cluster": {"server": url}}],
+        "users": [{"name": "test", "user": {"token": "test-token"}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+    }
+    with open(path, "w") as f:
+        yaml.safe_dump(config, f)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import datetime
 import functools
+import random
 import re
 import threading
 import time
@@ -131,7 +132,7 @@ class Store:
         if not meta.get("name"):
             if not meta.get("generateName"):
                 raise ApiError(422, "metadata.name: Required value: name or generateName is required")
-            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            meta["name"] = generate_name(meta["generateName"])
         if rtype.has_status and rtype.kind != "Node":
             obj.pop("status", None)
         for server_field in ("resourceVersion", "deletionTimestamp"):
@@ -155,6 +156,8 @@ class Store:
             if subresource == "status":
                 new = copy.deepcopy(old)
                 new["status"] = body.get("status") or {}
+                if rtype.kind == "ResourceClaim":
+                    _drop_deallocated_device_status(old, new)
             elif subresource is None:
                 new = body
                 meta = new.setdefault("metadata", {})
@@ -293,6 +296,35 @@ class Store:
             self._compacted_rv = self._history[0].rv
         self._history.append(WatchEvent(self._rv, rtype, event, copy.deepcopy(obj)))
         self.cond.notify_all()
+
+
+# The API server's SimpleNameGenerator (k8s.io/apiserver pkg/storage/names/generate.go): at most
+# 58 characters of generateName, then 5 of utilrand's alphabet (no vowels, no 0, 1 or 3).
+_GENERATED_BASE_MAX = 58
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def generate_name(base: str) -> str:
+    """A name for ``metadata.generateName`` ``base``, as the API server makes it."""
+    return base[:_GENERATED_BASE_MAX] + "".join(random.choice(_SUFFIX_ALPHABET) for _ in range(5))
+
+
+def _device_id(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return entry.get("driver"), entry.get("pool"), entry.get("device"), entry.get("shareID")
+
+
+def _device_ids(status: dict[str, Any]) -> set[tuple[Any, ...]]:
+    results = (((status.get("allocation") or {}).get("devices") or {}).get("results")) or ()
+    return {_device_id(r) for r in results}
+
+
+def _drop_deallocated_device_status(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """The status of devices the update deallocates goes with them, as the claim status strategy's
+    dropDeallocatedStatusDevices does (k8s.io/kubernetes pkg/registry/resource/resourceclaim/strategy.go)."""
+    status = new["status"]
+    gone = _device_ids(old.get("status") or {}) - _device_ids(status)
+    if gone and status.get("devices"):
+        status["devices"] = [d for d in status["devices"] if _device_id(d) not in gone]
 
 
 def _omit_empty(obj: dict[str, Any]) -> None:

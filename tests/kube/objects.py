@@ -46,11 +46,15 @@ def allocation(node_name: str, device: str = "gpu-0", driver: str = DRIVER) -> d
 
 
 def pod(name: str, namespace: str = "default", claim_name: str | None = None,
-        scheduler_name: str = "dra-extender-scheduler") -> dict[str, Any]:
+        scheduler_name: str = "dra-extender-scheduler", template_name: str | None = None) -> dict[str, Any]:
+    """A pod with, optionally, one claim "gpu": ``claim_name``'s, or one made from ``template_name``
+    (by the resourceclaim controller: tests.apiserver.controller.sync_pods)."""
     spec: dict[str, Any] = {"schedulerName": scheduler_name,
                             "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}
-    if claim_name:
-        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim_name}]
+    if claim_name or template_name:
+        source = ({"resourceClaimName": claim_name} if claim_name
+                  else {"resourceClaimTemplateName": template_name})
+        spec["resourceClaims"] = [{"name": "gpu", **source}]
         spec["containers"][0]["resources"] = {"claims": [{"name": "gpu"}]}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
             "spec": spec}

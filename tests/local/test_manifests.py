@@ -22,6 +22,7 @@ from extender.local.cluster import LocalCluster, load_local
 from extender.local.manifests import JsonText, read_manifests
 from extender.local.store import ManifestError
 from extender.state import ClusterState
+from tests.api.threaded import free_port
 from tests.scheduling.cluster import gpu, gpu_cluster, node, node_slice, pod, template
 
 
@@ -98,7 +99,7 @@ def test_invalid_file_is_rejected_with_its_name(tmp_path: Path):
 
 def test_cli_exits_non_zero_on_bad_state_and_bad_gates(tmp_path: Path, capsys):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"kind": "Node", "metadata": {"labels": {}}}))
-    assert main(["serve", "--state", str(tmp_path)]) != 0
+    assert main(["serve", "--state", str(tmp_path), "--port", str(free_port())]) != 0
     assert "bad.yaml" in capsys.readouterr().err
     assert main(["serve", "--feature-gates", "DRANope=true"]) != 0
     assert "unknown feature gate" in capsys.readouterr().err
@@ -123,7 +124,7 @@ def test_serve_refuses_a_malformed_object_with_exit_code_2_and_one_line_naming_f
     tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, Any], field: str
 ):
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([node("ok"), doc]))
-    assert main(["serve", "--state", str(tmp_path)]) == 2
+    assert main(["serve", "--state", str(tmp_path), "--port", str(free_port())]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"dra-extender: {tmp_path / 'cluster.yaml'} (document 2): {field}"), line
 
@@ -131,7 +132,8 @@ def test_serve_refuses_a_malformed_object_with_exit_code_2_and_one_line_naming_f
 def test_serve_started_as_a_program_refuses_a_malformed_object_without_a_traceback(tmp_path: Path):
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([node("ok"), _claim_requests(1.5)]))
     done = subprocess.run(
-        [sys.executable, "-m", "extender", "serve", "--state", str(tmp_path), "--log-level", "warning"],
+        [sys.executable, "-m", "extender", "serve", "--state", str(tmp_path), "--log-level", "warning",
+         "--port", str(free_port())],
         cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2

@@ -107,8 +107,16 @@ async def audit(server: ApiServer, state: ClusterState) -> None:
     by_name = {c["metadata"]["name"]: c for c in claims}
     for p in pods:
         node = p["spec"].get("nodeName")
+        if (p.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue  # a finished pod holds nothing: the resourceclaim controller takes its claims back
+        generated = {s["name"]: s.get("resourceClaimName")
+                     for s in (p.get("status") or {}).get("resourceClaimStatuses") or ()}
         for ref in p["spec"].get("resourceClaims") or ():
-            status = by_name[ref["resourceClaimName"]].get("status") or {}
+            used = by_name.get(ref.get("resourceClaimName") or generated.get(ref["name"]) or "")
+            if used is None:
+                assert not node, f"pod {p['metadata']['name']} is bound without its claim {ref['name']}"
+                continue  # not made yet, or gone and to be made again
+            status = used.get("status") or {}
             if node:
                 assert p["metadata"]["uid"] in {r["uid"] for r in status.get("reservedFor") or ()}
                 assert {pool for pool, _ in devices(status)} == {node}

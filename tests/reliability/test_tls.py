@@ -19,7 +19,7 @@ from extender.api.server import servers
 from extender.api.tls import ReloadingTLS, TLSFiles
 from extender.cli import _parser, build_app, config_from_args, tls_from_args
 from extender.config import ConfigError
-from tests.api.threaded import listening
+from tests.api.threaded import free_port, listening
 from tests.apiserver.server import ApiServer
 from tests.reliability.figures import record
 
@@ -120,12 +120,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     other_ca = issue("other-ca", ca=True)
     stranger = issue("stranger", other_ca).write(directory, "stranger")
     return Pki(directory, ca, ca_file, cert_file, key_file, client, stranger)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -77,6 +77,23 @@ def test_synced_only_when_every_kind_is():
         state.mark_synced("Secret")
 
 
+def test_the_gates_change_only_while_nothing_is_cached():
+    """A release the API server names after start takes effect before the cache fills."""
+    state = ClusterState()
+    newest = Features.defaults()
+    assert state.features == newest and state.node_requests is None
+    gated = Features.parse("DRANodeAllocatableResources=true")
+    state.use_features(gated)
+    assert state.features == gated and state.inuse.features == gated and state.node_requests is not None
+    state.apply("Node", node("node-0"))
+    with pytest.raises(RuntimeError, match="cache that holds objects"):
+        state.use_features(newest)
+    empty_but_synced = ClusterState()
+    empty_but_synced.mark_synced("Node")
+    with pytest.raises(RuntimeError):
+        empty_but_synced.use_features(gated)
+
+
 def test_slices_for_node_keep_order_and_append_network_slices():
     state = ClusterState()
     state.apply("ResourceSlice", network_slice("net", gpus(1)))
