@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,11 @@ class Process:
     health: str = ""
     env: dict[str, str] = field(default_factory=dict)
     popen: subprocess.Popen[bytes] | None = None
+    # Restarted when it exits on its own, as the kubelet restarts a container of the shipped
+    # Deployment (kube-scheduler exits when it loses its lease, by design).
+    supervised: bool = False
+    restarts: int = 0
+    wanted: bool = False  # started here and not stopped here since
 
     @property
     def log(self) -> Path:
@@ -70,6 +76,7 @@ class Process:
     def start(self, wait: float = 90.0) -> None:
         if self.alive:
             return
+        self.wanted = True
         (self.run / "logs").mkdir(parents=True, exist_ok=True)
         (self.run / "pids").mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
@@ -91,6 +98,10 @@ class Process:
                 wait,
             )
 
+    def exited_on_its_own(self) -> bool:
+        popen = self.popen
+        return self.wanted and popen is not None and popen.poll() is not None
+
     def _check_running(self) -> bool:
         if not self.alive:
             tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
@@ -99,6 +110,7 @@ class Process:
 
     def stop(self, sig: int = signal.SIGTERM, wait: float = 20.0) -> None:
         """Stop by PID; a process that ignores ``sig`` for ``wait`` seconds is killed."""
+        self.wanted = False
         if self.popen is None:
             return
         if self.popen.poll() is None:
@@ -246,6 +258,8 @@ class ControlPlane:
         self.api = Api(self.server, p.ca, p.cert("admin"), p.key("admin"))
         self.pairs: list[Pair] = []
         self.others: list[Process] = []
+        self._supervising = threading.Event()
+        self._supervisor = threading.Thread(target=self._supervise, daemon=True)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -256,6 +270,21 @@ class ControlPlane:
             self.api.apply(obj)
         self.controller_manager.start()
         self._service_account_kubeconfig = self._token_kubeconfig()
+        self._supervisor.start()
+
+    def _supervise(self) -> None:
+        """The kubelet's part: a container that exits is started again (after a second; the
+        kubelet's crash-loop back-off starts at ten, which only makes the scenarios slower)."""
+        while not self._supervising.wait(1.0):
+            for process in [p for pair in self.pairs for p in (pair.extender, pair.scheduler)]:
+                if process.supervised and process.exited_on_its_own():
+                    code = process.popen.returncode if process.popen else None
+                    with process.log.open("a") as out:
+                        out.write(f"=== {time.strftime('%H:%M:%S')} exited with {code}: restarting\n")
+                    process.restarts += 1
+                    process.popen = None
+                    with contextlib.suppress(Exception):  # a failed start is retried next round
+                        process.start(wait=0)
 
     def start_apiserver(self) -> None:
         self.apiserver.start()
@@ -266,6 +295,7 @@ class ControlPlane:
         )
 
     def down(self) -> None:
+        self._supervising.set()
         for process in [
             *self.others,
             *(p for pair in self.pairs for p in (pair.scheduler, pair.extender)),
@@ -310,6 +340,7 @@ class ControlPlane:
             ],
             self.run,
             health=f"http://127.0.0.1:{probe}/healthz",
+            supervised=True,
             env={"POD_NAMESPACE": shipped.NAMESPACE, "POD_NAME": f"dra-extender-{index}"},
         )
         config = self.run / f"scheduler-{index}.yaml"
@@ -326,6 +357,7 @@ class ControlPlane:
             ],
             self.run,
             health=f"https://127.0.0.1:{sched_port}/readyz",
+            supervised=True,
         )
         pair = Pair(index, extender, scheduler, port)
         self.pairs.append(pair)

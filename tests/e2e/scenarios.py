@@ -9,6 +9,7 @@ pod's claims allocated, reserved for it and on its node) and removes what it cre
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from tests.e2e import objects as o
-from tests.e2e.api import Api, wait_for
+from tests.e2e.api import Api, ApiError, wait_for
 from tests.e2e.control_plane import ControlPlane, Pair
 
 
@@ -54,6 +55,35 @@ class Scene:
         for name in made:
             self.api.create(o.pod(name, self.ns, template_name=template, **kwargs))  # type: ignore[arg-type]
         return made
+
+    def pods_over_time(self, prefix: str, count: int, seconds: float) -> threading.Thread:
+        """Create ``count`` one-device pods spread over ``seconds``, in the background; a create
+        refused while the API server is away is tried again until it lands."""
+
+        def create_all() -> None:
+            for name in (f"{prefix}-{i}" for i in range(count)):
+                body = o.pod(name, self.ns, template_name="gpu-1")
+
+                def create(body: o.Obj = body) -> bool:
+                    return self._create_once(body)
+
+                wait_for(f"pod {name} created", create, 120, interval=0.5)
+                time.sleep(seconds / count)
+
+        thread = threading.Thread(target=create_all, daemon=True)
+        thread.start()
+        return thread
+
+    def _create_once(self, body: o.Obj) -> bool:
+        try:
+            self.api.create(body)
+        except ApiError as exc:
+            if exc.status == 409:
+                return True  # created by an attempt whose answer was lost
+            if exc.status == 0 or exc.status >= 500:
+                return False
+            raise
+        return True
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -245,47 +275,70 @@ def device_class_changed(scene: Scene) -> str:
 
 
 def extender_restart(scene: Scene) -> str:
-    """The extender killed (by PID) while pods are pending, and started again; it also starts
-    without --kubernetes-version while the API server is away."""
-    scene.add_nodes(2, 2)
+    """The extender killed (by PID) while pods arrive and are scheduled, and started again."""
+    scene.add_nodes(3, 2)
     scene.templates()
-    scene.pods("pod", 6)
-    time.sleep(1.0)
+    arriving = scene.pods_over_time("pod", 10, seconds=4.0)
+    time.sleep(1.5)
     scene.pair.extender.stop(signal.SIGKILL)
     killed_with = len(o.bound(scene.api, scene.ns))
     time.sleep(3.0)
     scene.pair.extender.start()
-    b, took = o.wait_bound(scene.api, scene.ns, 4, 120)
-    b = o.held_steady(scene.api, scene.ns, 8)
-    assert len(b) == 4, b
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
-    return (
-        f"killed with {killed_with} of 6 bound; after the restart 4 bound ({took:.1f} s), "
-        "2 Pending, nothing doubled"
-    )
-
-
-def apiserver_outage(scene: Scene) -> str:
-    """The API server stopped for 20 s while pods are being scheduled."""
-    scene.add_nodes(3, 2)
-    scene.templates()
-    scene.pods("pod", 9)
-    time.sleep(1.0)
-    with_before = len(o.bound(scene.api, scene.ns))
-    scene.plane.apiserver.stop()
-    time.sleep(20.0)
-    scene.plane.start_apiserver()
-    b, took = o.wait_bound(scene.api, scene.ns, 6, 180)
+    arriving.join()
+    b, took = o.wait_bound(scene.api, scene.ns, 6, 120)
     b = o.held_steady(scene.api, scene.ns, 8)
     assert len(b) == 6, b
     _no_double(scene)
     assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
-    ready = httpx.get(f"{scene.pair.probe_url}/readyz").status_code
     return (
-        f"{with_before} of 9 bound when the API server stopped; 20 s later restarted; 6 bound "
-        f"{took:.1f} s after, 3 Pending, nothing doubled; extender /readyz {ready}"
+        f"killed with {killed_with} of 10 arriving pods bound; 3 s later restarted; 6 bound "
+        f"({took:.1f} s after the last arrived), 4 Pending, nothing doubled"
     )
+
+
+def apiserver_outage(scene: Scene) -> str:
+    """The API server stopped for 20 s while pods are being scheduled; meanwhile the extender
+    is restarted without --kubernetes-version, so it must start and wait for the API server."""
+    scene.add_nodes(3, 2)
+    scene.templates()
+    arriving = scene.pods_over_time("pod", 10, seconds=4.0)
+    time.sleep(1.5)
+    with_before = len(o.bound(scene.api, scene.ns))
+    scene.plane.apiserver.stop()
+    stopped = time.monotonic()
+    extender = scene.pair.extender
+    extender.stop(signal.SIGKILL)
+    extender.argv = _without_flag(extender.argv, "--kubernetes-version")
+    extender.start()  # waits for /healthz: it must come up with no API server to read the version of
+    ready_while_down = httpx.get(f"{scene.pair.probe_url}/readyz").status_code
+    time.sleep(max(0.0, 20.0 - (time.monotonic() - stopped)))
+    scene.plane.start_apiserver()
+    arriving.join()
+    wait_for("the extender ready", lambda: httpx.get(f"{scene.pair.probe_url}/readyz").status_code == 200, 60)
+    b, took = o.wait_bound(scene.api, scene.ns, 6, 180)
+    b = o.held_steady(scene.api, scene.ns, 8)
+    assert len(b) == 6, b
+    assert ready_while_down == 503, ready_while_down
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    return (
+        f"{with_before} of 10 arriving pods bound when the API server stopped; the extender restarted "
+        f"without --kubernetes-version meanwhile (/healthz 200, /readyz {ready_while_down}); 20 s later "
+        f"the API server back; 6 bound {took:.1f} s after, 4 Pending, nothing doubled"
+    )
+
+
+def _without_flag(argv: list[str], flag: str) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == flag:
+            skip = True
+        else:
+            out.append(arg)
+    return out
 
 
 def two_replicas(scene: Scene) -> str:
@@ -295,21 +348,19 @@ def two_replicas(scene: Scene) -> str:
     standby = scene.plane.pair()
     standby.start()
     holder = _lease_holder(scene.api)
-    scene.add_nodes(3, 2)
+    scene.add_nodes(4, 2)
     scene.templates()
-    scene.pods("pod", 3)
-    o.wait_bound(scene.api, scene.ns, 3, 60)
-    scene.pods("more", 5)
-    time.sleep(0.5)
+    arriving = scene.pods_over_time("pod", 12, seconds=4.0)
+    time.sleep(1.5)
     killed = time.monotonic()
     leader.stop(signal.SIGKILL)
     with_before = len(o.bound(scene.api, scene.ns))
-    b, took = o.wait_bound(scene.api, scene.ns, 6, 180)
-    new_holder = wait_for(
-        "a new Lease holder", lambda: (lambda h: h if h != holder else None)(_lease_holder(scene.api)), 60
-    )
+    arriving.join()
+    o.wait_bound(scene.api, scene.ns, 8, 180)
+    new_holder = wait_for("a new Lease holder", lambda: (lambda h: h if h != holder else None)(
+        _lease_holder(scene.api)), 60)
     b = o.held_steady(scene.api, scene.ns, 8)
-    assert len(b) == 6, b
+    assert len(b) == 8, b
     _no_double(scene)
     assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
     scene.plane.pairs.remove(standby)
@@ -317,9 +368,8 @@ def two_replicas(scene: Scene) -> str:
     leader.start()  # the killed pair comes back as the standby, as a Deployment would restart it
     scene.plane.pairs.insert(0, leader)
     return (
-        f"Lease {holder} -> {new_holder}; leader pair killed with {with_before} of 8 bound; 6 bound "
-        f"{took:.1f} s after the kill ({time.monotonic() - killed:.0f} s incl. checks), "
-        "2 Pending, nothing doubled"
+        f"Lease {holder} -> {new_holder}; the leader pair killed with {with_before} of 12 arriving pods "
+        f"bound; 8 bound {time.monotonic() - killed:.0f} s after the kill, 4 Pending, nothing doubled"
     )
 
 
@@ -357,14 +407,16 @@ def preemption(scene: Scene) -> str:
     low_left = sorted(n for n in o.bound(scene.api, scene.ns) if n.startswith("low"))
     high = scene.api.get("Pod", "high", scene.ns)
     nominated = high["status"].get("nominatedNodeName")
+    latest = next((c.get("message", "") for c in high["status"].get("conditions") or []
+                   if c["type"] == "PodScheduled"), messages[-1])
     calls = _preempt_calls(scene) - before
     events = sorted({e.get("reason", "") for e in scene.api.events(scene.ns, "high")})
-    scene.note(f"preemption: {messages[-1]!r}")
+    scene.note(f"preemption: {latest!r}")
     assert low_left == ["low-0", "low-1"] and not high["spec"].get("nodeName"), (low_left, high["spec"])
     return (
         f"kube-scheduler {scene.plane.version} evicted nothing, "
         f"called the preempt verb {calls:.0f} times; "
-        f"preemptor Pending (nominated: {nominated or 'none'}, events {events}): {messages[-1]!r}"
+        f"preemptor Pending (nominated: {nominated or 'none'}, events {events}): {latest!r}"
     )
 
 
