@@ -98,8 +98,47 @@ for verb in ("/filter", "/prioritize", "/preempt"):
             "ghost is not known",
         ),
     ]
+for verb in ("/filter", "/prioritize", "/preempt"):
+    # Text that is not UTF-8 inside the pod, in the spelling kube-scheduler writes and another.
+    go = b'{"Pod":{"metadata":{"name":"p\xff"}},' + (
+        b'"NodeNameToMetaVictims":{}}' if verb == "/preempt"
+        else b'"Nodes":{"metadata":{},"items":[{"metadata":{"name":"node-0"}}]},"NodeNames":null}'
+    )
+    CASES += [
+        (verb, "not UTF-8 in the Pod", go, 400, "not valid JSON"),
+        (
+            verb,
+            "not UTF-8 in the Pod's spec",
+            b'{"pod": {"metadata": {"name": "p"}, "spec": {"containers": [{"image": "\xc3"}]}},'
+            b' "nodeNames": ["node-0"], "nodeNameToMetaVictims": {}}',
+            400,
+            "not valid JSON",
+        ),
+        (
+            verb,
+            "lone surrogate in the Pod",
+            b'{"Pod": {"metadata": {"name": "p\\ud800"}}, "NodeNames": [], "NodeNameToMetaVictims": {}}',
+            400,
+            "not valid JSON",
+        ),
+    ]
 for verb in ("/filter", "/prioritize"):
     CASES += [
+        (
+            verb,
+            "not UTF-8 in NodeNames",
+            b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["\xff"]}',
+            400,
+            "not valid JSON",
+        ),
+        (
+            verb,
+            "not UTF-8 in a node",
+            b'{"Pod": {"metadata": {"name": "p"}},'
+            b' "Nodes": {"items": [{"metadata": {"name": "\xed\xa0\x80"}}]}}',
+            400,
+            "not valid JSON",
+        ),
         (
             verb,
             "NodeNames of the wrong type",
