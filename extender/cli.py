@@ -62,7 +62,7 @@ A kube-scheduler extender that allocates devices of Dynamic Resource Allocation
 (resource.k8s.io/v1) with the upstream structured allocator's semantics.
 
   dra-extender serve                 the extender on a built-in demo cluster (no cluster needed)
-  dra-extender serve --state DIR     ... on the Kubernetes objects in DIR/*.yaml
+  dra-extender serve --state DIR     ... on the Kubernetes objects in DIR (*.yaml, *.yml, *.json)
   dra-extender serve --kube          ... on the cluster of the kubeconfig (or in-cluster config)
   dra-extender explain NS/POD        ask a running extender why a pod fits where, or not
 
@@ -91,7 +91,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the scheduler extender.",
         formatter_class=_Help,
     )
-    serve.add_argument("--state", type=Path, help="directory of *.yaml manifests (default: the demo cluster)")
+    serve.add_argument(
+        "--state",
+        type=Path,
+        help="directory of *.yaml, *.yml and *.json manifests (default: the demo cluster)",
+    )
     serve.add_argument("--kube", action="store_true", help="watch a real cluster and write through its API")
     serve.add_argument("--kubeconfig", help="for --kube (default: in-cluster config, then ~/.kube/config)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
