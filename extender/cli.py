@@ -429,8 +429,9 @@ def _build_frozen(config: Config, debug_endpoints: bool | None) -> FastAPI:
 
 
 def _port_taken(host: str, port: int) -> str | None:
-    """Why ``host:port`` cannot be listened on, or None: said in one line before anything starts
-    rather than in uvicorn's traceback after the cluster is loaded."""
+    """Why ``host:port`` cannot be listened on, or None: said in one line, rather than in
+    uvicorn's traceback once the app has started. Asked last, once everything else is known
+    good: a port taken by another program must not hide a mistake in the flags or the state."""
     try:
         with socket.create_server((host, port), reuse_port=False):
             return None
@@ -446,18 +447,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "simulate":
         return simulate.main(args)
     try:
+        # Every flag, then the cluster (the state directory read, or the API server asked),
+        # then the ports: each mistake is said as itself, whatever else is wrong.
         config = config_from_args(args)
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:
             raise ConfigError(f"--probe-port {args.probe_port}: out of range or the same as --port")
         tls = tls_from_args(args)
-        for port in (config.port, args.probe_port) if args.probe_port else (config.port,):
-            taken = _port_taken(config.host, port)
-            if taken:
-                raise ConfigError(taken)
         limits = ConnectionLimits(
             args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections
         )
         app = _build_frozen(config, args.enable_debug_endpoints)
+        for port in (config.port, args.probe_port) if args.probe_port else (config.port,):
+            taken = _port_taken(config.host, port)
+            if taken:
+                raise ConfigError(taken)
     except (ConfigError, ManifestError) as exc:
         print(f"dra-extender: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ import pytest
 from extender import cli
 from extender.config import Config, ConfigError, parse_feature_gates
 from extender.model.features import Features
+from tests.reliability.test_tls import free_port
 
 # What /debug/config shows for 1.37, the newest release: what it showed before the gate table
 # knew releases, plus the gates the extender does not implement (off) and the filter timeout.
@@ -89,7 +90,7 @@ def test_flags_reach_the_config():
 def test_kube_mode_with_an_unreadable_kubeconfig_fails_cleanly(tmp_path, capsys):
     broken = tmp_path / "kubeconfig"
     broken.write_text("this: is: not a kubeconfig")
-    assert cli.main(["serve", "--kube", "--kubeconfig", str(broken)]) == 2
+    assert cli.main(["serve", "--port", str(free_port()), "--kube", "--kubeconfig", str(broken)]) == 2
     assert "cannot load a cluster configuration" in capsys.readouterr().err
 
 
@@ -141,7 +142,7 @@ def test_kubernetes_version_picks_that_releases_defaults_and_explicit_gates_win(
     ],
 )
 def test_bad_release_flags_stop_the_start(flags, message, capsys):
-    assert cli.main(["serve", *flags]) == 2
+    assert cli.main(["serve", "--port", str(free_port()), *flags]) == 2
     assert message in capsys.readouterr().err
 
 

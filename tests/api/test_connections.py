@@ -332,7 +332,7 @@ def test_bad_limits_are_refused_in_the_flags_words() -> None:
 def test_serve_refuses_bad_connection_flags_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
     from extender.cli import main
 
-    assert main(["serve", "--body-timeout", "0"]) == 2
+    assert main(["serve", "--port", str(free_port()), "--body-timeout", "0"]) == 2
     assert "--body-timeout must be positive" in capsys.readouterr().err
     args = _parser().parse_args(["serve", "--header-timeout", "5", "--max-connections", "50"])
     assert (args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections) == (

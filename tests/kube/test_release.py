@@ -11,6 +11,7 @@ from extender import cli
 from extender.model.features import Features, view
 from tests.api.test_config import debug_config
 from tests.apiserver.server import ApiServer
+from tests.reliability.test_tls import free_port
 
 
 def _kube_view(server: ApiServer, tmp_path: Path, *flags: str) -> dict:
@@ -63,7 +64,8 @@ def test_an_unsupported_cluster_stops_the_start(
     kubeconfig = tmp_path / "kubeconfig"
     with ApiServer(version=version) as server:
         server.write_kubeconfig(str(kubeconfig))
-        assert cli.main(["serve", "--kube", "--kubeconfig", str(kubeconfig), *flags]) == 2
+        port = str(free_port())
+        assert cli.main(["serve", "--port", port, "--kube", "--kubeconfig", str(kubeconfig), *flags]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -74,5 +76,5 @@ def test_an_unreachable_api_server_stops_the_start(
     server = ApiServer().start()
     server.write_kubeconfig(str(kubeconfig))
     server.stop()
-    assert cli.main(["serve", "--kube", "--kubeconfig", str(kubeconfig)]) == 2
+    assert cli.main(["serve", "--port", str(free_port()), "--kube", "--kubeconfig", str(kubeconfig)]) == 2
     assert "cannot read the API server's version" in capsys.readouterr().err

@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,36 @@ def test_a_busy_port_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]):
         assert main(["serve", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"dra-extender: cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--body-timeout", "0"], "--body-timeout must be positive"),
+        (["--max-connections", "0"], "--max-connections must be at least 1"),
+        (["--client-ca-file", "ca.crt"], "--client-ca-file needs --tls-cert-file"),
+        (["--feature-gates", "DRANope=true"], "unknown feature gate"),
+        (["--state", "{tmp}/missing"], "{tmp}/missing: no such directory"),
+        (["--state", "{tmp}"], "{tmp}/bad.yaml (document 1)"),
+    ],
+)
+def test_what_is_wrong_with_flags_or_state_is_said_before_a_busy_port(
+    flags: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Everything is checked before the port is: a busy port (another extender, a test server)
+    must not hide the mistake to fix."""
+    monkeypatch.setattr("extender.cli.servers", lambda *a, **k: pytest.fail("serve started"))
+    (tmp_path / "bad.yaml").write_text("kind: Node\nmetadata: {}\n")
+    flags = [flag.replace("{tmp}", str(tmp_path)) for flag in flags]
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), *flags]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("dra-extender: ") and message.replace("{tmp}", str(tmp_path)) in line, line
 
 
 @pytest.fixture(scope="module")
