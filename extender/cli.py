@@ -21,7 +21,7 @@ from extender import __version__, logs
 from extender.api import create_app
 from extender.api.connections import ConnectionLimits
 from extender.api.heap import keep_freed_memory
-from extender.api.server import serve, servers
+from extender.api.server import probe_host, serve, servers
 from extender.api.tls import AllowedClients, ReloadingTLS, TLSError, TLSFiles
 from extender.cel.engine import ENGINE_CHOICES
 from extender.cel.environment import Environment
@@ -457,8 +457,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections
         )
         app = _build_frozen(config, args.enable_debug_endpoints)
-        for port in (config.port, args.probe_port) if args.probe_port else (config.port,):
-            taken = _port_taken(config.host, port)
+        listen = [(config.host, config.port)]
+        if args.probe_port:
+            listen.append((probe_host(config.host), args.probe_port))
+        for host, port in listen:
+            taken = _port_taken(host, port)
             if taken:
                 raise ConfigError(taken)
     except (ConfigError, ManifestError) as exc:

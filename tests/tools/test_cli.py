@@ -73,6 +73,19 @@ def test_what_is_wrong_with_flags_or_state_is_said_before_a_busy_port(
     assert line.startswith("dra-extender: ") and message.replace("{tmp}", str(tmp_path)) in line, line
 
 
+def test_a_probe_port_busy_on_any_interface_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """The probe port listens on every interface: a program holding it on another address than
+    --host's (here 127.0.0.2, --host being 127.0.0.1) keeps it from starting all the same."""
+    monkeypatch.setattr("extender.cli.servers", lambda *a, **k: pytest.fail("serve started"))
+    with socket.create_server(("127.0.0.2", 0)) as taken:
+        probe = taken.getsockname()[1]
+        assert main(["serve", "--port", str(free_port()), "--probe-port", str(probe)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"dra-extender: cannot listen on 0.0.0.0:{probe}:"), line
+
+
 @pytest.fixture(scope="module")
 def extender_url():
     svc = Service([*gpu_cluster(nodes=2, per_node=1), claim("c"), pod("p", claims={"gpu": "c"})])
