@@ -21,7 +21,7 @@ from extender import __version__, logs
 from extender.api import create_app
 from extender.api.connections import ConnectionLimits
 from extender.api.heap import keep_freed_memory
-from extender.api.server import serve, servers
+from extender.api.server import probe_host, serve, servers
 from extender.api.tls import AllowedClients, ReloadingTLS, TLSError, TLSFiles
 from extender.cel.engine import ENGINE_CHOICES
 from extender.cel.environment import Environment
@@ -64,7 +64,7 @@ A kube-scheduler extender that allocates devices of Dynamic Resource Allocation
 (resource.k8s.io/v1) with the upstream structured allocator's semantics.
 
   dra-extender serve                 the extender on a built-in demo cluster (no cluster needed)
-  dra-extender serve --state DIR     ... on the Kubernetes objects in DIR/*.yaml
+  dra-extender serve --state DIR     ... on the Kubernetes objects in DIR (*.yaml, *.yml, *.json)
   dra-extender serve --kube          ... on the cluster of the kubeconfig (or in-cluster config)
   dra-extender explain NS/POD        ask a running extender why a pod fits where, or not
 
@@ -93,7 +93,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the scheduler extender.",
         formatter_class=_Help,
     )
-    serve.add_argument("--state", type=Path, help="directory of *.yaml manifests (default: the demo cluster)")
+    serve.add_argument(
+        "--state",
+        type=Path,
+        help="directory of *.yaml, *.yml and *.json manifests (default: the demo cluster)",
+    )
     serve.add_argument("--kube", action="store_true", help="watch a real cluster and write through its API")
     serve.add_argument("--kubeconfig", help="for --kube (default: in-cluster config, then ~/.kube/config)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
@@ -516,8 +520,9 @@ def _build_frozen(config: Config, debug_endpoints: bool | None) -> FastAPI:
 
 
 def _port_taken(host: str, port: int) -> str | None:
-    """Why ``host:port`` cannot be listened on, or None: said in one line before anything starts
-    rather than in uvicorn's traceback after the cluster is loaded."""
+    """Why ``host:port`` cannot be listened on, or None: said in one line, rather than in
+    uvicorn's traceback once the app has started. Asked last, once everything else is known
+    good: a port taken by another program must not hide a mistake in the flags or the state."""
     try:
         with socket.create_server((host, port), reuse_port=False):
             return None
@@ -533,18 +538,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "simulate":
         return simulate.main(args)
     try:
+        # Every flag, then the cluster (the state directory read, or the API server asked),
+        # then the ports: each mistake is said as itself, whatever else is wrong.
         config = config_from_args(args)
         if not 0 <= args.probe_port < 65536 or args.probe_port == config.port:
             raise ConfigError(f"--probe-port {args.probe_port}: out of range or the same as --port")
         tls = tls_from_args(args)
-        for port in (config.port, args.probe_port) if args.probe_port else (config.port,):
-            taken = _port_taken(config.host, port)
-            if taken:
-                raise ConfigError(taken)
         limits = ConnectionLimits(
             args.header_timeout, args.body_timeout, args.keepalive_timeout, args.max_connections
         )
         app = _build_frozen(config, args.enable_debug_endpoints)
+        listen = [(config.host, config.port)]
+        if args.probe_port:
+            listen.append((probe_host(config.host), args.probe_port))
+        for host, port in listen:
+            taken = _port_taken(host, port)
+            if taken:
+                raise ConfigError(taken)
     except (ConfigError, ManifestError) as exc:
         print(f"dra-extender: {exc}", file=sys.stderr)
         return 2

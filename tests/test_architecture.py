@@ -176,3 +176,107 @@ def test_comments_cite_files_not_sections_of_absent_documents() -> None:
         if "§" in line
     ]
     assert not cited, "comments citing '§' sections:\n" + "\n".join(cited)
+
+
+# --- tests read the clock when they run, not when they are collected -----------------------------
+
+TESTS = PACKAGE.parent / "tests"
+# Calls that read the clock: ``datetime.now()``, ``date.today()``, ``time.time()``, ...
+_CLOCK_METHODS = {"now", "utcnow", "today"}
+_TIME_FUNCTIONS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"}
+_CLOCK_NAMES = {"now_rfc3339", "monotonic", "perf_counter", "time_ns"}
+
+
+def _reads_the_clock(call: ast.Call) -> bool:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in _CLOCK_NAMES
+    if isinstance(func, ast.Attribute):
+        if func.attr in _CLOCK_METHODS:
+            return True
+        return isinstance(func.value, ast.Name) and func.value.id == "time" and func.attr in _TIME_FUNCTIONS
+    return False
+
+
+class _TestModule:
+    """A module of tests/: its functions, and the names it imports from other modules of tests/."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tree = ast.parse(path.read_text())
+        self.functions = {
+            n.name: n for n in self.tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        self.imported: dict[str, tuple[str, str]] = {}
+        for node in self.tree.body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests."):
+                for alias in node.names:
+                    self.imported[alias.asname or alias.name] = (node.module or "", alias.name)
+
+
+def _test_modules() -> dict[str, _TestModule]:
+    return {
+        ".".join(p.relative_to(TESTS.parent).with_suffix("").parts): _TestModule(p)
+        for p in sorted(TESTS.rglob("*.py"))
+    }
+
+
+def _calls_made(body: ast.AST) -> Iterator[ast.Call]:
+    """The calls running ``body`` makes: everything in it but the bodies of the functions and
+    lambdas it defines (their decorators and default values included: those run) and a
+    ``__main__`` block."""
+
+    def visit(node: ast.AST) -> Iterator[ast.Call]:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for child in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+                if child is not None:
+                    yield from visit(child)
+            return
+        if isinstance(node, ast.Lambda):
+            for child in node.args.defaults:
+                yield from visit(child)
+            return
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            return
+        if isinstance(node, ast.Call):
+            yield node
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child)
+
+    if isinstance(body, ast.FunctionDef | ast.AsyncFunctionDef):
+        for statement in body.body:
+            yield from visit(statement)
+    else:
+        yield from visit(body)
+
+
+def test_no_test_reads_the_clock_when_it_is_collected() -> None:
+    """A time taken at collection (a module constant, a parametrize argument) is as old as the run
+    when the test runs: a claim stamped 10 s ago at collection was past the 600 s binding timeout
+    in a suite that had run ten minutes. Such times are taken in the test, or in a fixture."""
+    modules = _test_modules()
+    reading: dict[tuple[str, str], bool] = {}
+
+    def reads(module: str, name: str) -> bool:
+        """Whether calling ``name`` of ``module`` reads the clock, itself or through its callees."""
+        key = (module, name)
+        if key not in reading:
+            reading[key] = False  # a recursive helper reads the clock if its other calls do
+            found = modules.get(module)
+            if found is not None and name in found.imported:
+                reading[key] = reads(*found.imported[name])
+            elif found is not None and name in found.functions:
+                calls = _calls_made(found.functions[name])
+                reading[key] = any(_reads_the_clock(c) or calls_reading(module, c) for c in calls)
+        return reading[key]
+
+    def calls_reading(module: str, call: ast.Call) -> bool:
+        return isinstance(call.func, ast.Name) and reads(module, call.func.id)
+
+    found = [
+        f"{module.path.relative_to(TESTS.parent)}:{call.lineno}: {ast.unparse(call.func)}"
+        for name, module in modules.items()
+        for call in _calls_made(module.tree)
+        if _reads_the_clock(call) or calls_reading(name, call)
+    ]
+    assert not found, "the clock read when tests are collected:\n" + "\n".join(found)

@@ -30,7 +30,9 @@ from extender.scheduling.bind import UnknownPod, bind_pod
 from extender.scheduling.claims import held_or_given
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.explain import explain
+from extender.scheduling.extended_resources.needs import ExtendedNeeds
 from extender.scheduling.filter import filter_nodes, report_no_fit
+from extender.scheduling.plan import handles
 from extender.scheduling.preempt import preempt
 from extender.scheduling.score import score_nodes
 from extender.scheduling.turns import in_turns
@@ -121,6 +123,16 @@ def create_app(
         if "spec" not in given.raw and state.pod(info.namespace, info.name) is not info:
             # Only a name, and not one we know: scheduling it as a pod without claims would be a guess.
             raise UnknownPod(f"pod {info.ref} is not known to the extender and the request has no spec")
+        if not info.uid and info.extended_requests and handles(ctx.config, info):
+            needs = ExtendedNeeds.of(info, state.classes)
+            if needs is not None:
+                # The claim made for them is owned by, and known by, the pod's UID: without one
+                # the request lacks what scheduling needs (kube-scheduler always sends it).
+                raise BadRequest(
+                    f"Pod.metadata.uid: required: pod {info.ref} asks for extended resources "
+                    f"that DRA provides ({', '.join(sorted(needs.classes))}), and the claim made "
+                    "for them names its pod by UID"
+                )
         return info
 
     async def do_filter(body: bytes) -> Any:

@@ -50,6 +50,11 @@ def probes_only(app: ASGIApp) -> ASGIApp:
     return guarded
 
 
+def probe_host(host: str) -> str:
+    """Where the probe port listens: every interface, of the main listener's address family."""
+    return "::" if ":" in host else "0.0.0.0"
+
+
 def servers(
     app: ASGIApp,
     host: str,
@@ -96,8 +101,9 @@ def servers(
 
     out = [uvicorn.Server(config(app, port, tls))]
     if probe_port:
-        wildcard = "::" if ":" in host else "0.0.0.0"
-        out.append(uvicorn.Server(config(probes_only(app), probe_port, None, lifespan="off", host=wildcard)))
+        out.append(
+            uvicorn.Server(config(probes_only(app), probe_port, None, lifespan="off", host=probe_host(host)))
+        )
     log.info(
         "serving %s on %s:%d%s; at most %d connections, header/body/keep-alive timeouts %g/%g/%g s",
         "HTTPS" if tls is not None else "HTTP", host, port,

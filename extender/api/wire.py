@@ -243,30 +243,51 @@ def request_pod(obj: Mapping[str, Any]) -> PodInfo:
 
 def extender_args(body: bytes, known: Mapping[str, Node] = MappingProxyType({})) -> ExtenderArgs:
     """The request; ``known``: the cluster's nodes, whose objects stand for equal nodes of the
-    request."""
+    request.
+
+    The body is decoded in parts, and each decoder refuses what is not JSON in its own way:
+    orjson with a JSONDecodeError, msgspec with a DecodeError, or, for text that is not UTF-8
+    in a value it types as a string, a UnicodeDecodeError. Any of them means the body is not
+    JSON, the caller's fault: a 400, never a 500 with a traceback.
+    """
+    try:
+        return _extender_args(body, known)
+    except (orjson.JSONDecodeError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise _not_json(body, exc) from None
+    except RecursionError:  # msgspec builds nested arrays by recursion; orjson stops at 1024
+        raise BadRequest("body is not valid JSON: nested too deeply") from None
+
+
+def _not_json(body: bytes, exc: Exception) -> BadRequest:
+    """The 400 for a body one of whose parts did not decode: orjson's message for the whole
+    body, whose line and column are the body's (a part's would count from the part's start);
+    the part's own message where orjson takes the body whole."""
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError as whole:
+        return BadRequest(f"body is not valid JSON: {whole}")
+    return BadRequest(f"body is not valid JSON: {exc}")
+
+
+def _extender_args(body: bytes, known: Mapping[str, Node]) -> ExtenderArgs:
     seen = _seen_nodes(body)
     if seen is not None:
         pod_text, found, parsed = seen
         pod = parsed.raw if parsed is not None else _pod({"pod": _value(pod_text)})
         return _with_seen(pod, found, known, pod_text, parsed)
-    try:
-        pod_raw, names_text, nodes = _split(body)
-        # A pod parsed before passed every check made here and in parsing: nothing to redo.
-        pod_text = b"" if pod_raw is None else bytes(pod_raw)
-        parsed = _pods_by_text.get(pod_text) if pod_text else None
-        pod = parsed.raw if parsed is not None else _pod({"pod": _value(pod_text or None)})
-        if isinstance(names_text, list):  # the typed split checked it already
-            return ExtenderArgs(pod, names_text, None, pod_text=pod_text, parsed_pod=parsed)
-        names = _value(names_text)
-        if names is not None:
-            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-                raise BadRequest("NodeNames: expected an array of strings")
-            return ExtenderArgs(pod, list(names), None, pod_text=pod_text, parsed_pod=parsed)
-        return _with_nodes(pod, _node_items(nodes), known, pod_text, parsed)
-    except msgspec.DecodeError as exc:  # only where orjson takes what msgspec refuses
-        raise BadRequest(f"body is not valid JSON: {exc}") from None
-    except RecursionError:  # msgspec builds nested arrays by recursion; orjson stops at 1024
-        raise BadRequest("body is not valid JSON: nested too deeply") from None
+    pod_raw, names_text, nodes = _split(body)
+    # A pod parsed before passed every check made here and in parsing: nothing to redo.
+    pod_text = b"" if pod_raw is None else bytes(pod_raw)
+    parsed = _pods_by_text.get(pod_text) if pod_text else None
+    pod = parsed.raw if parsed is not None else _pod({"pod": _value(pod_text or None)})
+    if isinstance(names_text, list):  # the typed split checked it already
+        return ExtenderArgs(pod, names_text, None, pod_text=pod_text, parsed_pod=parsed)
+    names = _value(names_text)
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise BadRequest("NodeNames: expected an array of strings")
+        return ExtenderArgs(pod, list(names), None, pod_text=pod_text, parsed_pod=parsed)
+    return _with_nodes(pod, _node_items(nodes), known, pod_text, parsed)
 
 
 # A full-Node body exactly as kube-scheduler writes it (Go's encoding/json of ExtenderArgs and

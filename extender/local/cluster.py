@@ -131,10 +131,16 @@ def load_local(state: ClusterState, directory: Path | None) -> LocalCluster:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        cluster.load(read_manifests(files))
+        loaded = cluster.load(read_manifests(files))
     finally:
         if was_enabled:
             gc.enable()
+    if directory is not None and not loaded:
+        # Served all the same (a directory may be filled through /local/apply), but a cluster
+        # with nothing in it is more often the wrong directory than the intended one.
+        files_read = f"{len(files)} file{'' if len(files) == 1 else 's'}"
+        log.warning("--state %s: %s, no object of a kind the extender uses (%s)",
+                    directory, files_read, ", ".join(API_VERSIONS))
     for kind in API_VERSIONS:
         state.mark_synced(kind)
     return cluster

@@ -41,7 +41,7 @@ def read_manifests(paths: Iterable[Path]) -> list[tuple[str, Any]]:
                         )
                     else:
                         docs.append((f"{path} (document {i + 1})", _compact(doc)))
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             # PyYAML spreads its message (with the line and column) over several lines.
             raise ManifestError(f"{path}: {' '.join(str(exc).split())}") from None
     return docs
@@ -144,10 +144,26 @@ def _compact(doc: Any) -> Any:
         return doc  # not JSON: load reports it in its place, with its origin
 
 
+# What a state directory's files may be called (not its subdirectories: they are not read).
+STATE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
 def state_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        raise ManifestError(f"{directory}: not a directory")
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".json") and p.is_file())
+    """The manifest files of a ``--state`` directory; ManifestError naming it when it does not
+    exist, cannot be listed or holds none. Served, such a directory would be an empty cluster in
+    which no pod fits, a mistyped path looking like a scheduling problem."""
+    where = f"--state {directory}"
+    try:
+        if not directory.exists():
+            raise ManifestError(f"{where}: no such directory")
+        if not directory.is_dir():
+            raise ManifestError(f"{where}: not a directory")
+        files = sorted(p for p in directory.iterdir() if p.suffix in STATE_SUFFIXES and p.is_file())
+    except OSError as exc:
+        raise ManifestError(f"{where}: cannot list it: {exc.strerror or exc}") from None
+    if not files:
+        raise ManifestError(f"{where}: no *.yaml, *.yml or *.json file in it")
+    return files
 
 
 def demo_files() -> list[Path]:

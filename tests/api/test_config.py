@@ -142,7 +142,7 @@ def test_kubernetes_version_picks_that_releases_defaults_and_explicit_gates_win(
     ],
 )
 def test_bad_release_flags_stop_the_start(flags, message, capsys):
-    assert cli.main(["serve", *flags]) == 2
+    assert cli.main(["serve", "--port", str(free_port()), *flags]) == 2
     assert message in capsys.readouterr().err
 
 

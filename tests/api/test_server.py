@@ -9,7 +9,7 @@ import orjson
 
 from extender.api.server import servers
 from tests.api.threaded import listening
-from tests.reliability.test_tls import free_port
+from tests.api.threaded import free_port
 
 
 async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:

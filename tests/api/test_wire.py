@@ -382,3 +382,37 @@ def test_a_node_names_reply_is_what_orjson_writes_of_the_result():
         "Nodes": None, "NodeNames": ["a"], "FailedNodes": {"b": "no"}, "FailedAndUnresolvableNodes": {},
         "Error": "",
     })
+
+
+# Bytes that are not UTF-8 (a stray byte, a truncated sequence, an encoded surrogate) or a lone
+# surrogate escape make a body that is not JSON, wherever they stand: orjson refuses such a body
+# decoded whole, and a body split into parts must be refused alike, not fail deeper down.
+NOT_UTF8 = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800"]
+
+
+@pytest.mark.parametrize("bad", NOT_UTF8, ids=["stray", "truncated", "surrogate", "escaped surrogate"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        _listed(b'{"metadata": {"name": "p%s"}}'),
+        _listed(b'{"metadata": {"name": "p"}, "spec": {"containers": [{"image": "i%s"}]}}'),
+        b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["a%s"]}',
+        b'{"pod": {"metadata": {"name": "p"}}, "nodenames": ["a%s"]}',
+        _go_args(b'{"metadata":{"name":"p%s"}}', A),
+        _general(b'{"metadata":{"name":"p%s"}}', A),
+        _go_args(GO_POD, A.replace(b'"name":"a"', b'"name":"a%s"')),
+        _general(GO_POD, A.replace(b'"name":"a"', b'"name":"a%s"')),
+        _go_args(GO_POD, A.replace(b'"cpu":"8"', b'"cpu":"8%s"')),
+        _go_args(GO_POD, A.replace(b'"kubernetes.io/hostname"', b'"kubernetes.io/host%sname"')),
+    ],
+    ids=[
+        "pod name", "pod field not read", "NodeNames", "nodenames", "pod, Go's spelling",
+        "pod, other spelling", "node name, Go's spelling", "node name, other spelling",
+        "allocatable", "label key",
+    ],
+)
+def test_text_that_is_not_utf8_is_a_bad_request_wherever_it_stands(body: bytes, bad: bytes):
+    assert b"%s" in body
+    with pytest.raises(wire.BadRequest, match="body is not valid JSON") as refused:
+        wire.pod_info(wire.extender_args(body.replace(b"%s", bad)))
+    assert "line 1" in str(refused.value)  # where in the body, as orjson says it for a whole body

@@ -9,6 +9,7 @@ import logging
 import subprocess
 import sys
 import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,91 @@ def test_cli_exits_non_zero_on_bad_state_and_bad_gates(tmp_path: Path, capsys):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"kind": "Node", "metadata": {"labels": {}}}))
     assert main(["serve", "--state", str(tmp_path), "--port", str(free_port())]) != 0
     assert "bad.yaml" in capsys.readouterr().err
-    assert main(["serve", "--feature-gates", "DRANope=true"]) != 0
+    assert main(["serve", "--port", str(free_port()), "--feature-gates", "DRANope=true"]) != 0
     assert "unknown feature gate" in capsys.readouterr().err
+
+
+@pytest.fixture
+def refused(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., str]:
+    """``serve`` with some flags on a free port, which must exit with code 2 before it would
+    serve (a start that goes through fails the test rather than serving on): the one line it wrote."""
+
+    def started(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("serve started")
+
+    monkeypatch.setattr(cli, "servers", started)
+
+    def run(*flags: str) -> str:
+        assert main(["serve", "--port", str(free_port()), *flags]) == 2
+        [line] = capsys.readouterr().err.splitlines()
+        return line
+
+    return run
+
+
+def test_a_state_directory_that_does_not_exist_or_is_not_one_stops_the_start(
+    tmp_path: Path, refused: Callable[..., str]
+):
+    missing = tmp_path / "no-such-dir"
+    assert refused("--state", str(missing)) == f"dra-extender: --state {missing}: no such directory"
+    (tmp_path / "file.yaml").write_text(yaml.safe_dump(node("n")))
+    line = refused("--state", str(tmp_path / "file.yaml"))
+    assert line == f"dra-extender: --state {tmp_path / 'file.yaml'}: not a directory"
+
+
+def test_an_empty_state_directory_stops_the_start(tmp_path: Path, refused: Callable[..., str]):
+    # A mistyped or not yet filled directory would serve a cluster in which nothing fits.
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    (tmp_path / "sub.yaml").mkdir()
+    line = refused("--state", str(tmp_path))
+    assert line == f"dra-extender: --state {tmp_path}: no *.yaml, *.yml or *.json file in it"
+
+
+def test_an_unreadable_state_directory_stops_the_start(
+    tmp_path: Path, refused: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+):
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(node("n")))
+    tmp_path.chmod(0)  # root reads it anyway: the listing is refused below as well
+    listing = Path.iterdir
+
+    def unreadable(self: Path) -> Any:
+        if self == tmp_path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return listing(self)
+
+    monkeypatch.setattr(Path, "iterdir", unreadable)
+    try:
+        line = refused("--state", str(tmp_path))
+    finally:
+        tmp_path.chmod(0o700)
+    assert line == f"dra-extender: --state {tmp_path}: cannot list it: Permission denied"
+
+
+def test_yml_files_load_like_yaml(tmp_path: Path):
+    (tmp_path / "cluster.yml").write_text(yaml.safe_dump_all(gpu_cluster(nodes=2)))
+    state = ClusterState()
+    load_local(state, tmp_path)
+    assert len(state.nodes) == 2 and len(state.slices) == 2
+
+
+def test_a_state_directory_without_an_object_the_extender_uses_is_served_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    (tmp_path / "app.yaml").write_text("kind: Service\nmetadata: {name: a}\n")
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")
+    state = ClusterState()
+    with caplog.at_level(logging.WARNING):
+        load_local(state, tmp_path)
+    assert state.synced and not any(state.counts().values())
+    [warning] = [r.getMessage() for r in caplog.records if "no object" in r.getMessage()]
+    assert warning.startswith(f"--state {tmp_path}: 2 files, no object of a kind the extender uses (")
+    assert "Node" in warning and "ResourceSlice" in warning
+
+
+def test_a_yaml_file_that_is_not_utf8_stops_the_start_naming_it(tmp_path: Path, refused: Callable[..., str]):
+    (tmp_path / "cluster.yaml").write_bytes(b"kind: Node\nmetadata: {name: \"n\xff\"}\n")
+    line = refused("--state", str(tmp_path))
+    assert line.startswith(f"dra-extender: {tmp_path / 'cluster.yaml'}: ") and "utf-8" in line.lower(), line
 
 
 def _claim_requests(value: object) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
 from tests.manifests.loader import LAYOUTS, MANIFESTS, built, container, find
-from tests.reliability.test_tls import free_port
+from tests.api.threaded import free_port
 
 Objects = tuple[dict[str, Any], ...]
 

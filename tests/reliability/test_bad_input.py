@@ -27,6 +27,7 @@ from tests.scheduling.cluster import (
     node_slice,
     pod,
     request,
+    template,
 )
 
 VERBS = ("/filter", "/prioritize", "/bind", "/preempt")
@@ -98,8 +99,47 @@ for verb in ("/filter", "/prioritize", "/preempt"):
             "ghost is not known",
         ),
     ]
+for verb in ("/filter", "/prioritize", "/preempt"):
+    # Text that is not UTF-8 inside the pod, in the spelling kube-scheduler writes and another.
+    go = b'{"Pod":{"metadata":{"name":"p\xff"}},' + (
+        b'"NodeNameToMetaVictims":{}}' if verb == "/preempt"
+        else b'"Nodes":{"metadata":{},"items":[{"metadata":{"name":"node-0"}}]},"NodeNames":null}'
+    )
+    CASES += [
+        (verb, "not UTF-8 in the Pod", go, 400, "not valid JSON"),
+        (
+            verb,
+            "not UTF-8 in the Pod's spec",
+            b'{"pod": {"metadata": {"name": "p"}, "spec": {"containers": [{"image": "\xc3"}]}},'
+            b' "nodeNames": ["node-0"], "nodeNameToMetaVictims": {}}',
+            400,
+            "not valid JSON",
+        ),
+        (
+            verb,
+            "lone surrogate in the Pod",
+            b'{"Pod": {"metadata": {"name": "p\\ud800"}}, "NodeNames": [], "NodeNameToMetaVictims": {}}',
+            400,
+            "not valid JSON",
+        ),
+    ]
 for verb in ("/filter", "/prioritize"):
     CASES += [
+        (
+            verb,
+            "not UTF-8 in NodeNames",
+            b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["\xff"]}',
+            400,
+            "not valid JSON",
+        ),
+        (
+            verb,
+            "not UTF-8 in a node",
+            b'{"Pod": {"metadata": {"name": "p"}},'
+            b' "Nodes": {"items": [{"metadata": {"name": "\xed\xa0\x80"}}]}}',
+            400,
+            "not valid JSON",
+        ),
         (
             verb,
             "NodeNames of the wrong type",
@@ -193,6 +233,29 @@ def test_body_limits_are_per_route_by_default_and_a_flag() -> None:
             limits("--max-body-bytes", bad)
 
 
+@pytest.mark.parametrize("verb", ["/filter", "/prioritize", "/preempt"])
+def test_a_full_pod_without_uid_asking_for_an_extended_resource_is_a_400(verb: str) -> None:
+    """The claim made for a pod's extended resources is owned by the pod's UID: without one,
+    the request lacks what the extender needs, which is the caller's fault, not a bug."""
+    mapped = device_class()
+    mapped["spec"]["extendedResourceName"] = "example.com/gpu"
+    service = Service([mapped, node("node-0"), node_slice("node-0", [gpu("gpu-0")])])
+    unknown = pod("newcomer")  # not in the cluster: the request's pod is all there is
+    unknown["spec"]["containers"][0]["resources"] = {"requests": {"example.com/gpu": "1"}}
+    body: dict[str, Any] = {"Pod": unknown, "NodeNames": ["node-0"]}
+    if verb == "/preempt":
+        body = {"Pod": unknown, "NodeNameToMetaVictims": {"node-0": {"Pods": [], "NumPDBViolations": 0}}}
+    response = post(service, verb, json.dumps(body).encode())
+    assert_refused(response, 400, "Pod.metadata.uid: required")
+    assert "default/newcomer" in response.json()["error"] and "example.com/gpu" in response.json()["error"]
+    # With its UID, the same pod is served; without one, a resource no class maps needs none.
+    unknown["metadata"]["uid"] = "uid-newcomer"
+    assert post(service, verb, json.dumps(body).encode()).status_code == 200
+    del unknown["metadata"]["uid"]
+    unknown["spec"]["containers"][0]["resources"] = {"requests": {"vendor.example.com/fpga": "1"}}
+    assert post(service, verb, json.dumps(body).encode()).status_code == 200
+
+
 def test_wrong_methods_and_paths_are_4xx(svc: Service) -> None:
     async def calls(client: httpx.AsyncClient) -> list[int]:
         return [
@@ -244,6 +307,109 @@ def test_fuzzed_bodies_get_a_definite_answer_and_never_a_5xx(
 def test_random_bytes_never_get_a_5xx(svc: Service, verb: str, raw: bytes) -> None:
     response = post(svc, verb, raw)
     assert response.status_code in (200, 400, 404), response.text
+
+
+def full_pod() -> dict[str, Any]:
+    """A pod as kube-scheduler sends it, with every field the extender reads set: claims from a
+    claim and a template, extended resources in an init and a regular container, statuses."""
+    obj = pod("full", claims={"direct": "c"}, templates={"made": "one"})
+    obj["metadata"].update(uid="uid-full", labels={"app": "x"}, annotations={"a": "b"})
+    obj["spec"].update(
+        priority=5,
+        nodeName="",
+        schedulingGroup={"podGroupName": "g"},
+        initContainers=[
+            {"name": "init", "restartPolicy": "Always", "resources": {"limits": {"example.com/gpu": "1"}}}
+        ],
+    )
+    obj["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "example.com/gpu": "1"}}
+    obj["status"] = {
+        "phase": "Pending",
+        "nominatedNodeName": "node-0",
+        "startTime": "2024-01-01T00:00:00Z",
+        "resourceClaimStatuses": [{"name": "made", "resourceClaimName": "full-made-abcde"}],
+        "extendedResourceClaimStatus": {"resourceClaimName": "", "requestMappings": []},
+    }
+    return obj
+
+
+def full_node(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {"zone": "a"}},
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "1Gi"},
+            "declaredFeatures": ["F"],
+            "images": [{"names": ["img"], "sizeBytes": 1}],
+        },
+    }
+
+
+def paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside ``obj`` (the object itself excluded)."""
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    out = []
+    for key, value in items:
+        out += [(*prefix, key), *paths(value, (*prefix, key))]
+    return out
+
+
+def replaced(obj: Any, path: tuple[Any, ...], value: Any, drop: bool) -> Any:
+    """``obj`` with the value at ``path`` replaced by ``value`` (or, in an object, dropped)."""
+    copy = json.loads(json.dumps(obj))
+    inner = copy
+    for key in path[:-1]:
+        inner = inner[key]
+    if drop and isinstance(inner, dict):
+        del inner[path[-1]]
+    else:
+        inner[path[-1]] = value
+    return copy
+
+
+@pytest.fixture(scope="module")
+def rich() -> Service:
+    mapped = device_class()
+    mapped["spec"]["extendedResourceName"] = "example.com/gpu"
+    return Service(
+        [mapped, *gpu_cluster(nodes=2)[1:], claim("c"), template("one"), pod("p", claims={"gpu": "c"})]
+    )
+
+
+WRONG = [None, True, 0, -1, 2**64, 1.5, "", "x", [], ["x"], [{}], {}, {"x": 1}, {"": None}]
+NOT_UTF8_BYTES = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00"]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data(), verb=st.sampled_from(["/filter", "/prioritize", "/preempt"]), go=st.booleans())
+def test_a_full_pod_or_node_with_any_field_wrong_or_any_byte_bad_never_gets_a_5xx(
+    rich: Service, data: st.DataObject, verb: str, go: bool
+) -> None:
+    """Near misses of what kube-scheduler sends: one field of the pod, of a node, or of the
+    request replaced by a value of another type (or dropped), then maybe one byte sequence that
+    is not UTF-8 put anywhere; in Go's spelling (the path that splits without decoding) or not."""
+    body: dict[str, Any] = {"Pod": full_pod()}
+    if verb == "/preempt":
+        body["NodeNameToMetaVictims"] = {"node-0": {"Pods": [{"UID": "u"}], "NumPDBViolations": 0}}
+    elif go:
+        items = [full_node("node-0"), full_node("node-1")]
+        body.update(Nodes={"metadata": {}, "items": items}, NodeNames=None)
+    else:
+        body["NodeNames"] = ["node-0", "node-1"]
+    path = data.draw(st.sampled_from(paths(body)))
+    body = replaced(body, path, data.draw(st.sampled_from(WRONG)), data.draw(st.booleans()))
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(raw)))
+        raw = raw[:at] + data.draw(st.sampled_from(NOT_UTF8_BYTES)) + raw[at:]
+    response = post(rich, verb, raw)
+    assert response.status_code in (200, 400, 404), response.text
+    if response.status_code != 200:
+        assert response.json()["error"]
 
 
 # ----- hostile cluster data ----------------------------------------------------------------------

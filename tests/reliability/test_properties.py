@@ -55,9 +55,18 @@ T = TypeVar("T")
 BIND_TIMEOUT = 0.025
 # Faulted requests are held this long: past the bind deadline, so the bind has given up first.
 HOLD = BIND_TIMEOUT * 1.5
-# Far beyond the batch: each batch waits for the late writes and their echoes before any entry
-# may expire, as a cluster's TTL outlasts its slowest write and watch lag.
-INFLIGHT_TTL = 0.25
+# Far beyond a batch, even one that a loaded machine stretches to seconds: no entry may leave by
+# its TTL here, only by its bind or once its write's fate is known, as a cluster's TTL outlasts
+# its slowest write and watch lag. (An entry expiring while its bind stalled would free devices
+# a write may still take; one that leaks would hide behind a TTL that runs out mid-batch.)
+INFLIGHT_TTL = 30.0
+# The bound on any wait for what must come (a write's end, a watch's delivery): a liveness check,
+# sized for a machine busy with other work, not a speed test.
+PATIENCE = 100.0
+# A bind waits at most its deadlines (the claim writes, the Binding, the rollback), whatever the
+# server does; over that, this long for the rest (threads taking up its calls, say) while the
+# event loop runs.
+BIND_SLACK = 0.5
 UNITS = 2  # shared counter capacity per node: "big" takes both, each "half" one
 SHARED_MEM = 4  # consumable capacity of each node's multi-allocatable device "shared"
 EXCLUSIVE = "exclusive"
@@ -161,11 +170,36 @@ def sets_an_allocation(body: Any) -> bool:
     return isinstance(body, dict) and bool((body.get("status") or {}).get("allocation"))
 
 
-async def until(condition: Callable[[], object], what: str, timeout: float = 10.0) -> None:
+async def until(condition: Callable[[], object], what: str, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
         await asyncio.sleep(0.001)
+
+
+class Stalls:
+    """When the event loop could not run: this process starved of the CPU by a loaded machine, or
+    the loop busy with work (the bind's own included). A bind is judged by how long it waited
+    while the loop ran, which its deadlines bound, not by the wall time a busy machine stretches
+    (binds of 0.7 and 1.2 s were seen on 2 loaded cores). How long work holds the loop is
+    tests/api/test_stalls.py's concern."""
+
+    TICK = 0.005
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float]] = []  # (from, to): the loop overslept a tick
+
+    async def watch(self) -> None:
+        while True:
+            start = time.monotonic()
+            await asyncio.sleep(self.TICK)
+            end = time.monotonic()
+            if end - start > self.TICK:
+                self.spans.append((start + self.TICK, end))
+
+    def within(self, start: float, end: float) -> float:
+        """How long the loop stood still between ``start`` and ``end``."""
+        return sum(max(0.0, min(end, b) - max(start, a)) for a, b in self.spans if b > start)
 
 
 class Harness:
@@ -223,18 +257,19 @@ class Harness:
         self._scanned_rv = self.store.resource_version
         self.step = 0
         self.operations = 0
-        self.longest_bind = 0.0
-        self._source_task: asyncio.Task[None] | None = None
+        self.longest_bind = 0.0  # the longest time a bind waited while the event loop ran
+        self.stalls = Stalls()
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        self._source_task = asyncio.create_task(self.source.run())
+        self._tasks = [asyncio.create_task(self.source.run()), asyncio.create_task(self.stalls.watch())]
         await until(lambda: self.state.synced, "the extender's first list")
 
     async def stop(self) -> None:
-        if self._source_task is not None:
-            self._source_task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._source_task
+                await task
         self.binder.close()
         self.server.stop()
 
@@ -244,7 +279,8 @@ class Harness:
             return
         started = time.monotonic()
         await bind_pod(self.ctx, "default", name, info.uid, node_name)  # the pod is known: no await since
-        self.longest_bind = max(self.longest_bind, time.monotonic() - started)
+        ended = time.monotonic()
+        self.longest_bind = max(self.longest_bind, ended - started - self.stalls.within(started, ended))
 
     async def run(self, op: tuple[Any, ...]) -> None:
         kind, *args = op
@@ -382,7 +418,9 @@ class Harness:
         self.server.release_watch_events()
         await until(self.cache_agrees, "the watch to deliver everything")
         assert not self.state.inuse.inflight, "in-flight entries outlived their writes"
-        assert self.longest_bind < BIND_TIMEOUT * 3 + 0.5, f"a bind took {self.longest_bind:.3f}s"
+        assert self.longest_bind < BIND_TIMEOUT * 3 + BIND_SLACK, (
+            f"a bind waited {self.longest_bind:.3f}s while the event loop ran"
+        )
         results = self.server_results()
         for step, devices in self.allocations:
             for device in devices:

@@ -383,9 +383,10 @@ def test_serve_refuses_bad_listener_flags_with_exit_code_2(
 ) -> None:
     from extender.cli import main
 
-    assert main(["serve", "--port", "9000", "--probe-port", "9000"]) == 2
-    assert "--probe-port 9000" in capsys.readouterr().err
-    assert main(["serve", "--client-ca-file", str(pki.ca_file)]) == 2
+    port = str(free_port())
+    assert main(["serve", "--port", port, "--probe-port", port]) == 2
+    assert f"--probe-port {port}" in capsys.readouterr().err
+    assert main(["serve", "--port", str(free_port()), "--client-ca-file", str(pki.ca_file)]) == 2
     assert "needs --tls-cert-file" in capsys.readouterr().err
 
 
@@ -394,8 +395,9 @@ def test_allowed_names_without_a_client_ca_or_with_an_empty_name_exit_2(
 ) -> None:
     from extender.cli import main
 
-    tls = ["--tls-cert-file", str(pki.cert_file), "--tls-private-key-file", str(pki.key_file)]
-    for flags in ([], tls):
+    tls = ["--port", str(free_port()), "--tls-cert-file", str(pki.cert_file), "--tls-private-key-file",
+           str(pki.key_file)]
+    for flags in (["--port", str(free_port())], tls):
         assert main(["serve", *flags, "--client-allowed-names", "kube-scheduler"]) == 2
         assert "--client-allowed-names needs --client-ca-file" in capsys.readouterr().err
     for names in ("", "kube-scheduler,,other", "kube-scheduler, other"):

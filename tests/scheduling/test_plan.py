@@ -78,11 +78,22 @@ def allocated(
     return obj
 
 
-def reporting(obj: dict[str, Any], conditions: dict[str, str], age_s: float = 10.0) -> dict[str, Any]:
-    """An allocated claim, stamped ``age_s`` ago, whose devices report ``conditions`` (type: status)."""
+# An object made when the test that uses it runs (``made`` makes them): one whose content
+# depends on the time must not be made when the cases are collected, or it is as old as the
+# run when its test comes (a claim stamped 10 s before collection is past the 600 s binding
+# timeout once the suite has run for ten minutes).
+Later = Callable[[], dict[str, Any]]
+
+
+def made(objects: Sequence[dict[str, Any] | Later]) -> list[dict[str, Any]]:
+    """``objects``, those made later made now."""
+    return [obj() if callable(obj) else obj for obj in objects]
+
+
+def reporting(obj: dict[str, Any], conditions: dict[str, str], age_s: float = 10.0) -> Later:
+    """An allocated claim whose devices report ``conditions`` (type: status), stamped ``age_s``
+    before it is made: when its test runs."""
     status = obj["status"]
-    stamp = datetime.now(UTC) - timedelta(seconds=age_s)
-    status["allocation"]["allocationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
     status["devices"] = [
         {
             "driver": r["driver"],
@@ -92,7 +103,14 @@ def reporting(obj: dict[str, Any], conditions: dict[str, str], age_s: float = 10
         }
         for r in status["allocation"]["devices"]["results"]
     ]
-    return obj
+
+    def stamped() -> dict[str, Any]:
+        stamp = datetime.now(UTC) - timedelta(seconds=age_s)
+        copy = {**obj, "status": {**status, "allocation": dict(status["allocation"])}}
+        copy["status"]["allocation"]["allocationTimestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return copy
+
+    return stamped
 
 
 def with_uid(obj: dict[str, Any], uid: str) -> dict[str, Any]:
@@ -179,7 +197,7 @@ class Matching:
 @dataclass(frozen=True)
 class Case:
     name: str
-    objects: list[dict[str, Any]]
+    objects: list[dict[str, Any] | Later]
     nodes: list[str]
     want: dict[str, str] | str | Matching  # per node, or one outcome for the whole pod
     pod: str | Callable[[SchedulingContext], PodInfo] = "p"  # a name in the cluster, or a request's pod
@@ -593,7 +611,7 @@ def outcome(verdict: NodeVerdict) -> str:
 
 def run(case: Case) -> dict[str, str] | str:
     """What the verbs would decide for the case's pod, straight from the plan."""
-    ctx, _ = local_context(case.objects, **case.config)
+    ctx, _ = local_context(made(case.objects), **case.config)
     if case.setup is not None:
         case.setup(ctx)
     info = case.pod(ctx) if callable(case.pod) else ctx.state.pod("default", case.pod)

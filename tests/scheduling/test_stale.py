@@ -24,7 +24,7 @@ from tests.scheduling.cluster import (
     pod,
     schedule,
 )
-from tests.scheduling.test_plan import GATED, allocated, reporting, with_uid
+from tests.scheduling.test_plan import GATED, allocated, made, reporting, with_uid
 
 UID = "p-uid"
 RESOURCE = "example.com/gpu"
@@ -129,7 +129,7 @@ STALE_USER_CLAIMS = {
 @pytest.mark.parametrize("case", list(STALE_USER_CLAIMS))
 def test_a_claim_no_node_can_use_is_deallocated_and_the_next_attempt_fits(case: str) -> None:
     objs, reason = STALE_USER_CLAIMS[case]
-    svc = Service(objs)
+    svc = Service(made(objs))
 
     async def flow(client):
         first = await filter_call(client, svc.pod("p"), ["node-0"])
@@ -211,7 +211,7 @@ def _kept(svc: Service, name: str = "c") -> dict[str, Any]:
 def test_never_while_binding_conditions_are_pending_within_the_timeout():
     pending = reporting(
         allocated(claim("c"), "gone", ["gpu-0"], [("p", UID)], **GATED), {"attached": "False"}
-    )
+    )()
     # Its node is gone, but the driver may still be preparing the device.
     svc = Service(
         [*gated("node-0"), node_slice("gone", [{**gpu("gpu-0"), **GATED}]), pending, user_pod(c="c")]
@@ -233,7 +233,7 @@ def test_never_a_claim_reserved_for_the_pod_and_another():
 
 
 def test_never_an_extended_resource_claim_whose_binding_is_pending():
-    pending = reporting(_extended_leftover(_on("gone", UID)), {"attached": "False"})
+    pending = reporting(_extended_leftover(_on("gone", UID)), {"attached": "False"})()
     for result in pending["status"]["allocation"]["devices"]["results"]:
         result.update(GATED)
     objs = [mapped_class(), node("node-0"), node_slice("node-0", gpus(1)), node_slice("gone", gpus(1))]

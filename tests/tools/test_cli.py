@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from extender import __version__
 from extender.api.server import servers
 from extender.cli import _parser, main
 from tests.api.threaded import listening
-from tests.reliability.test_tls import free_port
+from tests.api.threaded import free_port
 from tests.scheduling.cluster import Service, claim, gpu_cluster, pod
 
 
@@ -40,6 +41,49 @@ def test_a_busy_port_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]):
         assert main(["serve", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"dra-extender: cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--body-timeout", "0"], "--body-timeout must be positive"),
+        (["--max-connections", "0"], "--max-connections must be at least 1"),
+        (["--client-ca-file", "ca.crt"], "--client-ca-file needs --tls-cert-file"),
+        (["--feature-gates", "DRANope=true"], "unknown feature gate"),
+        (["--state", "{tmp}/missing"], "{tmp}/missing: no such directory"),
+        (["--state", "{tmp}"], "{tmp}/bad.yaml (document 1)"),
+    ],
+)
+def test_what_is_wrong_with_flags_or_state_is_said_before_a_busy_port(
+    flags: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Everything is checked before the port is: a busy port (another extender, a test server)
+    must not hide the mistake to fix."""
+    monkeypatch.setattr("extender.cli.servers", lambda *a, **k: pytest.fail("serve started"))
+    (tmp_path / "bad.yaml").write_text("kind: Node\nmetadata: {}\n")
+    flags = [flag.replace("{tmp}", str(tmp_path)) for flag in flags]
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port), *flags]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("dra-extender: ") and message.replace("{tmp}", str(tmp_path)) in line, line
+
+
+def test_a_probe_port_busy_on_any_interface_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """The probe port listens on every interface: a program holding it on another address than
+    --host's (here 127.0.0.2, --host being 127.0.0.1) keeps it from starting all the same."""
+    monkeypatch.setattr("extender.cli.servers", lambda *a, **k: pytest.fail("serve started"))
+    with socket.create_server(("127.0.0.2", 0)) as taken:
+        probe = taken.getsockname()[1]
+        assert main(["serve", "--port", str(free_port()), "--probe-port", str(probe)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"dra-extender: cannot listen on 0.0.0.0:{probe}:"), line
 
 
 @pytest.fixture(scope="module")
