@@ -8,8 +8,7 @@ import httpx
 import orjson
 
 from extender.api.server import servers
-from tests.api.threaded import listening
-from tests.api.threaded import free_port
+from tests.api.threaded import free_port, listening
 
 
 async def _echo(scope: dict[str, Any], receive: Any, send: Any) -> None:

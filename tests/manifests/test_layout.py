@@ -20,12 +20,11 @@ import pytest
 
 from extender.api.server import servers
 from extender.cli import _parser, build_app, config_from_args
-from tests.api.threaded import listening
+from tests.api.threaded import free_port, listening
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.kube import objects
 from tests.manifests.loader import LAYOUTS, MANIFESTS, built, container, find
-from tests.api.threaded import free_port
 
 Objects = tuple[dict[str, Any], ...]
 

@@ -13,8 +13,7 @@ import pytest
 from extender import __version__
 from extender.api.server import servers
 from extender.cli import _parser, main
-from tests.api.threaded import listening
-from tests.api.threaded import free_port
+from tests.api.threaded import free_port, listening
 from tests.scheduling.cluster import Service, claim, gpu_cluster, pod
 
 
