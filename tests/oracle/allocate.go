@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,19 +71,60 @@ func allocate(name string, line []byte) AllocateAnswer {
 		return ans
 	}
 	ans.Variant = variant(allocator)
-	results, err := allocator.Allocate(ctx, in.node, in.claims)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		ans.Outcome, ans.Error = outcomeTimeout, fmt.Sprintf("timed out after %s: %v", caseTimeout(), err)
-	case err != nil:
-		ans.Outcome, ans.Error = outcomeError, err.Error()
-		ans.NodeOnly = errors.Is(err, structured.ErrFailedAllocationOnNode)
-	case results == nil:
-		ans.Outcome = outcomeUnsatisfiable
-	default:
-		ans.Outcome, ans.Results = outcomeAllocated, results
+	// The stable variant takes pools in Go's map order, which changes from run to run (the
+	// newer variants sort them): run it again and list every distinct answer.
+	runs := 1
+	if ans.Variant == "stable" {
+		runs = stableRuns()
+	}
+	seen := map[string]bool{}
+	for range runs {
+		one := run(ctx, allocator, in)
+		key := one.key()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if ans.Outcome == "" {
+			ans.Outcome, ans.Results, ans.Error, ans.NodeOnly = one.Outcome, one.Results, one.Error, one.NodeOnly
+		} else {
+			ans.Alternatives = append(ans.Alternatives, one)
+		}
+		if one.Outcome == outcomeTimeout {
+			break
+		}
 	}
 	return ans
+}
+
+// How often the stable variant is run; DRA_ORACLE_STABLE_RUNS overrides it.
+func stableRuns() int {
+	if n, err := strconv.Atoi(os.Getenv("DRA_ORACLE_STABLE_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return 24
+}
+
+func run(ctx context.Context, allocator structured.Allocator, in *inputs) Alternative {
+	// Each run gets the claims afresh: the allocator must not see another run's changes.
+	claims := make([]*resourceapi.ResourceClaim, len(in.claims))
+	for i, claim := range in.claims {
+		claims[i] = claim.DeepCopy()
+	}
+	results, err := allocator.Allocate(ctx, in.node, claims)
+	var one Alternative
+	switch {
+	case err != nil && ctx.Err() != nil:
+		one.Outcome, one.Error = outcomeTimeout, fmt.Sprintf("timed out after %s: %v", caseTimeout(), err)
+	case err != nil:
+		one.Outcome, one.Error = outcomeError, err.Error()
+		one.NodeOnly = errors.Is(err, structured.ErrFailedAllocationOnNode)
+	case results == nil:
+		one.Outcome = outcomeUnsatisfiable
+	default:
+		one.Outcome, one.Results = outcomeAllocated, results
+	}
+	return one
 }
 
 // variant names the package of the allocator NewAllocator chose.

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Outcomes of an allocation request, named as in tests/conformance/cases/FORMAT.md; "invalid"
@@ -29,8 +32,37 @@ type AllocateAnswer struct {
 	// The error wraps ErrFailedAllocationOnNode: kube-scheduler reports the node as
 	// unschedulable and tries the others instead of failing the pod's scheduling attempt.
 	NodeOnly bool `json:"nodeOnly,omitempty"`
+	// Other answers the same allocator gave for the same case (the stable variant's pool
+	// order is Go's map order): a different answer here is as right as the first.
+	Alternatives []Alternative `json:"alternatives,omitempty"`
 	// Fields of the case's objects the released API does not have (they were ignored).
 	UnknownFields []string `json:"unknownFields,omitempty"`
+}
+
+// Alternative is one answer of the allocator to a case.
+type Alternative struct {
+	Outcome  string                         `json:"outcome"`
+	Results  []resourceapi.AllocationResult `json:"results,omitempty"`
+	Error    string                         `json:"error,omitempty"`
+	NodeOnly bool                           `json:"nodeOnly,omitempty"`
+}
+
+// key tells answers apart, ignoring what differs on every run (allocation time, share IDs).
+func (a Alternative) key() string {
+	results := make([]resourceapi.AllocationResult, len(a.Results))
+	for i, r := range a.Results {
+		r = *r.DeepCopy()
+		r.AllocationTimestamp = nil
+		for j := range r.Devices.Results {
+			if r.Devices.Results[j].ShareID != nil {
+				marker := types.UID("share")
+				r.Devices.Results[j].ShareID = &marker
+			}
+		}
+		results[i] = r
+	}
+	data, _ := json.Marshal(Alternative{a.Outcome, results, a.Error, a.NodeOnly})
+	return string(data)
 }
 
 // CELAnswer is the released CEL environment's answer to one parity case.
