@@ -147,7 +147,9 @@ def validate_claims(
                 raise AllocationError(
                     f"{prefix}: has subrequests, but the DRAPrioritizedList feature is disabled"
                 )
-            if not features.consumable_capacity:
+            # The stable allocator does not know capacity requests: it allocates as if there
+            # were none.
+            if not features.consumable_capacity and features.variant != "stable":
                 problem = "has capacity requests, but the DRAConsumableCapacity feature is disabled"
                 if request.exactly is not None and request.exactly.capacity_requests is not None:
                     raise AllocationError(f"{prefix}: {problem}")

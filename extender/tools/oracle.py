@@ -88,7 +88,8 @@ class Oracle:
         return self.ask({**case, "mode": "allocate"})
 
     def cel(self, case: cel_parity.Case) -> dict[str, Any]:
-        return self.ask({"mode": "cel", "name": case.name, "expression": case.expression, "device": case.device})
+        request = {"mode": "cel", "name": case.name, "expression": case.expression, "device": case.device}
+        return self.ask(request)
 
     def close(self) -> None:
         if self._proc.stdin:
@@ -154,8 +155,12 @@ class Finding:
 def oracle_request(case: Mapping[str, Any]) -> dict[str, Any]:
     """The case as the oracle reads it. Slices go by name: kube-scheduler lists them in no
     particular order (its informer's), and by name is the order the extender takes them in."""
-    slices = sorted(case.get("resourceSlices") or [], key=lambda s: str((s.get("metadata") or {}).get("name")))
+    slices = sorted(case.get("resourceSlices") or [], key=_slice_name)
     return {**case, "resourceSlices": slices}
+
+
+def _slice_name(slice_: Mapping[str, Any]) -> str:
+    return str((slice_.get("metadata") or {}).get("name"))
 
 
 def answers(answer: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -196,7 +201,9 @@ def _first_or_none(problems: Sequence[list[str]]) -> list[str]:
 # -- CEL -------------------------------------------------------------------------------------------
 
 
-def check_cel_case(path: Path, case: cel_parity.Case, oracle: Oracle, engines: Sequence[Environment]) -> Finding:
+def check_cel_case(
+    path: Path, case: cel_parity.Case, oracle: Oracle, engines: Sequence[Environment]
+) -> Finding:
     answer = oracle.cel(case)
     finding = Finding(str(path), case.name)
     released = str(answer.get("outcome"))
@@ -205,7 +212,8 @@ def check_cel_case(path: Path, case: cel_parity.Case, oracle: Oracle, engines: S
         finding.recorded.append(f"the oracle could not answer: {detail}")
         return finding
     if released != case.expect:
-        finding.recorded.append(f"recorded {case.expect}, release {released}" + (f": {detail}" if detail else ""))
+        why = f": {detail}" if detail else ""
+        finding.recorded.append(f"recorded {case.expect}, release {released}{why}")
     for env in engines:
         got = cel_parity.run_case(case, env)
         if got.kind != released:
@@ -213,7 +221,7 @@ def check_cel_case(path: Path, case: cel_parity.Case, oracle: Oracle, engines: S
             finding.ours.append(f"{env.engine_name} engine {got.kind}{extra}, release {released}")
     max_cost, limit = answer.get("maxCost"), answer.get("costLimit")
     if max_cost is not None and limit is not None and max_cost > limit:
-        finding.notes.append(f"estimated cost {max_cost} is over the limit {limit}: the API server rejects it")
+        finding.notes.append(f"estimated cost {max_cost} over the limit {limit}: the API server refuses it")
     return finding
 
 

@@ -95,11 +95,21 @@ def test_validation_errors() -> None:
         "request r: has subrequests, but the DRAPrioritizedList feature is disabled",
         gates=[],
     )
+    # A gate that needs the incubating allocator: the stable one does not know capacity requests.
     fails_with(
         [claim(request(capacity={"requests": {"m": "1"}}))],
         "request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled",
-        gates=[],
+        gates=["DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus"],
     )
+
+
+def test_stable_allocator_ignores_capacity_requests() -> None:
+    """kube-scheduler runs the stable allocator when no gate needs a newer one; it allocates a
+    request with capacity requests as if it had none."""
+    alloc = allocator(SLICES, gates=[])
+    results = alloc.allocate(node(), [claim(request(capacity={"requests": {"m": "1"}}))])
+    assert results is not None
+    assert [d.consumed_capacity for d in results[0].devices] == [None]
 
 
 def test_claim_limit_counts_the_smallest_subrequest() -> None:
