@@ -117,9 +117,16 @@ class Search:
         )
 
     def fill_all(self, data: RequestData) -> None:
-        cc = self.features.consumable_capacity
+        # Static capacity only: a matching device whose capacity is used up by other claims
+        # stays in "all" and the request fails (upstream v0.37.2 requestData, allocation
+        # mode All); one too small for the request is left out.
+        cc, fractional = self.features.consumable_capacity, self.features.fractional_capacity_range
+        requests = data.exact.capacity_requests
         all_mode_devices(
-            data, self.pools, lambda c: self.selectable(c, data) and (not cc or self.fits(data, c))
+            data,
+            self.pools,
+            lambda c: self.selectable(c, data)
+            and (not cc or capacity_fits(requests, c.device, None, None, fractional=fractional)),
         )
 
     # -- the search (upstream allocateOne) --------------------------------------------------
