@@ -94,7 +94,7 @@ class Allocator:
                 if deadline is not None and time.monotonic() > deadline:
                     # A spent budget stops a search at its first step: so it does here.
                     raise AllocationTimeout("filter operation aborted: context deadline exceeded")
-                return AlikeResults(answer, node, claims, gathered, self.features.binding)
+                return AlikeResults(answer, node, claims, gathered, self.features)
         search = Search(
             self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
             deadline, self.pause,
@@ -107,11 +107,10 @@ class Allocator:
                 raise NodeAllocationFailure(f"invalid resource pools were encountered: {details}")
             self.last_failure = explain_failure(search)
             return None
-        binding = self.features.binding
         here = gathered.only_here() if node is not None else None
         results = tuple(
             build_result(
-                claim, search.results[c], build_config(claim, search.chosen(c)), node, binding, here
+                claim, search.results[c], build_config(claim, search.chosen(c)), node, self.features, here
             )
             for c, claim in enumerate(claims)
         )

@@ -60,7 +60,6 @@ class GroupLedger:
     def __init__(self, state: AllocatedState) -> None:
         self._state = state
         self._baseline: dict[PoolKey, dict[str, Intersection]] = {}
-        self._grouped: dict[PoolKey, set[str]] = {}
         self._running: dict[PoolKey, dict[str, Intersection]] = {}
 
     def _baseline_for(self, pool: Pool) -> dict[str, Intersection]:
@@ -99,17 +98,3 @@ class GroupLedger:
             running[use.name] = current.add(groups)
         return undo
 
-    def unenforceable(self, pool: Pool, device: Device) -> bool:
-        """With the gate off: a device that declares groups, or that would join a counter set
-        on which a held device declares groups, cannot be checked and is skipped (so the gate
-        can be turned on later without deleting pods)."""
-        key = (pool.driver, pool.name)
-        grouped = self._grouped.get(key)
-        if grouped is None:
-            grouped = self._grouped[key] = {
-                use.name
-                for held in _held(pool, self._state)
-                for use in held.consumes_counters
-                if use.compatibility_groups
-            }
-        return any(use.compatibility_groups or use.name in grouped for use in device.consumes_counters)

@@ -75,6 +75,13 @@ def _relevant(node: Node | None, s: ResourceSlice, features: Features) -> bool:
     return False
 
 
+def _uses_groups(s: ResourceSlice) -> bool:
+    """Whether a device of the slice declares compatibility groups. With the gate off the
+    allocator cannot check them, so such a slice is left out of its pool, which is then
+    incomplete (upstream GatherPools, v0.37.2)."""
+    return any(use.compatibility_groups for d in s.devices for use in d.consumes_counters)
+
+
 def _name(s: ResourceSlice) -> str:
     return s.name
 
@@ -129,7 +136,10 @@ def _build(
 def gather_pools(source: SliceSource, node: Node | None, features: Features) -> list[Pool]:
     """The node's pools in search order; incomplete and invalid pools are included but flagged."""
     grouped: dict[tuple[str, str], list[ResourceSlice]] = {}
+    groups = features.device_compatibility_groups
     for s in source.for_node(node.name if node is not None else None):
+        if not groups and _uses_groups(s):
+            continue
         if not _relevant(node, s, features):
             continue
         key = (s.driver, s.pool.name)
@@ -150,7 +160,9 @@ def gather_pools(source: SliceSource, node: Node | None, features: Features) -> 
             everything = source.pool_slices(driver, name)
             if any(s.pool.generation > generation for s in everything):
                 continue  # obsolete: a newer generation exists elsewhere, silently unusable
-            same = [s for s in everything if s.pool.generation == generation]
+            same = [
+                s for s in everything if s.pool.generation == generation and (groups or not _uses_groups(s))
+            ]
             if len(same) != count:
                 pool.incomplete = True
             else:

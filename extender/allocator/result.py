@@ -24,6 +24,7 @@ from extender.model import (
     ResourceClaim,
     SelectorTerm,
 )
+from extender.model.features import Features
 from extender.model.quantity import Quantity
 
 
@@ -62,7 +63,9 @@ class Pick:
     consumed: Mapping[str, Quantity] | None
 
 
-def device_result(pick: Pick, binding: bool) -> DeviceResult:
+def device_result(pick: Pick, binding: bool, node_operations: bool) -> DeviceResult:
+    """``binding``: Features.binding; ``node_operations``: whether the allocator reports the
+    node operations a slice skips (only the experimental variant knows them)."""
     device = pick.candidate.device
     data = pick.data
     # Positional: this runs for each node of a cold lap, and keywords cost a third more.
@@ -77,8 +80,9 @@ def device_result(pick: Pick, binding: bool) -> DeviceResult:
         device.binding_failure_conditions if binding else (),
         pick.share_id,
         pick.consumed or None,
-        # try_pick only lets such a device through with DRAOptionalNodeOperations on
-        pick.candidate.slice.skip_node_operations,
+        # try_pick only lets such a device through the experimental allocator with
+        # DRAOptionalNodeOperations on; the others allocate it without saying so.
+        pick.candidate.slice.skip_node_operations if node_operations else (),
     )
 
 
@@ -167,10 +171,11 @@ def build_result(
     picks: Sequence[Pick],
     config: tuple[ConfigEntry, ...],
     node: Node | None,
-    binding: bool,
+    features: Features,
     here: NodeSelector | None,
 ) -> AllocationResult:
     """``config`` is ``build_config`` of the claim and its chosen (sub)requests: the same for
     every node, so a result built for a node alike reuses it."""
-    devices = tuple([device_result(p, binding) for p in picks])
+    binding, node_operations = features.binding, features.variant == "experimental"
+    devices = tuple([device_result(p, binding, node_operations) for p in picks])
     return AllocationResult(devices, config, build_node_selector(claim, picks, node, here))

@@ -117,9 +117,16 @@ class Search:
         )
 
     def fill_all(self, data: RequestData) -> None:
-        cc = self.features.consumable_capacity
+        # Static capacity only: a matching device whose capacity is used up by other claims
+        # stays in "all" and the request fails (upstream v0.37.2 requestData, allocation
+        # mode All); one too small for the request is left out.
+        cc, fractional = self.features.consumable_capacity, self.features.fractional_capacity_range
+        requests = data.exact.capacity_requests
         all_mode_devices(
-            data, self.pools, lambda c: self.selectable(c, data) and (not cc or self.fits(data, c))
+            data,
+            self.pools,
+            lambda c: self.selectable(c, data)
+            and (not cc or capacity_fits(requests, c.device, None, None, fractional=fractional)),
         )
 
     # -- the search (upstream allocateOne) --------------------------------------------------
@@ -269,7 +276,11 @@ class Search:
             return None
         if not data.admin and (dev_id in self.state.allocated_devices or holders):
             return None
-        if candidate.slice.skip_node_operations and not _node_operations_optional(features, self.node):
+        if (
+            candidate.slice.skip_node_operations
+            and features.variant == "experimental"
+            and not _node_operations_optional(features, self.node)
+        ):
             return None
         if not features.partitionable_devices and device.consumes_counters:
             return None
@@ -280,12 +291,11 @@ class Search:
         if device.consumes_counters and not (
             multi and (dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity)
         ):
+            # With the gate off, no slice declaring groups is in any pool (gather_pools).
             if features.device_compatibility_groups:
                 ungroup = self.groups.try_consume(candidate.pool, device)
                 if ungroup is None:
                     return None
-            elif self.groups.unenforceable(candidate.pool, device):
-                return None
             if not self.counters.try_consume(candidate.pool, device):
                 if ungroup is not None:
                     ungroup()
@@ -370,7 +380,8 @@ class Search:
 
 def _node_operations_optional(features: Features, node: Node | None) -> bool:
     """Whether a device whose slice skips node operations may go to ``node``: the gate is on
-    and the node's kubelet declares that it can skip them (upstream allocateDevice)."""
+    and the node's kubelet declares that it can skip them (upstream allocateDevice). Only the
+    experimental allocator asks; the others allocate such devices like any other."""
     return features.optional_node_operations and node is not None and (
         OPTIONAL_NODE_OPERATIONS in node.declared_features
     )

@@ -266,6 +266,20 @@ class Features:
         """Upstream folds the two gates into one "binding and status" switch."""
         return self.device_binding_conditions and self.resource_claim_device_status
 
+    @property
+    def variant(self) -> str:
+        """The allocator kube-scheduler runs for these gates: upstream's NewAllocator takes the
+        first of "stable", "incubating" and "experimental" whose features cover the enabled
+        ones (k8s.io/dynamic-resource-allocation/structured, allocator.go and each variant's
+        SupportedFeatures, v0.37.2). The variants differ beyond their gates: the stable one
+        ignores capacity requests and takes pools in no particular order, only the
+        experimental one knows slices that skip node operations."""
+        if self.list_type_attributes or self.optional_node_operations or self.device_compatibility_groups:
+            return "experimental"
+        if self.binding or self.consumable_capacity or self.fractional_capacity_range:
+            return "incubating"
+        return "stable"
+
 
 def _check_table() -> None:
     """The table and Features must name the same fields, and every gate needs a valid cell per

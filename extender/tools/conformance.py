@@ -144,17 +144,23 @@ def _normalise(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def judge(case: Mapping[str, Any], cel: Environment) -> Verdict:
     name = str(case.get("name", "<unnamed>"))
-    expect = case.get("expect") or {}
-    want = expect.get("outcome")
     outcome, detail = run_case(case, cel)
+    problems = compare(case.get("expect") or {}, outcome, detail)
+    return Verdict(name, not problems, "\n".join(problems))
+
+
+def compare(expect: Mapping[str, Any], outcome: str, detail: Any) -> list[str]:
+    """How an answer (``outcome`` and ``detail`` as :func:`run_case` returns them) departs from
+    a case's ``expect``, judged as FORMAT.md says; empty when it passes."""
+    want = expect.get("outcome")
     if outcome != want:
         hint = f" (expected error text: {expect.get('error')})" if want == "error" else ""
-        return Verdict(name, False, f"expected outcome {want}{hint}, got {outcome}: {_short(detail)}")
+        return [f"expected outcome {want}{hint}, got {outcome}: {_short(detail)}"]
     if outcome != "allocated":
-        return Verdict(name, True, "")
+        return []
     expected = expect.get("results") or []
     if len(expected) != len(detail):
-        return Verdict(name, False, f"expected {len(expected)} results, got {len(detail)}")
+        return [f"expected {len(expected)} results, got {len(detail)}"]
     problems = []
     for i, (exp, got) in enumerate(zip(expected, detail, strict=True)):
         n_exp, n_got = _normalise(exp), _normalise(got)
@@ -162,7 +168,7 @@ def judge(case: Mapping[str, Any], cel: Environment) -> Verdict:
             if n_exp[key] != n_got[key]:
                 expected_text, got_text = _short(_part(exp, key)), _short(_part(got, key))
                 problems.append(f"claim #{i} {key}:\n  expected: {expected_text}\n  got:      {got_text}")
-    return Verdict(name, not problems, "\n".join(problems))
+    return problems
 
 
 def _part(result: Mapping[str, Any], key: str) -> Any:

@@ -17,12 +17,13 @@ from extender.allocator.alike.gathered import NodePools
 from extender.allocator.alike.shapes import Answer
 from extender.allocator.result import Pick, Takes, build_result
 from extender.model import AllocationResult, Node, ResourceClaim
+from extender.model.features import Features
 
 
 class AlikeResults(Sequence[AllocationResult]):
     """One result per claim, for ``node`` from an alike node's ``answer``; built on first read."""
 
-    __slots__ = ("_answer", "_binding", "_built", "_claims", "_gathered", "_node", "takes")
+    __slots__ = ("_answer", "_built", "_claims", "_features", "_gathered", "_node", "takes")
 
     def __init__(
         self,
@@ -30,13 +31,13 @@ class AlikeResults(Sequence[AllocationResult]):
         node: Node,
         claims: Sequence[ResourceClaim],
         gathered: NodePools,
-        binding: bool,
+        features: Features,
     ) -> None:
         self._answer = answer
         self._node = node
         self._claims = claims
         self._gathered = gathered
-        self._binding = binding
+        self._features = features
         self._built: tuple[AllocationResult, ...] | None = None
         # The candidates at the picked indices are this node's devices; the rest is what the
         # searched node's results take, which the shapes match pool by pool and pick by pick.
@@ -48,7 +49,7 @@ class AlikeResults(Sequence[AllocationResult]):
     def _results(self) -> tuple[AllocationResult, ...]:
         built = self._built
         if built is None:
-            answer, binding, gathered = self._answer, self._binding, self._gathered
+            answer, features, gathered = self._answer, self._features, self._gathered
             candidates, here = gathered.shape().candidates, gathered.only_here()
             built = self._built = tuple(
                 build_result(
@@ -56,7 +57,7 @@ class AlikeResults(Sequence[AllocationResult]):
                     [Pick(data, candidates[index], None, None) for index, data in answer.picks[c]],
                     answer.configs[c],
                     self._node,
-                    binding,
+                    features,
                     here,
                 )
                 for c, claim in enumerate(self._claims)

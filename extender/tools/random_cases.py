@@ -1,0 +1,438 @@
+"""Seeded random cases for differential testing against the released upstream code.
+
+:func:`allocation_case` builds one conformance case (tests/conformance/cases/FORMAT.md, without
+its ``expect``): a node, classes, slices and claims over the DRA features and 1.37 gates, each
+gate on or off at random (partitionable devices and counter sets, consumable capacity with
+request policies, binding conditions, taints and tolerations, prioritized lists, admin access,
+allocation mode All, matchAttribute and distinctAttribute constraints, list-type attributes,
+compatibility groups, slices that skip node operations, incomplete pools, devices already in
+use, and selectors that fail at runtime or do not compile).
+
+:func:`cel_case` builds one CEL parity case (tests/cel/cases.yaml, without its ``expect``): a
+device and a selector drawn from Kubernetes' CEL environment.
+
+Case ``index`` of ``seed`` depends on nothing else, so any case can be made again alone.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+GATES = (
+    "DRAAdminAccess",
+    "DRAPrioritizedList",
+    "DRAPartitionableDevices",
+    "DRADeviceTaints",
+    "DRAConsumableCapacity",
+    "DRADeviceBindingConditions",
+    "DRAResourceClaimDeviceStatus",
+    "DRAListTypeAttributes",
+    "DRAFractionalCapacityRange",
+    "DRAOptionalNodeOperations",
+    "DRADeviceCompatibilityGroups",
+)
+DRIVERS = ("driver-a", "driver-b")
+MODELS = ("a100", "h100", "t4")
+API = "resource.k8s.io/v1"
+
+
+def rng_for(seed: int, index: int) -> random.Random:
+    return random.Random(f"{seed}/{index}")
+
+
+# -- devices -------------------------------------------------------------------------------------
+
+
+def _attributes(r: random.Random, driver: str) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "model": {"string": r.choice(MODELS)},
+        "numa": {"int": r.randint(0, 1)},
+    }
+    if r.random() < 0.5:
+        attrs["driverVersion"] = {"version": f"1.{r.randint(0, 3)}.{r.randint(0, 2)}"}
+    if r.random() < 0.4:
+        attrs["fast"] = {"bool": r.random() < 0.5}
+    if r.random() < 0.3:
+        attrs["pcieRoot"] = {"string": f"pci-{r.randint(0, 1)}"}
+    if r.random() < 0.3:
+        attrs["links"] = {"strings": r.sample(["l0", "l1", "l2", "l3"], r.randint(1, 3))}
+    if r.random() < 0.2:
+        attrs["ids"] = {"ints": r.sample(range(8), r.randint(1, 3))}
+    if r.random() < 0.2:
+        attrs["topology.example.com/rack"] = {"string": f"rack-{r.randint(0, 1)}"}
+    return attrs
+
+
+def _capacity(r: random.Random, consumable: bool) -> dict[str, Any]:
+    cap: dict[str, Any] = {"memory": {"value": r.choice(["1Gi", "2Gi", "4Gi", "8Gi"])}}
+    if r.random() < 0.3:
+        cap["cores"] = {"value": str(r.choice([1, 2, 4]))}
+    if consumable and r.random() < 0.5:
+        policy: dict[str, Any] = {"default": r.choice(["512Mi", "1Gi"])}
+        choice = r.random()
+        if choice < 0.35:
+            policy["validRange"] = {"min": "512Mi", "step": r.choice(["512Mi", "1Gi"])}
+            if r.random() < 0.4:
+                policy["validRange"]["max"] = "4Gi"
+        elif choice < 0.6:
+            policy["validValues"] = sorted({policy["default"], r.choice(["1Gi", "2Gi"])}, key=_mebibytes)
+        cap["memory"]["requestPolicy"] = policy
+    return cap
+
+
+def _mebibytes(text: str) -> int:
+    return int(text[:-2]) * (1024 if text.endswith("Gi") else 1)
+
+
+def _device(r: random.Random, name: str, driver: str, gates: set[str]) -> dict[str, Any]:
+    device: dict[str, Any] = {"name": name, "attributes": _attributes(r, driver)}
+    consumable = r.random() < 0.35
+    if r.random() < 0.8:
+        device["capacity"] = _capacity(r, consumable)
+    if consumable:
+        device["allowMultipleAllocations"] = True
+    if r.random() < 0.1:
+        device["taints"] = [
+            {
+                "key": "example.com/" + r.choice(["unhealthy", "maintenance"]),
+                "value": r.choice(["yes", "thermal"]),
+                "effect": r.choice(["NoSchedule", "NoExecute"]),
+            }
+        ]
+    if r.random() < 0.08:
+        device["bindingConditions"] = ["ready"]
+        device["bindingFailureConditions"] = ["failed"]
+        if r.random() < 0.5:
+            device["bindsToNode"] = True
+    return device
+
+
+def _slice(
+    name: str, driver: str, pool: str, count: int, generation: int = 1, **spec: Any
+) -> dict[str, Any]:
+    body = {"driver": driver, "pool": {"name": pool, "generation": generation, "resourceSliceCount": count}}
+    body.update(spec)
+    return {"kind": "ResourceSlice", "apiVersion": API, "metadata": {"name": name}, "spec": body}
+
+
+def _placement(r: random.Random) -> dict[str, Any]:
+    roll = r.random()
+    if roll < 0.75:
+        return {"nodeName": "node-1"}
+    if roll < 0.85:
+        return {"allNodes": True}
+    if roll < 0.93:
+        return {"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "region", "operator": "In", "values": [r.choice(["region-1", "region-2"])]}
+        ]}]}}
+    return {"nodeName": "node-2"}
+
+
+def _plain_pool(
+    r: random.Random, driver: str, pool: str, gates: set[str], serial: list[int]
+) -> list[dict[str, Any]]:
+    n_slices = 1 if r.random() < 0.75 else 2
+    declared = n_slices + (1 if r.random() < 0.08 else 0)  # incomplete now and then
+    placement = _placement(r)
+    slices = []
+    for s in range(n_slices):
+        devices = []
+        for _ in range(r.randint(2, 5)):
+            serial[0] += 1
+            devices.append(_device(r, f"dev-{serial[0]}", driver, gates))
+        extra: dict[str, Any] = dict(placement)
+        if r.random() < 0.1:
+            extra["skipNodeOperations"] = ["*"]
+        slices.append(_slice(f"{pool}-s{s}", driver, pool, declared, devices=devices, **extra))
+    return slices
+
+
+def _gpu_attributes(g: int, profile: str) -> dict[str, Any]:
+    return {"model": {"string": "a100"}, "numa": {"int": g % 2}, "profile": {"string": profile}}
+
+
+def _partitioned_pool(r: random.Random, driver: str, pool: str, serial: list[int]) -> list[dict[str, Any]]:
+    """A counter slice and a device slice: whole GPUs and their halves sharing counters."""
+    groups = r.random() < 0.3
+    counter_sets = []
+    devices = []
+    for g in range(r.randint(1, 2)):
+        cs = f"gpu-{g}-counters"
+        counter_sets.append({"name": cs, "counters": {"mem": {"value": "8"}, "slots": {"value": "2"}}})
+        whole = {"counterSet": cs, "counters": {"mem": {"value": "8"}, "slots": {"value": "2"}}}
+        if groups and r.random() < 0.5:
+            whole["compatibilityGroups"] = ["whole"]
+        serial[0] += 1
+        devices.append({
+            "name": f"gpu-{serial[0]}",
+            "attributes": _gpu_attributes(g, "full"),
+            "capacity": {"memory": {"value": "8Gi"}},
+            "consumesCounters": [whole],
+        })
+        for h in range(2):
+            half = {"counterSet": cs, "counters": {"mem": {"value": "4"}, "slots": {"value": "1"}}}
+            if groups and r.random() < 0.6:
+                half["compatibilityGroups"] = r.sample(["mig", "half", "whole"], r.randint(1, 2))
+            devices.append({
+                "name": f"gpu-{serial[0]}-h{h}",
+                "attributes": _gpu_attributes(g, "half"),
+                "capacity": {"memory": {"value": "4Gi"}},
+                "consumesCounters": [half],
+            })
+    per_device = r.random() < 0.2
+    device_spec: dict[str, Any]
+    if per_device:
+        for d in devices:
+            d["nodeName"] = "node-1"
+        device_spec = {"perDeviceNodeSelection": True}
+    else:
+        device_spec = {"nodeName": "node-1"}
+    return [
+        _slice(f"{pool}-counters", driver, pool, 2, sharedCounters=counter_sets),
+        _slice(f"{pool}-devices", driver, pool, 2, devices=devices, **device_spec),
+    ]
+
+
+# -- claims --------------------------------------------------------------------------------------
+
+SELECTORS = (
+    'device.attributes["{d}"].model == "a100"',
+    'device.attributes["{d}"].numa == 0',
+    'device.capacity["{d}"].memory.compareTo(quantity("2Gi")) >= 0',
+    '"fast" in device.attributes["{d}"] && device.attributes["{d}"].fast',
+    'device.attributes["{d}"].?driverVersion.orValue(semver("0.0.0")).isGreaterThan(semver("1.0.0"))',
+    'device.attributes["{d}"].model.startsWith("h") || device.attributes["{d}"].numa == 1',
+    "device.allowMultipleAllocations",
+    'has(device.attributes["{d}"].links) && device.attributes["{d}"].links.includes("l1")',
+    'device.attributes["{d}"].profile == "half"',  # runtime error on devices without a profile
+    'device.attributes["{d}"].fast',  # runtime error where fast is missing
+    "device.nosuchfield == 1",  # compile error
+)
+
+
+def _request(r: random.Random, name: str, driver: str, gates: set[str]) -> dict[str, Any]:
+    exact: dict[str, Any] = {"deviceClassName": r.choice(["class-a", "class-b", "class-any", "class-any"])}
+    if r.random() < 0.1:
+        exact["allocationMode"] = "All"
+    else:
+        exact["allocationMode"] = "ExactCount"
+        exact["count"] = r.choice([1, 1, 1, 2, 3])
+    if r.random() < 0.3:
+        # The last three fail at runtime or do not compile: rarer.
+        choices = SELECTORS if r.random() < 0.25 else SELECTORS[:-3]
+        exact["selectors"] = [{"cel": {"expression": r.choice(choices).format(d=driver)}}]
+    if _on(r, gates, "DRAConsumableCapacity", 0.3):
+        exact["capacity"] = {"requests": {"memory": r.choice(["512Mi", "1Gi", "1536Mi", "3Gi"])}}
+    if _on(r, gates, "DRAAdminAccess", 0.1):
+        exact["adminAccess"] = True
+    if _on(r, gates, "DRADeviceTaints", 0.3):
+        exact["tolerations"] = [r.choice([
+            {"key": "example.com/unhealthy", "operator": "Exists"},
+            {"key": "example.com/maintenance", "value": "yes", "effect": "NoSchedule"},
+            {"operator": "Exists", "effect": "NoExecute"},
+        ])]
+    if _on(r, gates, "DRAPrioritizedList", 0.25):
+        subs = []
+        for i in range(r.randint(2, 3)):
+            sub = {k: v for k, v in exact.items() if k != "adminAccess"}
+            sub["name"] = f"sub-{i}"
+            sub["deviceClassName"] = r.choice(["class-a", "class-b", "class-any"])
+            if sub.get("allocationMode") == "ExactCount":
+                sub["count"] = r.choice([1, 2, 3])
+            subs.append(sub)
+        return {"name": name, "firstAvailable": subs}
+    return {"name": name, "exactly": exact}
+
+
+def _claim(r: random.Random, index: int, gates: set[str]) -> dict[str, Any]:
+    driver = r.choice(DRIVERS)
+    requests = [_request(r, f"req-{i}", driver, gates) for i in range(r.choice([1, 1, 2, 3]))]
+    devices: dict[str, Any] = {"requests": requests}
+    if r.random() < 0.25:
+        names = [f"{driver}/numa", f"{driver}/model", f"{driver}/links", "topology.example.com/rack"]
+        attribute = r.choice(names)
+        constraint: dict[str, Any] = {"matchAttribute": attribute}
+        if r.random() < 0.3:
+            constraint = {"distinctAttribute": f"{driver}/numa"}
+        if len(requests) > 1 and r.random() < 0.5:
+            constraint["requests"] = [requests[0]["name"], requests[1]["name"]]
+        devices["constraints"] = [constraint]
+    if r.random() < 0.15:
+        devices["config"] = [{
+            "requests": [requests[0]["name"]],
+            "opaque": {"driver": driver, "parameters": {"mode": "shared"}},
+        }]
+    return {
+        "kind": "ResourceClaim",
+        "apiVersion": API,
+        "metadata": {"name": f"claim-{index}", "namespace": "default", "uid": f"uid-claim-{index}"},
+        "spec": {"devices": devices},
+    }
+
+
+def _classes(r: random.Random) -> list[dict[str, Any]]:
+    def cls(name: str, expression: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "kind": "DeviceClass", "apiVersion": API, "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expression}}], **spec},
+        }
+
+    out = [
+        cls("class-a", 'device.driver == "driver-a"'),
+        cls("class-b", 'device.driver == "driver-b"'),
+        cls("class-any", "true"),
+    ]
+    if r.random() < 0.2:
+        out[2]["spec"]["config"] = [{"opaque": {"driver": "driver-a", "parameters": {"from": "class"}}}]
+    return out
+
+
+STABLE_GATES = GATES[:4]
+INCUBATING_GATES = (*GATES[:7], "DRAFractionalCapacityRange")
+
+
+def _gates(r: random.Random) -> set[str]:
+    """Each of the three allocator variants equally often; within one, each gate it supports
+    on or off."""
+    pool = r.choice([STABLE_GATES, INCUBATING_GATES, GATES])
+    gates = {g for g in pool if r.random() < 0.6}
+    if "DRADeviceBindingConditions" in gates and r.random() < 0.8:
+        gates.add("DRAResourceClaimDeviceStatus")
+    return gates
+
+
+def _on(r: random.Random, gates: set[str], gate: str, p: float) -> bool:
+    """Use a gated feature with probability ``p`` when its gate is on, and now and then
+    (a fifth as often) when it is off, which is an error or changes the answer."""
+    return r.random() < (p if gate in gates else p / 5)
+
+
+def allocation_case(seed: int, index: int) -> dict[str, Any]:
+    r = rng_for(seed, index)
+    gates = _gates(r)
+    serial = [0]
+    slices: list[dict[str, Any]] = []
+    for driver in DRIVERS:
+        for p in range(r.choice([0, 1, 1, 2]) if driver == "driver-b" else r.randint(1, 2)):
+            pool = f"{driver}-pool-{p}"
+            if driver == "driver-a" and p == 0 and r.random() < 0.4:
+                slices += _partitioned_pool(r, driver, pool, serial)
+            else:
+                slices += _plain_pool(r, driver, pool, gates, serial)
+    devices = [
+        (s["spec"]["driver"], s["spec"]["pool"]["name"], d)
+        for s in slices
+        for d in s["spec"].get("devices") or []
+    ]
+    case: dict[str, Any] = {
+        "name": f"differential-{seed}-{index}",
+        "description": f"random differential case: seed {seed}, index {index}",
+        "features": sorted(gates),
+        "node": {
+            "kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": "node-1", "labels": {"region": "region-1"}},
+        },
+        "deviceClasses": _classes(r),
+        "resourceSlices": slices,
+    }
+    if r.random() < 0.3:
+        case["node"]["status"] = {"declaredFeatures": ["DRAOptionalNodeOperations"]}
+    in_use = [d for d in devices if r.random() < 0.15]
+    whole = [f"{drv}/{pool}/{d['name']}" for drv, pool, d in in_use
+               if not d.get("allowMultipleAllocations")]
+    shared = [(f"{drv}/{pool}/{d['name']}", d) for drv, pool, d in in_use
+               if d.get("allowMultipleAllocations")]
+    if whole:
+        case["allocatedDevices"] = whole
+    if shared:
+        case["allocatedSharedDevices"] = [f"{ref}/share-{i}" for i, (ref, _) in enumerate(shared)]
+        case["allocatedCapacity"] = {ref: {"memory": r.choice(["512Mi", "1Gi", "2Gi"])} for ref, _ in shared}
+    case["claims"] = [_claim(r, i, gates) for i in range(r.randint(1, 2))]
+    return case
+
+
+# -- CEL -----------------------------------------------------------------------------------------
+
+_CEL_TERMS = (
+    'device.driver == "{d}"',
+    'device.attributes["{d}"].model == "{m}"',
+    'device.attributes["{d}"].model != "{m}"',
+    'device.attributes["{d}"].numa {cmp} {i}',
+    'device.attributes["{d}"].numa + {i} * 2 > 1',
+    'device.attributes["{d}"].numa / {i0} == 0',
+    'device.attributes["{d}"].numa % {i0} == 1',
+    '"fast" in device.attributes["{d}"]',
+    'has(device.attributes["{d}"].fast)',
+    'device.attributes["{d}"].fast == true',
+    'device.attributes["{d}"].?fast.orValue(false)',
+    'device.attributes["{d}"].driverVersion.isGreaterThan(semver("1.{i}.0"))',
+    'device.attributes["{d}"].driverVersion.compareTo(semver("1.1.0")) {cmp} 0',
+    'semver("1.{i}.0").isLessThan(semver("1.2.0"))',
+    'isSemver("1.{i}") || isSemver("1.{i}.0")',
+    'device.capacity["{d}"].memory.compareTo(quantity("{q}")) {cmp} 0',
+    'device.capacity["{d}"].memory.isGreaterThan(quantity("{q}"))',
+    'quantity("{q}").add(quantity("1Gi")).asInteger() > 0',
+    'isQuantity("{q}")',
+    'device.attributes["{d}"].model.matches("^[ah][0-9]+$")',
+    'device.attributes["{d}"].model.startsWith("a") && device.attributes["{d}"].model.size() == 4',
+    'device.attributes["{d}"].model.upperAscii() == "A100"',
+    'device.attributes["{d}"].model.indexOf("1") >= 0',
+    'device.attributes["{d}"].model.split("1").size() == 2',
+    'device.attributes["{d}"].links.includes("l{i}")',
+    'device.attributes["{d}"].links.exists(l, l.endsWith("{i}"))',
+    'device.attributes["{d}"].links.all(l, l.startsWith("l"))',
+    'size(device.attributes["{d}"].links) > {i}',
+    'device.attributes["{d}"].ids.includes({i})',
+    'device.attributes["{d}"].ids.sum() > {i}',
+    'device.attributes["{d}"].ids.max() >= {i}',
+    'device.attributes["{d}"].ids.isSorted()',
+    '[1, 2, 3].filter(x, x > {i}).size() == 1',
+    'device.attributes["{d}"].exists(k, k.startsWith("m"))',
+    'device.attributes.exists(domain, domain == "{d}")',
+    'device.capacity["{d}"].exists(k, k == "memory")',
+    "device.allowMultipleAllocations",
+    "9223372036854775807 + {i} > 0",
+    'int("{i}") + 1 == {i} + 1',
+    'string(device.attributes["{d}"].numa) == "{i}"',
+    'ip("10.0.0.{i}").family() == 4',
+    'cidr("10.0.0.0/8").containsIP("10.1.2.{i}")',
+    'url("https://example.com/{i}").getHost() == "example.com"',
+    'format.dns1123Label().validate("{m}").hasValue()',
+    'sets.contains([1, 2, 3], [{i}])',
+    '"{m}".format([]) == "{m}"',
+    'device.attributes["other.example.com"].model == "x"',
+    'device.nosuch == 1',
+    'device.attributes["{d}"].model + 1',
+)
+
+
+def cel_case(seed: int, index: int) -> dict[str, Any]:
+    r = rng_for(seed, index)
+    driver = r.choice(DRIVERS)
+    attrs = _attributes(r, driver)
+    if r.random() < 0.5:
+        attrs["fast"] = {"bool": r.random() < 0.5}
+    device: dict[str, Any] = {
+        "driver": driver,
+        "attributes": attrs,
+        "capacity": _capacity(r, False) if r.random() < 0.85 else {},
+    }
+    if r.random() < 0.3:
+        device["allowMultipleAllocations"] = r.random() < 0.5
+    terms = []
+    for _ in range(r.randint(1, 3)):
+        terms.append(r.choice(_CEL_TERMS).format(
+            d=driver if r.random() < 0.9 else r.choice(DRIVERS),
+            m=r.choice(MODELS),
+            i=r.randint(0, 3),
+            i0=r.randint(0, 2),
+            q=r.choice(["1Gi", "2Gi", "1500Mi", "4G", "0"]),
+            cmp=r.choice(["==", "!=", "<", ">=", ">"]),
+        ))
+    expression = terms[0]
+    for term in terms[1:]:
+        expression = f"({expression}) {r.choice(['&&', '||'])} ({term})"
+    if r.random() < 0.1:
+        expression = f"!({expression})"
+    return {"name": f"differential-cel-{seed}-{index}", "expression": expression, "device": device}

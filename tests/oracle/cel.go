@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+)
+
+// celCase is a CEL parity case (tests/cel/cases.yaml) as JSON.
+type celCase struct {
+	Expression string          `json:"expression"`
+	Device     json.RawMessage `json:"device"`
+	// The gates whose CEL environment to use; absent: DRAConsumableCapacity and
+	// DRAListTypeAttributes both on, the widest environment, which is the extender's.
+	Features *[]string `json:"features"`
+}
+
+type celDevice struct {
+	Driver                   string                                                    `json:"driver"`
+	Attributes               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute `json:"attributes"`
+	Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity  `json:"capacity"`
+	AllowMultipleAllocations *bool                                                     `json:"allowMultipleAllocations"`
+}
+
+// evaluate compiles the expression as the allocator does (cel.Cache.GetOrCompile: no cost
+// estimation) and runs it on the device. The estimated worst-case cost, which the API server
+// compares with its limit when the selector is written, is reported beside the outcome.
+func evaluate(name string, line []byte) CELAnswer {
+	ans := CELAnswer{Name: name, CostLimit: resourceapi.CELSelectorExpressionMaxCost}
+	var c celCase
+	if err := json.Unmarshal(line, &c); err != nil {
+		ans.Outcome, ans.Detail = outcomeInvalid, err.Error()
+		return ans
+	}
+	features := cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true}
+	if c.Features != nil {
+		g, err := parseGates(*c.Features)
+		if err != nil {
+			ans.Outcome, ans.Detail = outcomeInvalid, err.Error()
+			return ans
+		}
+		features = g.cel()
+	}
+	var device celDevice
+	if err := decodeObject(c.Device, &device, "device", &ans.UnknownFields); err != nil {
+		ans.Outcome, ans.Detail = outcomeInvalid, err.Error()
+		return ans
+	}
+	compiler := cel.GetCompiler(features)
+	if estimated := compiler.CompileCELExpression(c.Expression, cel.Options{}); estimated.Error == nil {
+		maxCost := estimated.MaxCost
+		ans.MaxCost = &maxCost
+	}
+	compiled := compiler.CompileCELExpression(c.Expression, cel.Options{DisableCostEstimation: true})
+	if compiled.Error != nil {
+		ans.Outcome, ans.Detail = "compile-error", compiled.Error.Error()
+		return ans
+	}
+	matches, details, err := compiled.DeviceMatches(context.Background(), cel.Device{
+		Driver:                   device.Driver,
+		AllowMultipleAllocations: device.AllowMultipleAllocations,
+		Attributes:               device.Attributes,
+		Capacity:                 device.Capacity,
+	})
+	if details != nil {
+		ans.Cost = details.ActualCost()
+	}
+	switch {
+	case err != nil:
+		ans.Outcome, ans.Detail = "error", err.Error()
+	case matches:
+		ans.Outcome = "true"
+	default:
+		ans.Outcome = "false"
+	}
+	return ans
+}
