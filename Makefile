@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make run` and `make test`. Both set up .venv first.
-.PHONY: setup run test lint e2e e2e-build e2e-down
+.PHONY: setup run test lint e2e e2e-build e2e-down sandbox
 
 setup: .venv/.installed
 
@@ -53,3 +53,8 @@ differential:
 
 differential-cel:
 	$(PYTHON) -m extender.tools.differential --cel --count $(COUNT) $(if $(SEED),--seed $(SEED))
+
+# A real control plane with the extender and fake GPU nodes, left running until Ctrl-C: it
+# prints a KUBECONFIG to `kubectl apply -k manifests/example/` with (README, "Try it").
+sandbox: setup
+	@bin=$$(bash scripts/e2e/build.sh $(K8S)) && .venv/bin/python -m tests.e2e.sandbox --version $(K8S) --bin "$$bin"

@@ -245,7 +245,7 @@ class ControlPlane:
                 f"--secure-port={kcm_port}",
                 "--leader-elect=false",
                 "--controllers=resourceclaim-controller,garbage-collector-controller,namespace-controller,"
-                "serviceaccount-controller,disruption-controller",
+                "serviceaccount-controller,disruption-controller,deployment-controller,replicaset-controller",
                 # Each controller as its own ServiceAccount, with the roles bootstrap RBAC gives it,
                 # as clusters run it.
                 "--use-service-account-credentials=true",
