@@ -1,23 +1,33 @@
 # The two commands a newcomer needs: `make run` and `make test`. Both set up .venv first.
-.PHONY: setup run test lint e2e e2e-build e2e-down
+.PHONY: setup setup-test run test lint lock e2e e2e-build e2e-down
 
+# .venv from the locks (scripts/setup.sh): `setup` what serving needs, `setup-test` the test extras too.
 setup: .venv/.installed
+setup-test: .venv/.installed-test
 
-.venv/.installed: pyproject.toml scripts/setup.sh
-	bash scripts/setup.sh
+.venv/.installed: requirements.lock pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh serve
 	touch $@
+
+.venv/.installed-test: requirements-test.lock pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh test
+	touch .venv/.installed $@
 
 # make run PORT=9000 ARGS="--state my-manifests/"
 PORT ?= 8888
 run: setup
 	.venv/bin/dra-extender serve --port $(PORT) $(ARGS)
 
-lint: setup
+lint: setup-test
 	.venv/bin/ruff check .
 	.venv/bin/mypy
 
-test: setup lint
+test: setup-test lint
 	.venv/bin/python -m pytest -q
+
+# Refreshes requirements.lock and requirements-test.lock from pyproject.toml (scripts/lock.sh).
+lock:
+	bash scripts/lock.sh
 
 # The extender between a real kube-scheduler, kube-apiserver and kube-controller-manager of
 # release $(K8S), built once from the Go module proxy into ~/.cache/dra-extender-e2e
