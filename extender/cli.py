@@ -171,6 +171,14 @@ def _parser() -> argparse.ArgumentParser:
         help="with --leader-elect: the Lease's namespace ($POD_NAMESPACE when set)",
     )
     serve.add_argument(
+        "--scheduler-lease",
+        default="dra-system/dra-extender-scheduler",
+        metavar="NAMESPACE/NAME",
+        help="with --kube --no-leader-elect: the Lease of the kube-scheduler in this pod; the "
+        "dra_extender_leader metric says whether it holds the Lease (holder <$POD_NAME or "
+        "hostname>_<uuid>); '' reports 1",
+    )
+    serve.add_argument(
         "--tls-cert-file", type=Path, help="serve HTTPS with this certificate (PEM; reloaded on change)"
     )
     serve.add_argument("--tls-private-key-file", type=Path, help="the certificate's private key (PEM)")
@@ -276,6 +284,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         leader_elect=args.leader_elect,
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace,
+        scheduler_lease=args.scheduler_lease,
         client_allowed_names=args.client_allowed_names,
         **kwargs,
     )
@@ -396,6 +405,7 @@ class _KubeParts:
     binder: KubeBinder
     background: list[Callable[[], Awaitable[None]]]
     is_leader: Callable[[], bool] | None
+    scheduler_leader: Callable[[], bool] | None
     events: EventRecorder
     retry: RetryBook
 
@@ -418,6 +428,7 @@ def _kube_parts(
     from extender.kube.events import EventRecorder
     from extender.kube.leader import LeaderElector, default_identity
     from extender.kube.retry import PodRetrier
+    from extender.kube.scheduler_lease import SchedulerLease
     from extender.kube.source import run_kube_source
 
     raw = RawClient(api_client, metrics=metrics)
@@ -434,11 +445,17 @@ def _kube_parts(
         )
         background.append(elector.run)
         is_leader = elector.is_leader
+    scheduler_leader = None
+    if not config.leader_elect and config.scheduler_lease:
+        namespace, _, name = config.scheduler_lease.partition("/")
+        lease = SchedulerLease(raw, namespace=namespace, name=name)
+        background.append(lease.run)
+        scheduler_leader = lease.holds
     recorder = EventRecorder(raw, instance=identity)
     binder = KubeBinder(api_client, is_leader=is_leader, metrics=metrics)
     book = RetryBook(state)
     background.append(PodRetrier(raw, book, metrics, is_leader=is_leader).run)
-    return _KubeParts(binder, background, is_leader, recorder, book)
+    return _KubeParts(binder, background, is_leader, scheduler_leader, recorder, book)
 
 
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
@@ -485,7 +502,7 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
         parts = _kube_parts(config, state, api_client, metrics)
         ctx = SchedulingContext(
             config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events,
-            retry=parts.retry,
+            retry=parts.retry, scheduler_leader=parts.scheduler_leader,
         )
         if unanswered is None:
             return create_app(ctx, background=parts.background, debug=debug)

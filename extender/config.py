@@ -141,11 +141,17 @@ class Config:
     leader_elect: bool = True
     lease_name: str = "dra-extender"
     lease_namespace: str = "dra-system"
+    # --kube --no-leader-elect: NAMESPACE/NAME of the Lease of the kube-scheduler beside this
+    # replica; dra_extender_leader reports whether that scheduler holds it ("": reports 1).
+    scheduler_lease: str = "dra-system/dra-extender-scheduler"
     # With a client CA: only clients whose certificate carries one of these names are served
     # (extender.api.tls.client_names says which names count); empty: any the CA signed.
     client_allowed_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        namespace, slash, name = self.scheduler_lease.partition("/")
+        if self.scheduler_lease and not (namespace and slash and name and "/" not in name):
+            raise ConfigError(f"--scheduler-lease {self.scheduler_lease!r}: expected NAMESPACE/NAME (or '')")
         if self.score_policy not in SCORE_POLICIES:
             choices = ", ".join(SCORE_POLICIES)
             raise ConfigError(f"score policy {self.score_policy!r}: choose one of {choices}")
@@ -221,6 +227,7 @@ class Config:
             "leaderElection": {
                 "enabled": self.kube and self.leader_elect,
                 "lease": f"{self.lease_namespace}/{self.lease_name}",
+                "schedulerLease": self.scheduler_lease or None,
             },
             "clientAllowedNames": list(self.client_allowed_names) or None,
         }

@@ -9,7 +9,6 @@ sync. Every metric is listed in docs/metrics.md.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -27,6 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from extender import __version__
 from extender.cel.environment import CelStats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -46,10 +46,8 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 def package_version() -> str:
-    try:
-        return importlib.metadata.version("dra-extender")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
-        return "unknown"
+    """The one version: pyproject.toml's, as installed (what ``dra-extender --version`` prints)."""
+    return __version__
 
 
 class _ServiceCollector(Collector):

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# One-time set-up: a virtualenv in .venv with the project and its test extras.
+# Sets up .venv from the lock files, every version pinned and every file's hash checked:
+#   bash scripts/setup.sh         what serving needs (requirements.lock): make run
+#   bash scripts/setup.sh test    plus the test and loadtest extras (requirements-test.lock): make test, CI
+# The project itself is then installed editable, without dependencies and without build isolation
+# (setuptools comes from the lock). `make lock` refreshes the locks (scripts/lock.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+case "${1:-serve}" in
+  serve) lock=requirements.lock ;;
+  test) lock=requirements-test.lock ;;
+  *) echo "usage: $0 [serve|test]" >&2; exit 2 ;;
+esac
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,loadtest]'
+.venv/bin/python -m pip install -q --require-hashes --no-deps -r "$lock"
+.venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .

@@ -108,7 +108,7 @@ def create_app(
     state, metrics = ctx.state, ctx.metrics
     bodies = Bodies(ctx.config.body_limits, ctx.config.max_json_elements)
     metrics.watch_service(
-        state.counts, lambda: len(state.inuse.inflight), lambda: state.synced, lambda: ctx.leading
+        state.counts, lambda: len(state.inuse.inflight), lambda: state.synced, ctx.reports_leader
     )
     metrics.watch_cel(ctx.cel.stats)
 

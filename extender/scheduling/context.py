@@ -46,6 +46,9 @@ class SchedulingContext:
     cel: Environment  # compiles the selectors of every allocator made here
     # With leader election: only the leader commits binds and reports ready.
     is_leader: Callable[[], bool] | None = None
+    # With --kube --no-leader-elect: whether the kube-scheduler beside this replica holds its
+    # Lease, which is what dra_extender_leader reports then (extender/kube/scheduler_lease.py).
+    scheduler_leader: Callable[[], bool] | None = None
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
     events: PodEvents | None = None
     # With --kube: pods turned away, for kube-scheduler to be told when to retry them.
@@ -80,6 +83,10 @@ class SchedulingContext:
     @property
     def leading(self) -> bool:
         return self.is_leader is None or self.is_leader()
+
+    def reports_leader(self) -> bool:
+        """dra_extender_leader: this replica's scheduler holds its Lease, else whether it leads."""
+        return self.scheduler_leader() if self.scheduler_leader is not None else self.leading
 
     def allocated_state(self) -> AllocatedState:
         """The live in-use sets (committed + in flight); read-only for the allocator."""

@@ -2,12 +2,16 @@
 
 The answer says, per node, whether the pod's claims fit, why not, and which pods would have to
 go. Reached over the extender's own port: with ``kubectl port-forward`` to the extender (or
-``kubectl exec`` into its pod), and with client certificates when the port requires them.
+``kubectl exec`` into its pod), and with client certificates when the port requires them. Through a
+port-forward the address is 127.0.0.1 while the serving certificate may name only the Service:
+``--server-name`` checks the certificate against that name instead (and sends it as SNI).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import http.client
 import json
 import ssl
 import sys
@@ -30,9 +34,15 @@ def add_parser(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
     explain.add_argument("pod", metavar="NAMESPACE/NAME")
     explain.add_argument("--url", default="http://127.0.0.1:8888", help="the extender's address")
     explain.add_argument("--json", action="store_true", help="print the answer as the endpoint gives it")
-    explain.add_argument("--cacert", help="CA bundle to verify an HTTPS extender with")
-    explain.add_argument("--cert", help="client certificate (PEM), when the extender asks for one")
-    explain.add_argument("--key", help="the client certificate's private key (PEM)")
+    explain.add_argument("--ca-file", "--cacert", dest="ca_file", metavar="FILE",
+                         help="CA bundle (PEM) to verify an https:// extender with (default: the system's)")
+    explain.add_argument("--cert-file", "--cert", dest="cert_file", metavar="FILE",
+                         help="client certificate (PEM), when the extender asks for one (--client-ca-file)")
+    explain.add_argument("--key-file", "--key", dest="key_file", metavar="FILE",
+                         help="the client certificate's private key (PEM), if not in --cert-file")
+    explain.add_argument("--server-name", metavar="NAME",
+                         help="the name the extender's certificate must carry, when it is not the URL's "
+                         "host (e.g. dra-extender through kubectl port-forward to 127.0.0.1)")
     explain.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the answer")
 
 
@@ -41,13 +51,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"dra-extender explain: {args.pod!r}: expected NAMESPACE/NAME", file=sys.stderr)
         return 2
     url = f"{args.url.rstrip('/')}/debug/explain?{urllib.parse.urlencode({'pod': args.pod})}"
-    context = None
-    if url.startswith("https:"):
-        context = ssl.create_default_context(cafile=args.cacert)
-        if args.cert:
-            context.load_cert_chain(args.cert, args.key)
+    tls_flags = [flag for flag, value in (("--ca-file", args.ca_file), ("--cert-file", args.cert_file),
+                 ("--key-file", args.key_file), ("--server-name", args.server_name)) if value]
+    if tls_flags and not url.startswith("https:"):
+        print(f"dra-extender explain: {', '.join(tls_flags)} need an https:// --url", file=sys.stderr)
+        return 2
+    if args.key_file and not args.cert_file:
+        print("dra-extender explain: --key-file needs --cert-file", file=sys.stderr)
+        return 2
     try:
-        with urllib.request.urlopen(url, timeout=args.timeout, context=context) as reply:
+        opener = _opener(args) if url.startswith("https:") else urllib.request.build_opener()
+        with opener.open(url, timeout=args.timeout) as reply:
             answer = json.load(reply)
     except urllib.error.HTTPError as exc:
         text = _error_text(exc)
@@ -60,6 +74,40 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(answer, indent=2) if args.json else render(answer))
     return 0
+
+
+def _opener(args: argparse.Namespace) -> urllib.request.OpenerDirector:
+    context = ssl.create_default_context(cafile=args.ca_file)
+    if args.cert_file:
+        context.load_cert_chain(args.cert_file, args.key_file)
+    return urllib.request.build_opener(_HTTPSHandler(context, args.server_name))
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    """HTTPS whose certificate is checked against ``server_name`` (also sent as SNI) when given."""
+
+    def __init__(self, context: ssl.SSLContext, server_name: str | None) -> None:
+        super().__init__(context=context)
+        self._server_name = server_name
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        connection = functools.partial(_NamedHTTPSConnection, server_name=self._server_name)
+        return self.do_open(connection, req, context=self._context)  # type: ignore[attr-defined]
+
+
+class _NamedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, server_name: str | None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._server_name = server_name
+
+    def connect(self) -> None:
+        if self._server_name is None:
+            super().connect()
+            return
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(  # type: ignore[attr-defined]
+            self.sock, server_hostname=self._server_name
+        )
 
 
 def _error_text(exc: urllib.error.HTTPError) -> str:

@@ -91,6 +91,17 @@ def test_leader_status_and_cache_sync_are_gauges(svc):
     assert value(text, "dra_extender_leader") == 0
 
 
+def test_without_leader_election_the_gauge_follows_the_schedulers_lease(svc):
+    # --no-leader-elect: every replica commits binds, but only the one whose kube-scheduler
+    # holds its Lease schedules, and that is what the gauge (and DRAExtenderNoLeader) reads.
+    holds = [False]
+    svc.ctx.scheduler_leader = lambda: holds[0]
+    assert value(svc.run(lambda c: c.get("/metrics")).text, "dra_extender_leader") == 0
+    assert svc.ctx.leading
+    holds[0] = True
+    assert value(svc.run(lambda c: c.get("/metrics")).text, "dra_extender_leader") == 1
+
+
 def test_verb_requests_are_counted_by_status_code(svc):
     async def call(client):
         await client.post("/filter", content=b"{not json")

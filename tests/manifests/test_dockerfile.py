@@ -105,40 +105,69 @@ def test_build_stage_installs_the_lock_with_hashes_then_the_project_alone() -> N
     assert "[test]" not in " ".join(runs)
 
 
-def locked() -> dict[str, tuple[str, list[str]]]:
-    """name -> (version, hashes) of requirements.lock."""
+def locked(name: str = "requirements.lock") -> dict[str, tuple[str, list[str]]]:
+    """package -> (version, hashes) of a lock file."""
     out: dict[str, tuple[str, list[str]]] = {}
-    text = (ROOT / "requirements.lock").read_text().replace("\\\n", " ")
+    text = (ROOT / name).read_text().replace("\\\n", " ")
     for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
         requirement, *hashes = line.split("--hash=")
-        name, _, version = requirement.split(";")[0].strip().partition("==")
+        package, _, version = requirement.split(";")[0].strip().partition("==")
         assert version and re.fullmatch(r"[\w.]+", version), f"not pinned: {line}"
-        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h.strip()) for h in hashes), name
-        out[name.lower().replace("_", "-")] = (version, [h.strip() for h in hashes])
+        assert hashes and all(re.fullmatch(r"sha256:[0-9a-f]{64}", h.strip()) for h in hashes), package
+        out[package.lower().replace("_", "-")] = (version, [h.strip() for h in hashes])
     return out
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.match(r"[A-Za-z0-9_.-]+", r)[0].lower().replace("_", "-") for r in requirements}  # type: ignore[index]
 
 
 def test_lock_pins_every_dependency_and_the_build_backend() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    lock = locked()
-    wanted = [*project["project"]["dependencies"], *project["build-system"]["requires"]]
-    for requirement in wanted:
-        name = re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower().replace("_", "-")  # type: ignore[index]
-        assert name in lock, f"{name} is not in requirements.lock"
+    serving, testing = locked(), locked("requirements-test.lock")
+    needed = _names([*project["project"]["dependencies"], *project["build-system"]["requires"]])
+    extras = _names([r for extra in project["project"]["optional-dependencies"].values() for r in extra])
+    assert not needed - set(serving), f"not in requirements.lock: {sorted(needed - set(serving))}"
+    missing = (needed | extras) - set(testing)
+    assert not missing, f"not in requirements-test.lock: {sorted(missing)}"
+    # Serving needs none of the extras: make run and the image stay small.
+    assert not (extras - needed) & set(serving), sorted((extras - needed) & set(serving))
+
+
+def test_the_serving_lock_has_the_versions_and_hashes_of_the_test_lock() -> None:
+    testing = locked("requirements-test.lock")
+    for name, pin in locked().items():
+        assert testing.get(name) == pin, f"{name}: {pin[0]} here, {testing.get(name)} in the test lock"
 
 
 def test_lock_versions_are_those_the_tests_run_with() -> None:
     from importlib.metadata import PackageNotFoundError, version
 
-    for name, (pinned, _) in locked().items():
+    for name, (pinned, _) in locked("requirements-test.lock").items():
         try:
             installed = version(name)
         except PackageNotFoundError:
             continue  # a dependency of a dependency that this environment does not need
         if name != "setuptools":
-            assert installed == pinned, f"{name}: tests run {installed}, the image gets {pinned}"
+            assert installed == pinned, f"{name}: tests run {installed}, requirements-test.lock has {pinned}"
+
+
+def test_setup_installs_the_locks_with_hashes_and_make_lock_refreshes_them() -> None:
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    installs = [shlex.split(line) for line in setup.splitlines() if " install " in line]
+    assert len(installs) == 2
+    locks, project = installs
+    assert {"--require-hashes", "--no-deps", "-r"} <= set(locks) and locks[-1] == '$lock'
+    assert "lock=requirements.lock" in setup and "lock=requirements-test.lock" in setup
+    assert {"--no-deps", "--no-build-isolation", "-e"} <= set(project) and project[-1] == "."
+    makefile = (ROOT / "Makefile").read_text()
+    assert "bash scripts/setup.sh serve" in makefile and "bash scripts/setup.sh test" in makefile
+    assert re.search(r"^lock:\n\tbash scripts/lock\.sh$", makefile, re.M)
+    lock = (ROOT / "scripts" / "lock.sh").read_text()
+    assert "--generate-hashes" in lock and "-o requirements.lock" in lock
+    assert "-o requirements-test.lock" in lock
 
 
 def test_oci_labels_and_the_version_agree_with_the_package_and_the_manifests() -> None:

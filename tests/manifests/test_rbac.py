@@ -3,7 +3,7 @@
 The calls are not listed by hand: the real source, binder and event recorder run their paths
 (including conflict retries and rollback) against the test API server, which records every
 request. The shipped layout runs the extender with --no-leader-elect (kube-scheduler's own lease
-decides which pod schedules), so the extender needs no Lease.
+decides which pod schedules), so the extender only reads that Lease, for dra_extender_leader.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from extender.cli import _parser, config_from_args
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
 from extender.kube.events import REASON_BIND_FAILED, EventRecorder
+from extender.kube.scheduler_lease import SchedulerLease
 from extender.kube.source import KubeSource
 from extender.model import parse_resource_claim
 from extender.model.refs import PodRef
@@ -68,6 +69,8 @@ async def _exercise(server: ApiServer) -> None:
         "resourceClaimName": extended["metadata"]["name"], "requestMappings": [mapping]}})
     await binder.delete_extended_claims(pod)
 
+    SchedulerLease(client, namespace="dra-system", name="dra-extender-scheduler", hostname="h").read_once()
+
     recorder = EventRecorder(client, instance="test")
     recorder.warn(pod, REASON_BIND_FAILED, "example")
     await recorder.flush()
@@ -94,7 +97,7 @@ def _granted(rules: list[dict]) -> set[Grant]:
 
 
 def test_cluster_role_is_exactly_what_the_code_uses(calls: list) -> None:
-    used = _used(calls)
+    used = _used([c for c in calls if c.resource != "leases"])  # the Lease: a Role, below
     required = used | {SYNTHETIC[g] for g in used if g in SYNTHETIC}
     rules = one("ClusterRole", "dra-extender")["rules"]
     assert not any("resourceNames" in rule for rule in rules)
@@ -103,11 +106,18 @@ def test_cluster_role_is_exactly_what_the_code_uses(calls: list) -> None:
     assert granted - required == set(), "grants no code path uses"
 
 
-def test_the_extender_needs_no_lease_in_the_shipped_layout(calls: list) -> None:
+def test_the_extender_only_reads_the_schedulers_lease_in_the_shipped_layout(calls: list) -> None:
     objects = built(MANIFESTS)
     args = config_from_args(_parser().parse_args(container(objects, "extender")["args"]))
     assert not args.leader_elect
-    assert not [c for c in calls if c.resource == "leases"]
+    namespace, name = args.scheduler_lease.split("/")
+    leases = {(c.verb, c.namespace, c.name) for c in calls if c.resource == "leases"}
+    assert leases == {("get", namespace, name)}
+    reader_name = "dra-extender-scheduler-lease-reader"
+    (reader,) = [doc for doc in objects if doc["kind"] == "Role" and doc["metadata"]["name"] == reader_name]
+    assert reader["metadata"]["namespace"] == namespace
+    assert reader["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                                "resourceNames": [name], "verbs": ["get"]}]
     lease_names = {name for doc in objects if doc["kind"] == "Role" for rule in doc["rules"]
                    if "leases" in rule["resources"] for name in rule.get("resourceNames", [])}
     assert lease_names == {"dra-extender-scheduler"}  # kube-scheduler's, and no other
@@ -123,6 +133,7 @@ def test_role_bindings_point_at_the_service_account_the_pod_uses() -> None:
         ("ClusterRoleBinding", "system:volume-scheduler"),
         ("RoleBinding", "extension-apiserver-authentication-reader"),
         ("RoleBinding", "dra-extender-scheduler-leader-election"),
+        ("RoleBinding", "dra-extender-scheduler-lease-reader"),
     }
     for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "dra-system"}]

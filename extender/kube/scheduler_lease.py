@@ -1,0 +1,73 @@
+"""Whether this pod's kube-scheduler holds its Lease: what ``dra_extender_leader`` reports when the
+extender runs with ``--no-leader-elect`` beside a kube-scheduler that elects itself (the shipped
+layout).
+
+kube-scheduler's holderIdentity is ``<hostname>_<uuid>``; the hostname of a pod is its name, so
+this replica's scheduler holds the Lease when the part before the last ``_`` is this pod's name
+(``$POD_NAME``, else the hostname). The Lease is read with GET every ``period`` seconds; an answer
+older than ``stale_after`` seconds (the API server unreachable) counts as not holding it, so a
+replica cut off from the cluster never reports a leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+
+from extender.kube.client import KubeApiError, RawClient
+
+log = logging.getLogger(__name__)
+
+
+def pod_name() -> str:
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+def holder_host(holder_identity: str) -> str:
+    """The hostname part of a client-go holderIdentity (``<hostname>_<uuid>``)."""
+    return holder_identity.rpartition("_")[0] if "_" in holder_identity else holder_identity
+
+
+class SchedulerLease:
+    def __init__(self, client: RawClient, *, namespace: str, name: str, hostname: str | None = None,
+                 period: float = 5.0, stale_after: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self.namespace, self.name = namespace, name
+        self.hostname = hostname or pod_name()
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._period, self._stale_after, self._clock = period, stale_after, clock
+        self._holds = False
+        self._read_at: float | None = None  # monotonic time of the last answer (None: none yet)
+
+    def holds(self) -> bool:
+        """True while the last answer, fresh enough, named this pod's kube-scheduler."""
+        read_at = self._read_at
+        return self._holds and read_at is not None and self._clock() - read_at < self._stale_after
+
+    def read_once(self) -> None:
+        try:
+            lease = self._client.request("GET", self._path)
+        except KubeApiError as exc:
+            if not exc.not_found:
+                log.warning("reading kube-scheduler's lease %s/%s: %s", self.namespace, self.name, exc)
+                return
+            lease = {}
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        holds = bool(holder) and holder_host(holder) == self.hostname
+        if holds != self._holds:
+            log.info("this pod's kube-scheduler %s lease %s/%s (holder %r)",
+                     "holds" if holds else "does not hold", self.namespace, self.name, holder)
+        self._holds, self._read_at = holds, self._clock()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await asyncio.to_thread(self.read_once)
+            except Exception:  # the next round tries again; the answer goes stale meanwhile
+                log.exception("reading kube-scheduler's lease %s/%s", self.namespace, self.name)
+            await asyncio.sleep(self._period)
