@@ -32,3 +32,10 @@ e2e-build:
 # Stops, by PID, whatever an interrupted `make e2e` left running.
 e2e-down: setup
 	.venv/bin/python -m tests.e2e --down
+
+# `helm lint --strict` of charts/dra-extender, with a helm built once from the Go module proxy
+# into ~/.cache/dra-extender-helm (scripts/helm/build.sh). tests/manifests/test_helm.py renders
+# the chart against manifests/ with the same binary.
+.PHONY: helm-lint
+helm-lint:
+	@helm=$$(bash scripts/helm/build.sh) && "$$helm" lint --strict --namespace dra-system charts/dra-extender
