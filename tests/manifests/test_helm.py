@@ -27,6 +27,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from extender.cli import _parser, config_from_args
 from tests.manifests.helm import CHART, NAMESPACE, find_helm, render, run
 from tests.manifests.loader import EXTRAS, LAYOUTS, MANIFESTS, ROOT, built, container, find
 
@@ -147,6 +148,13 @@ def test_everything_changes_what_it_names(helm: Path) -> None:
     version = extender["args"][extender["args"].index("--kubernetes-version") + 1]
     assert version == "1.35"
     assert extender["args"][-2:] == ["--log-format", "json"]
+    # The extender accepts its arguments, and both containers agree on the name and the gates.
+    config = config_from_args(_parser().parse_args(extender["args"]))
+    assert config.handled_scheduler_names == ("gpu-scheduler",)
+    assert dict(config.feature_gate_overrides) == GATES
+    assert [a for a in scheduler["command"] if a.startswith("--feature-gates=")] == [
+        a for a in extender["args"] if a.startswith("--feature-gates=")]
+    assert config.kubernetes_version == "1.35" and config.client_allowed_names == ("dra-extender-scheduler",)
     assert pod["priorityClassName"] == "system-cluster-critical"
     assert not [o for o in objects if o["kind"] == "PriorityClass"]
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"} and len(pod["tolerations"]) == 1
