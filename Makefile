@@ -68,3 +68,10 @@ differential-cel:
 # prints a KUBECONFIG to `kubectl apply -k manifests/example/` with (README, "Try it").
 sandbox: setup-test
 	@bin=$$(bash scripts/e2e/build.sh $(K8S)) && .venv/bin/python -m tests.e2e.sandbox --version $(K8S) --bin "$$bin"
+
+# `helm lint --strict` of charts/dra-extender, with a helm built once from the Go module proxy
+# into ~/.cache/dra-extender-helm (scripts/helm/build.sh). tests/manifests/test_helm.py renders
+# the chart against manifests/ with the same binary.
+.PHONY: helm-lint
+helm-lint:
+	@helm=$$(bash scripts/helm/build.sh) && "$$helm" lint --strict --namespace dra-system charts/dra-extender
