@@ -17,6 +17,7 @@ import pytest
 from extender.cli import _parser, config_from_args
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
+from extender.kube.evict import Evictor
 from extender.kube.events import REASON_BIND_FAILED, EventRecorder
 from extender.kube.source import KubeSource
 from extender.model import parse_resource_claim
@@ -67,6 +68,11 @@ async def _exercise(server: ApiServer) -> None:
     await binder.patch_pod_status(pod, {"extendedResourceClaimStatus": {
         "resourceClaimName": extended["metadata"]["name"], "requestMappings": [mapping]}})
     await binder.delete_extended_claims(pod)
+
+    # --preemption=evict: a victim evicted through the Eviction API.
+    victim = store.create(BY_KIND["Pod"], "default", objects.pod("victim"))
+    evictor = Evictor(client, None, None)  # type: ignore[arg-type]
+    assert evictor._evict(PodRef("default", "victim", victim["metadata"]["uid"])) == "evicted"
 
     recorder = EventRecorder(client, instance="test")
     recorder.warn(pod, REASON_BIND_FAILED, "example")
