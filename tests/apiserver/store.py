@@ -270,7 +270,8 @@ class Store:
             if not meta.get("deletionTimestamp") and not terminal:
                 labels = meta.get("labels") or {}
                 matching = [(key, b) for key, b in self._objects.get(budgets_type, {}).items()
-                            if key[0] == namespace and _selects((b.get("spec") or {}).get("selector"), labels)]
+                            if key[0] == namespace
+                            and _selects((b.get("spec") or {}).get("selector"), labels)]
                 if len(matching) > 1:
                     raise ApiError(500, "This pod has more than one PodDisruptionBudget, which the "
                                         "eviction subresource does not support.")
@@ -278,7 +279,8 @@ class Store:
                     key, budget = matching[0]
                     budget_status = budget.get("status") or {}
                     if int(budget_status.get("disruptionsAllowed") or 0) <= 0:
-                        raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.")
+                        raise ApiError(429, "Cannot evict pod as it would violate the pod's "
+                                            "disruption budget.")
                     new_budget = copy.deepcopy(budget)
                     new_status = new_budget.setdefault("status", {})
                     new_status["disruptionsAllowed"] = int(budget_status.get("disruptionsAllowed") or 0) - 1

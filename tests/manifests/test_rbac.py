@@ -17,8 +17,8 @@ import pytest
 from extender.cli import _parser, config_from_args
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
-from extender.kube.evict import Evictor
 from extender.kube.events import REASON_BIND_FAILED, EventRecorder
+from extender.kube.evict import Evictor
 from extender.kube.source import KubeSource
 from extender.model import parse_resource_claim
 from extender.model.refs import PodRef
