@@ -9,6 +9,7 @@ import pytest
 
 from extender.kube.client import RawClient
 from extender.kube.evict import Evictor
+from extender.scheduling.explain import explain
 from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.retry import RetryBook
 from tests.apiserver.controller import sync_claims
@@ -50,6 +51,9 @@ async def test_lower_priority_pods_are_evicted_and_their_devices_held_for_the_pr
             gone = {n for n in VICTIMS if pod_obj(server, n)["metadata"].get("deletionTimestamp")}
             assert gone == {"v20", "v30"}
             assert book.hold_of(hi_uid) is not None
+            shown = explain(ctx, state.pod("default", "hi"))["evictionPreemption"]  # type: ignore[arg-type]
+            assert shown["state"] == "holding" and shown["node"] == "node-a"
+            assert sorted(shown["evicted"]) == ["default/v20", "default/v30"]
             assert ctx.metrics.preemptions.labels("evicted")._value.get() == 1
             # One in flight: more filters and rounds evict nothing more.
             assert (await filter_nodes(http, server, "hi"))["NodeNames"] == []
