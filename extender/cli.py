@@ -28,6 +28,7 @@ from extender.cel.environment import Environment
 from extender.config import (
     BODY_LIMITS,
     MAX_JSON_ELEMENTS,
+    PREEMPTION_MODES,
     SCORE_POLICIES,
     Config,
     ConfigError,
@@ -179,6 +180,21 @@ def _parser() -> argparse.ArgumentParser:
         "hostname>_<uuid>); '' reports 1",
     )
     serve.add_argument(
+        "--preemption",
+        choices=PREEMPTION_MODES,
+        default="verb",
+        help="verb: device preemption only through kube-scheduler's preempt calls; evict (with --kube): "
+        "the extender also evicts lower-priority pods holding the devices of a pod no node fits, "
+        "for kube-scheduler releases that do not ask (docs/scheduling-policy.md, preempt)",
+    )
+    serve.add_argument(
+        "--preemption-hold-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="with --preemption=evict: the devices an eviction freed are held for the preemptor this long",
+    )
+    serve.add_argument(
         "--tls-cert-file", type=Path, help="serve HTTPS with this certificate (PEM; reloaded on change)"
     )
     serve.add_argument("--tls-private-key-file", type=Path, help="the certificate's private key (PEM)")
@@ -286,6 +302,8 @@ def config_from_args(args: argparse.Namespace) -> Config:
         lease_namespace=args.lease_namespace,
         scheduler_lease=args.scheduler_lease,
         client_allowed_names=args.client_allowed_names,
+        preemption=args.preemption,
+        preemption_hold_s=args.preemption_hold_timeout,
         **kwargs,
     )
     if args.kubernetes_version is not None:
@@ -458,6 +476,18 @@ def _kube_parts(
     return _KubeParts(binder, background, is_leader, scheduler_leader, recorder, book)
 
 
+def _evict_mode(ctx: SchedulingContext, parts: _KubeParts, api_client: kubernetes.client.ApiClient) -> None:
+    """--preemption=evict: the book of preemptions and the evictor (docs/scheduling-policy.md)."""
+    from extender.kube.client import RawClient
+    from extender.kube.evict import Evictor
+    from extender.scheduling.preemption.book import EvictionBook
+
+    book = EvictionBook(ctx.state, hold_s=ctx.config.preemption_hold_s, metrics=ctx.metrics)
+    ctx.evictions = book
+    raw = RawClient(api_client, metrics=ctx.metrics)
+    parts.background.append(Evictor(raw, ctx, book, parts.events).run)
+
+
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
     """The HTTPS settings, or None for plain HTTP; half a configuration is an error, not HTTP."""
     cert, key, ca = args.tls_cert_file, args.tls_private_key_file, args.client_ca_file
@@ -504,6 +534,8 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
             config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events,
             retry=parts.retry, scheduler_leader=parts.scheduler_leader,
         )
+        if config.preemption == "evict":
+            _evict_mode(ctx, parts, api_client)
         if unanswered is None:
             return create_app(ctx, background=parts.background, debug=debug)
         # Without metrics, as at start: /version is no resource for the API request metrics.

@@ -16,6 +16,7 @@ from extender.cel.engine import ENGINE_CHOICES
 from extender.model.features import DEFAULT_RELEASE, Features, parse_overrides, release_of, view
 
 SCORE_POLICIES = ("binpack", "spread", "none")
+PREEMPTION_MODES = ("verb", "evict")
 # The name the manifests deploy, and the one extender-protocol.md's examples use.
 DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler", "dra-scheduler")
 
@@ -147,6 +148,12 @@ class Config:
     # With a client CA: only clients whose certificate carries one of these names are served
     # (extender.api.tls.client_names says which names count); empty: any the CA signed.
     client_allowed_names: tuple[str, ...] = ()
+    # Device preemption: "verb" answers kube-scheduler's preempt calls only; "evict" (--kube)
+    # also evicts for a pod no node fits when kube-scheduler does not ask
+    # (scheduling/preemption/evict.py). A hold of evict mode not used within
+    # preemption_hold_s is dropped.
+    preemption: str = "verb"
+    preemption_hold_s: float = 120.0
 
     def __post_init__(self) -> None:
         namespace, slash, name = self.scheduler_lease.partition("/")
@@ -169,6 +176,12 @@ class Config:
             raise ConfigError("the per-node filter timeout must be zero (none) or positive")
         if self.fence_after_s <= 0:
             raise ConfigError("the fence delay must be positive")
+        if self.preemption not in PREEMPTION_MODES:
+            raise ConfigError(f"preemption {self.preemption!r}: choose one of {', '.join(PREEMPTION_MODES)}")
+        if self.preemption == "evict" and not self.kube:
+            raise ConfigError("--preemption=evict needs --kube (it evicts through the API server)")
+        if self.preemption_hold_s <= 0:
+            raise ConfigError("the preemption hold timeout must be positive")
         if self.inflight_ttl_s <= self.bind_timeout_s:
             raise ConfigError(
                 "the in-flight TTL must exceed the bind timeout, or a slow bind loses its devices"
@@ -230,4 +243,5 @@ class Config:
                 "schedulerLease": self.scheduler_lease or None,
             },
             "clientAllowedNames": list(self.client_allowed_names) or None,
+            "preemption": {"mode": self.preemption, "holdSeconds": self.preemption_hold_s},
         }

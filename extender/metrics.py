@@ -164,6 +164,24 @@ class Metrics:
         )
         for outcome in ("written", "gone", "error", "rate_limited"):
             self.retries.labels(outcome)
+        self.preemptions = Counter(
+            "dra_extender_preemptions",
+            "Preemptions evict mode (--preemption=evict) looked at, by outcome (evicted, partial, "
+            "refused, no_victims, error)",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in ("evicted", "partial", "refused", "no_victims", "error"):
+            self.preemptions.labels(outcome)
+        self.preemption_holds_ended = Counter(
+            "dra_extender_preemption_holds_ended",
+            "Devices held for a preemptor of evict mode, released, by reason (bound, bound_elsewhere, "
+            "deleted, nominated_elsewhere, timeout, failed)",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in ("bound", "bound_elsewhere", "deleted", "nominated_elsewhere", "timeout", "failed"):
+            self.preemption_holds_ended.labels(reason)
         self.relists = Counter(
             "dra_extender_relists", "Lists of a kind after its first one", ["kind"], registry=registry
         )

@@ -1,4 +1,5 @@
-"""Kubernetes Events on pods for bind failures and "no node fits", rate-limited.
+"""Kubernetes Events on pods for bind failures, "no node fits" and the preemptions of
+--preemption=evict, rate-limited.
 
 kube-scheduler already reports every failed attempt as FailedScheduling; our events add the DRA
 detail and must not flood the API when a pod is retried every few seconds. So an identical
@@ -24,6 +25,10 @@ log = logging.getLogger(__name__)
 
 REASON_BIND_FAILED = "FailedBinding"
 REASON_NO_NODE_FITS = "FailedDeviceAllocation"
+# On a victim, as kube-scheduler's preemption words it (pkg/scheduler/framework/preemption).
+REASON_PREEMPTED = "Preempted"
+REASON_PREEMPTING = "Preempting"
+REASON_PREEMPTION_FAILED = "FailedPreemption"
 COMPONENT = "dra-extender"
 MAX_MESSAGE = 1024  # core/v1 Event messages are truncated by kubectl and bloat etcd beyond this
 
@@ -60,6 +65,11 @@ class EventRecorder:
 
     def warn(self, pod: Any, reason: str, message: str) -> bool:
         """Queue a Warning event on ``pod`` (anything with namespace, name, uid); False when suppressed."""
+        return self.record(pod, "Warning", reason, message)
+
+    def record(self, pod: Any, event_type: str, reason: str, message: str, related: Any = None) -> bool:
+        """Queue an event of ``event_type`` (Normal, Warning) on ``pod``, naming ``related``
+        (another pod, e.g. the preemptor) if given; False when suppressed."""
         key = (pod.uid, reason, message)
         now = self._clock()
         last = self._last_sent.get(key)
@@ -72,7 +82,9 @@ class EventRecorder:
         self._last_sent.move_to_end(key)
         while len(self._last_sent) > self._max_keys:
             self._last_sent.popitem(last=False)
-        task = asyncio.get_running_loop().create_task(asyncio.to_thread(self._write, pod, reason, message))
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self._write, pod, reason, message, event_type, related)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
@@ -83,23 +95,33 @@ class EventRecorder:
     def no_node_fits(self, pod: Any, message: str) -> bool:
         return self.warn(pod, REASON_NO_NODE_FITS, message)
 
+    def preempted(self, victim: Any, preemptor: Any, node: str) -> bool:
+        """On a victim of --preemption=evict, worded as kube-scheduler's own."""
+        return self.record(
+            victim, "Normal", REASON_PREEMPTED, f"Preempted by pod {preemptor.uid} on node {node}", preemptor
+        )
+
     async def flush(self) -> None:
         """Wait for queued writes (shutdown and tests)."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _write(self, pod: Any, reason: str, message: str) -> None:
+    def _write(self, pod: Any, reason: str, message: str, event_type: str = "Warning",
+               related: Any = None) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{pod.name}.{uuid.uuid4().hex[:16]}", "namespace": pod.namespace},
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace,
                                "name": pod.name, "uid": pod.uid},
-            "reason": reason, "message": message[:MAX_MESSAGE], "type": "Warning", "count": 1,
+            "reason": reason, "message": message[:MAX_MESSAGE], "type": event_type, "count": 1,
             "firstTimestamp": now, "lastTimestamp": now,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": self._instance,
         }
+        if related is not None:
+            body["related"] = {"apiVersion": "v1", "kind": "Pod", "namespace": related.namespace,
+                               "name": related.name, "uid": related.uid}
         try:
             self._client.request("POST", f"/api/v1/namespaces/{pod.namespace}/events", body=body)
         except KubeApiError as exc:

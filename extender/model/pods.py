@@ -63,6 +63,8 @@ class PodInfo:
     nominated_node: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)  # what PodDisruptionBudgets select by
     start_time: str = ""  # status.startTime (RFC 3339): among equal priorities, older pods matter more
+    # spec.preemptionPolicy ("" when absent: PreemptLowerPriority, the API default).
+    preemption_policy: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -75,6 +77,11 @@ class PodInfo:
     @property
     def finished(self) -> bool:
         return self.phase in FINISHED_PHASES
+
+    @property
+    def may_preempt(self) -> bool:
+        """Whether the pod may evict others (``preemptionPolicy: Never`` says no)."""
+        return self.preemption_policy != "Never"
 
     @property
     def extended_requests(self) -> frozenset[str]:
@@ -210,6 +217,7 @@ def parse_pod(obj: Any) -> PodInfo:
         nominated_node=_str(status.get("nominatedNodeName"), "status.nominatedNodeName", ref),
         labels=dict(labels),
         start_time=_str(status.get("startTime"), "status.startTime", ref),
+        preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy", ref),
     )
 
 

@@ -22,6 +22,7 @@ from extender.model.pods import PodInfo
 from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder
 from extender.scheduling.memory import SchedulerMemory
+from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.preemption.nominated import held_views
 from extender.scheduling.retry import RetryBook
 from extender.scheduling.settle import Settler
@@ -53,6 +54,8 @@ class SchedulingContext:
     events: PodEvents | None = None
     # With --kube: pods turned away, for kube-scheduler to be told when to retry them.
     retry: RetryBook | None = None
+    # With --preemption=evict: the pods waiting to preempt and the holds of our evictions.
+    evictions: EvictionBook | None = None
     # What memory's TTLs are measured with (expected placements, remembered filter results,
     # deleted claims). The allocator's deadline and in-flight entries use time.monotonic, which
     # the allocator and the state read themselves.

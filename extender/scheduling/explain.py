@@ -16,6 +16,7 @@ from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.plan import FatalAllocation, PodPlan, Variant, handles, wants_devices
+from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.preemption.nominated import holds
 from extender.scheduling.preemption.victims import NodePods, select_victims
 
@@ -23,6 +24,8 @@ from extender.scheduling.preemption.victims import NodePods, select_victims
 def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
     ctx.memory.expire()
     out: dict[str, Any] = {"pod": pod.ref, "uid": pod.uid, "nodeName": pod.node_name or None}
+    if ctx.evictions is not None:
+        out["evictionPreemption"] = _eviction(ctx.evictions, pod)
     if not handles(ctx.config, pod):
         out["verdict"] = (
             f"schedulerName {pod.scheduler_name!r} is not handled by this extender: passes untouched"
@@ -107,6 +110,20 @@ def _per_claim(
             "reason": None if results is not None else allocator.last_failure,
         }
     return claims
+
+
+def _eviction(book: EvictionBook, pod: PodInfo) -> dict[str, Any]:
+    """What --preemption=evict did or may do for the pod."""
+    held = book.hold_of(pod.uid)
+    if held is not None:
+        return {
+            "state": "holding", "node": held.node,
+            "evicted": [f"{v.namespace}/{v.name}" for v in held.victims],
+            "heldForSeconds": round(book.age(held), 3), "holdTimeoutSeconds": book.hold_s,
+        }
+    if book.steps_aside(pod.uid):
+        return {"state": "left to kube-scheduler's preempt calls"}
+    return {"state": "waiting" if book.waiting(pod.uid) else "none"}
 
 
 class _Preemption:

@@ -68,6 +68,12 @@ def filter_nodes(
             ctx.retry.fits(pod.uid)
         elif not out.error:
             ctx.retry.turned_away(pod)
+    if ctx.evictions is not None and names and not out.error:
+        # --preemption=evict: a pod that only devices keep out may preempt (preemption/book.py).
+        if out.passed:
+            ctx.evictions.fits(pod.uid)
+        elif out.failed and pod.may_preempt:
+            ctx.evictions.wants(pod, sorted(out.failed))
     return out
 
 

@@ -25,6 +25,9 @@ def preempt(
     """The candidates to keep, by node, each with its victims' UIDs and PDB violations;
     ``candidates`` maps node names to (victim UIDs, PDB violations) as kube-scheduler sent them."""
     ctx.memory.expire()
+    if ctx.evictions is not None:
+        # kube-scheduler asks for this pod: its preemption is the verb's, never evict mode's.
+        ctx.evictions.verb_called(pod.uid, any(not uids for uids, _ in candidates.values()))
     unchanged = {name: Victims(tuple(uids), pdb) for name, (uids, pdb) in candidates.items()}
     if not handles(ctx.config, pod) or not wants_devices(pod) or not ctx.state.synced:
         return unchanged

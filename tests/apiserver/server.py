@@ -264,6 +264,12 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, _as_version(store.get(rtype, ns, route.name or ""), route)
         if verb == "list":
             return 200, self._list(route, query)
+        if verb == "create" and route.subresource == "eviction":
+            if rtype.kind != "Pod":
+                raise ApiError(404, f"{rtype.plural} has no eviction subresource")
+            store.evict(rtype, ns, route.name or "", body)
+            return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                         "code": 201}
         if verb == "create" and route.subresource == "binding":
             if rtype.kind != "Pod":
                 raise ApiError(404, f"{rtype.plural} has no binding subresource")
@@ -460,6 +466,6 @@ def _verb(method: str, route: _Route, query: dict[str, str]) -> str:
     verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
     if method not in verbs:
         raise ApiError(405, f"{method} is not supported", "MethodNotAllowed")
-    if method == "POST" and route.name is not None and route.subresource != "binding":
+    if method == "POST" and route.name is not None and route.subresource not in ("binding", "eviction"):
         raise ApiError(405, f"POST {route.rtype.plural}/{route.name} is not allowed", "MethodNotAllowed")
     return verbs[method]

@@ -25,7 +25,7 @@ import referencing
 from kubernetes_validate.utils import schema_contents
 
 from tests.apiserver.patch import PatchError, merge_patch, strategic_merge_patch
-from tests.apiserver.resources import ResourceType
+from tests.apiserver.resources import BY_KIND, ResourceType
 
 SCHEMA_VERSION = kubernetes_validate.latest_version()
 RESERVED_FOR_MAX = 256
@@ -57,6 +57,21 @@ class WatchEvent:
     type: str
     obj: dict[str, Any]
     at: float = field(default_factory=time.monotonic)  # when it happened, for watches that lag
+
+
+def _selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A policy/v1 label selector (an empty one selects every pod of the namespace)."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or ():
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        present = key in labels
+        if (op == "In" and (not present or labels[key] not in values)) \
+                or (op == "NotIn" and present and labels[key] in values) \
+                or (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
 
 
 def now_rfc3339() -> str:
@@ -235,6 +250,53 @@ class Store:
             new = copy.deepcopy(pod)
             new["spec"]["nodeName"] = target["name"]
             self._store(rtype, (namespace, name), new, "MODIFIED")
+
+    def evict(self, rtype: ResourceType, namespace: str, name: str, eviction: dict[str, Any]) -> None:
+        """``POST pods/<name>/eviction`` (policy/v1 Eviction), as kube-apiserver's eviction REST
+        (pkg/registry/core/pod/storage/eviction.go): a pod that is terminating or finished goes
+        without a budget check; otherwise the one PodDisruptionBudget selecting the pod must allow
+        a disruption (429 if not; 500 for more than one budget), which uses it up and records the
+        pod in ``status.disruptedPods``. The pod is then deleted gracefully: a pod on a node gets
+        ``deletionTimestamp`` (its kubelet — a test — removes it), an unbound one goes at once."""
+        if eviction.get("kind", "Eviction") != "Eviction":
+            raise ApiError(400, f"expected an Eviction, got {eviction.get('kind')}")
+        budgets_type = BY_KIND["PodDisruptionBudget"]
+        with self.cond:
+            pod = self._get(rtype, namespace, name)
+            preconditions = (eviction.get("deleteOptions") or {}).get("preconditions") or {}
+            self._check_preconditions(rtype, name, pod, preconditions)
+            meta, status = pod["metadata"], pod.get("status") or {}
+            terminal = status.get("phase") in ("Succeeded", "Failed")
+            if not meta.get("deletionTimestamp") and not terminal:
+                labels = meta.get("labels") or {}
+                matching = [(key, b) for key, b in self._objects.get(budgets_type, {}).items()
+                            if key[0] == namespace
+                            and _selects((b.get("spec") or {}).get("selector"), labels)]
+                if len(matching) > 1:
+                    raise ApiError(500, "This pod has more than one PodDisruptionBudget, which the "
+                                        "eviction subresource does not support.")
+                if matching:
+                    key, budget = matching[0]
+                    budget_status = budget.get("status") or {}
+                    if int(budget_status.get("disruptionsAllowed") or 0) <= 0:
+                        raise ApiError(429, "Cannot evict pod as it would violate the pod's "
+                                            "disruption budget.")
+                    new_budget = copy.deepcopy(budget)
+                    new_status = new_budget.setdefault("status", {})
+                    new_status["disruptionsAllowed"] = int(budget_status.get("disruptionsAllowed") or 0) - 1
+                    new_status.setdefault("disruptedPods", {})[name] = now_rfc3339()
+                    self._store(budgets_type, key, new_budget, "MODIFIED")
+            key = (namespace, name)
+            if meta.get("deletionTimestamp"):
+                return
+            if not (pod.get("spec") or {}).get("nodeName") or terminal:
+                self._remove(rtype, key, copy.deepcopy(pod))
+                return
+            new = copy.deepcopy(pod)
+            new["metadata"]["deletionTimestamp"] = now_rfc3339()
+            new["metadata"]["deletionGracePeriodSeconds"] = int(
+                (pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 30)
+            self._store(rtype, key, new, "MODIFIED")
 
     def seed(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Put an object as-is (status included), as a controller's earlier writes would have left it."""

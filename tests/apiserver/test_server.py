@@ -20,6 +20,7 @@ from tests.apiserver.faults import RandomFaults
 from tests.apiserver.patch import PatchError, strategic_merge_patch
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
+from tests.apiserver.store import ApiError
 from tests.kube import objects
 
 
@@ -304,3 +305,47 @@ def test_version_and_discovery_as_the_official_client_reads_them() -> None:
         assert exc.value.not_found
         listed = raw.request("GET", "/apis/resource.k8s.io/v1beta2/devicetaintrules")
         assert listed["apiVersion"] == "resource.k8s.io/v1beta2"
+
+
+def _eviction(name: str, uid: str | None = None) -> kubernetes.client.V1Eviction:
+    options = kubernetes.client.V1DeleteOptions(preconditions=kubernetes.client.V1Preconditions(uid=uid))
+    return kubernetes.client.V1Eviction(
+        metadata=kubernetes.client.V1ObjectMeta(name=name, namespace="default"), delete_options=options
+    )
+
+
+def test_eviction_honours_the_disruption_budget_and_deletes_gracefully(
+        server: ApiServer, core: kubernetes.client.CoreV1Api) -> None:
+    store, pods = server.store, BY_KIND["Pod"]
+    for name in ("a", "b", "loose"):
+        pod = objects.pod(name)
+        pod["spec"]["nodeName"] = "n"
+        pod["metadata"]["labels"] = {"app": "guarded" if name != "loose" else "loose"}
+        store.seed(pods, pod)
+    store.seed(BY_KIND["PodDisruptionBudget"], {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        "status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2},
+    })
+    with pytest.raises(ApiException) as wrong_uid:
+        core.create_namespaced_pod_eviction("a", "default", _eviction("a", uid="not-a"))
+    assert wrong_uid.value.status == 409
+    core.create_namespaced_pod_eviction("a", "default", _eviction("a"))
+    evicted = store.get(pods, "default", "a")
+    assert evicted["metadata"]["deletionTimestamp"]  # graceful: its kubelet finishes it
+    assert evicted["metadata"]["deletionGracePeriodSeconds"] == 30
+    budget = store.get(BY_KIND["PodDisruptionBudget"], "default", "keep")
+    assert budget["status"]["disruptionsAllowed"] == 0 and "a" in budget["status"]["disruptedPods"]
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod_eviction("b", "default", _eviction("b"))
+    assert refused.value.status == 429
+    assert not store.get(pods, "default", "b")["metadata"].get("deletionTimestamp")
+    core.create_namespaced_pod_eviction("a", "default", _eviction("a"))  # terminating: no budget check
+    core.create_namespaced_pod_eviction("loose", "default", _eviction("loose"))  # no budget selects it
+    assert store.get(pods, "default", "loose")["metadata"]["deletionTimestamp"]
+    unbound = objects.pod("pending")
+    store.seed(pods, unbound)
+    core.create_namespaced_pod_eviction("pending", "default", _eviction("pending"))
+    with pytest.raises(ApiError):  # an unbound pod goes at once
+        store.get(pods, "default", "pending")

@@ -18,6 +18,7 @@ from extender.cli import _parser, config_from_args
 from extender.kube.binder import KubeBinder
 from extender.kube.client import RawClient
 from extender.kube.events import REASON_BIND_FAILED, EventRecorder
+from extender.kube.evict import Evictor
 from extender.kube.scheduler_lease import SchedulerLease
 from extender.kube.source import KubeSource
 from extender.model import parse_resource_claim
@@ -70,6 +71,10 @@ async def _exercise(server: ApiServer) -> None:
     await binder.delete_extended_claims(pod)
 
     SchedulerLease(client, namespace="dra-system", name="dra-extender-scheduler", hostname="h").read_once()
+    # --preemption=evict: a victim evicted through the Eviction API.
+    victim = store.create(BY_KIND["Pod"], "default", objects.pod("victim"))
+    evictor = Evictor(client, None, None)  # type: ignore[arg-type]
+    assert evictor._evict(PodRef("default", "victim", victim["metadata"]["uid"])) == "evicted"
 
     recorder = EventRecorder(client, instance="test")
     recorder.warn(pod, REASON_BIND_FAILED, "example")

@@ -8,7 +8,11 @@ equal priority, as kube-scheduler counts nominated pods' CPU and memory
 (``addGeneralNominatedPods`` in kubernetes/kubernetes pkg/scheduler/framework/runtime/framework.go).
 Higher-priority pods do not see the hold, as upstream.
 
-Nothing is stored: the holds are worked out afresh from the cache for each request, so they
+With --preemption=evict the extender's own preemptions hold the same way: the preemptor and its
+node come from the ``book.EvictionBook`` (kube-scheduler nominates nobody there), keyed by the
+preemptor's UID, and end as the book says.
+
+Nothing else is stored: the holds are worked out afresh from the cache for each request, so they
 end by themselves when the nomination does. A nominated pod whose claims are allocated (or in
 flight) has nothing left to allocate and holds nothing beyond what the in-use sets already count.
 """
@@ -23,6 +27,7 @@ from extender.model import AllocationResult, Holdings, Node, holdings
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.plan import FatalAllocation, PodPlan, Wiring, handles, wants_devices
+from extender.scheduling.preemption.book import EvictionBook
 from extender.state import ClusterState
 from extender.state.inuse import Owner
 
@@ -36,6 +41,9 @@ class HoldWiring(Wiring, Protocol):
     @property
     def config(self) -> Config: ...
 
+    @property
+    def evictions(self) -> EvictionBook | None: ...
+
     def allocated_state(self) -> AllocatedState: ...
 
 
@@ -46,9 +54,14 @@ def importance(pod: PodInfo) -> tuple[int, str]:
 
 
 def nominated_pods(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[PodInfo]]:
-    """Unbound pods nominated to a node whose holds ``pod`` must respect, by node."""
+    """Unbound pods nominated to a node (by kube-scheduler, or by an eviction of ours) whose
+    holds ``pod`` must respect, by node."""
     out: dict[str, list[PodInfo]] = {}
-    for other in ctx.state.nominated.values():
+    nominated = [(other, other.nominated_node) for other in ctx.state.nominated.values()]
+    if ctx.evictions is not None:
+        seen = {other.uid for other, _ in nominated}
+        nominated += [(other, node) for other, node in ctx.evictions.holds() if other.uid not in seen]
+    for other, node in nominated:
         if (
             not other.deleting
             and other.uid != pod.uid
@@ -56,7 +69,7 @@ def nominated_pods(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[PodInfo]]:
             and handles(ctx.config, other)
             and wants_devices(other)
         ):
-            out.setdefault(other.nominated_node, []).append(other)
+            out.setdefault(node, []).append(other)
     return out
 
 
