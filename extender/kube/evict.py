@@ -76,6 +76,16 @@ class Evictor:
             if choice.reason == "no_victims":
                 self._ctx.metrics.preemptions.labels("no_victims").inc()
                 self._line(pod, "", (), "no_victims", 0)
+            else:
+                log.info("no preemption for pod %s: %s", pod.ref, choice.reason)
+            if choice.reason.startswith("waits"):
+                # What the plan waits for (its claim, say) is on its way to the cache: no filter
+                # will record the pod again by itself, so look again next round.
+                self._book.wants(pod, list(nodes))
+            elif choice.reason == "fits" and self._ctx.retry is not None:
+                # A node fits after all (the cache moved since the filter): kube-scheduler is
+                # told to try again, as after any change that may let a pod fit.
+                self._ctx.retry.retry_now(pod)
             return choice.reason
         # Worked out across pauses: acted on only if what it read is unchanged, else looked at
         # again in the next round.

@@ -71,6 +71,11 @@ class RetryBook:
         while len(self._pods) > self._limit:
             self._pods.popitem(last=False)
 
+    def retry_now(self, pod: PodInfo) -> None:
+        """Hand ``pod`` out at the next ``due``, whatever changed."""
+        self.turned_away(pod)
+        self._pods[pod.uid].openings = -1
+
     def fits(self, pod_uid: str) -> None:
         """A node fits ``pod`` again: nothing to wait for."""
         self._pods.pop(pod_uid, None)

@@ -274,8 +274,14 @@ class ControlPlane:
 
     def _supervise(self) -> None:
         """The kubelet's part: a container that exits is started again (after a second; the
-        kubelet's crash-loop back-off starts at ten, which only makes the scenarios slower)."""
+        kubelet's crash-loop back-off starts at ten, which only makes the scenarios slower), and
+        a pod being deleted gracefully on a node is confirmed gone (its containers stopped)."""
         while not self._supervising.wait(1.0):
+            with contextlib.suppress(Exception):  # the API server may be away (the outage scenario)
+                for pod in self.api.list("Pod"):
+                    meta = pod["metadata"]
+                    if meta.get("deletionTimestamp") and pod["spec"].get("nodeName"):
+                        self.api.delete("Pod", meta["name"], meta["namespace"], grace=0)
             for process in [p for pair in self.pairs for p in (pair.extender, pair.scheduler)]:
                 if process.supervised and process.exited_on_its_own():
                     code = process.popen.returncode if process.popen else None

@@ -100,6 +100,7 @@ def pod(
     scheduler: str = shipped.SCHEDULER_NAME,
     priority_class: str | None = None,
     labels: dict[str, str] | None = None,
+    node_name: str | None = None,
 ) -> Obj:
     source = {"resourceClaimName": claim_name} if claim_name else {"resourceClaimTemplateName": template_name}
     spec: Obj = {
@@ -117,6 +118,8 @@ def pod(
     }
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if node_name:  # placed by the scheduler all the same, only on this node
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node_name}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -357,8 +357,9 @@ def two_replicas(scene: Scene) -> str:
     with_before = len(o.bound(scene.api, scene.ns))
     arriving.join()
     o.wait_bound(scene.api, scene.ns, 8, 180)
-    new_holder = wait_for("a new Lease holder", lambda: (lambda h: h if h != holder else None)(
-        _lease_holder(scene.api)), 60)
+    new_holder = wait_for(
+        "a new Lease holder", lambda: (lambda h: h if h != holder else None)(_lease_holder(scene.api)), 60
+    )
     b = o.held_steady(scene.api, scene.ns, 8)
     assert len(b) == 8, b
     _no_double(scene)
@@ -407,8 +408,10 @@ def preemption(scene: Scene) -> str:
     low_left = sorted(n for n in o.bound(scene.api, scene.ns) if n.startswith("low"))
     high = scene.api.get("Pod", "high", scene.ns)
     nominated = high["status"].get("nominatedNodeName")
-    latest = next((c.get("message", "") for c in high["status"].get("conditions") or []
-                   if c["type"] == "PodScheduled"), messages[-1])
+    latest = next(
+        (c.get("message", "") for c in high["status"].get("conditions") or [] if c["type"] == "PodScheduled"),
+        messages[-1],
+    )
     calls = _preempt_calls(scene) - before
     events = sorted({e.get("reason", "") for e in scene.api.events(scene.ns, "high")})
     scene.note(f"preemption: {latest!r}")
@@ -417,6 +420,111 @@ def preemption(scene: Scene) -> str:
         f"kube-scheduler {scene.plane.version} evicted nothing, "
         f"called the preempt verb {calls:.0f} times; "
         f"preemptor Pending (nominated: {nominated or 'none'}, events {events}): {latest!r}"
+    )
+
+
+def preemption_by_eviction(scene: Scene) -> str:
+    """The same need with the extender's own preemption (--preemption=evict): the fewest,
+    lowest-priority victims are evicted through the Eviction API, a pod its budget protects is
+    spared, the preemptor is bound where the victims were, and a lower-priority pod waiting
+    meanwhile does not get the freed devices."""
+    extender = scene.pair.extender
+    normal = list(extender.argv)
+    extender.stop()
+    extender.argv = [*normal, "--preemption", "evict"]
+    extender.start()
+    try:
+        return _evict_and_bind(scene)
+    finally:
+        scene.cleanup()
+        scene.nodes.clear()
+        extender.stop()
+        extender.argv = normal
+        extender.start()
+
+
+def _evict_and_bind(scene: Scene) -> str:
+    n0, n1 = scene.add_nodes(2, 2)
+    scene.templates()
+    for name, value in (
+        ("e2e-p5", 5),
+        ("e2e-p10", 10),
+        ("e2e-p20", 20),
+        ("e2e-p30", 30),
+        ("e2e-p40", 40),
+        ("e2e-p1000", 1000),
+    ):
+        scene.api.apply(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    # n0: x10 (its budget allows no disruption) and y20; n1: z30 and w40.
+    for name, prio, node_name in (
+        ("x10", "e2e-p10", n0),
+        ("y20", "e2e-p20", n0),
+        ("z30", "e2e-p30", n1),
+        ("w40", "e2e-p40", n1),
+    ):
+        scene.api.create(
+            o.pod(
+                name,
+                scene.ns,
+                template_name="gpu-1",
+                priority_class=prio,
+                node_name=node_name,
+                labels={"e2e": "yes", "app": name},
+            )
+        )
+    scene.api.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "x10", "namespace": scene.ns},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "x10"}}},
+        }
+    )
+    o.wait_bound(scene.api, scene.ns, 4, 60)
+    created = time.monotonic()
+    scene.api.create(o.pod("high", scene.ns, template_name="gpu-2", priority_class="e2e-p1000"))
+    time.sleep(0.5)
+    scene.api.create(o.pod("low", scene.ns, template_name="gpu-1", priority_class="e2e-p5"))
+    victims_gone: dict[str, float] = {}
+
+    def bound_high() -> str | None:
+        pods = {p["metadata"]["name"]: p for p in scene.api.list("Pod", scene.ns)}
+        for name in ("x10", "y20", "z30", "w40"):
+            if name not in pods and name not in victims_gone:
+                victims_gone[name] = time.monotonic() - created
+        node: str | None = pods.get("high", {}).get("spec", {}).get("nodeName")
+        return node
+
+    node = wait_for("the preemptor bound", bound_high, 120, interval=0.5)
+    bound_after = time.monotonic() - created
+    o.held_steady(scene.api, scene.ns, 5)
+    left = o.bound(scene.api, scene.ns)
+    assert sorted(victims_gone) == ["w40", "z30"], victims_gone
+    assert node == n1, node
+    assert "low" not in left and {"x10", "y20"} <= set(left), left
+    _no_double(scene)
+    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    preempted = [
+        e.get("message", "")
+        for name in victims_gone
+        for e in scene.api.events(scene.ns, name)
+        if e.get("reason") == "Preempted"
+    ]
+    assert len(preempted) == 2 and all(m.startswith("Preempted by pod ") for m in preempted), preempted
+    timeline = ", ".join(
+        f"{n} evicted and gone at +{t:.1f} s" for n, t in sorted(victims_gone.items(), key=lambda kv: kv[1])
+    )
+    return (
+        f"high (priority 1000, 2 GPUs) created at +0 s; {timeline}; bound to {node} at "
+        f"+{bound_after:.1f} s; x10 (budget) and y20 kept on {n0}; low (priority 5) still Pending; "
+        f"events: {preempted[0]!r}"
     )
 
 
@@ -478,5 +586,6 @@ SCENARIOS: dict[str, Scenario] = {
     "apiserver-outage": apiserver_outage,
     "two-replicas": two_replicas,
     "preemption": preemption,
+    "preemption-by-eviction": preemption_by_eviction,
     "throughput": throughput,
 }

@@ -146,3 +146,12 @@ def test_a_fit_forgets_the_pod_and_the_book_is_bounded():
     book.fits("uid-b")
     state.apply("ResourceSlice", node_slice("node-1", gpus(1)))
     assert [r.name for r in book.due()] == ["c"]  # a: evicted as the oldest, b: fits
+
+
+def test_retry_now_hands_the_pod_out_at_once():
+    state = cluster()
+    obj = uid_pod("waiting", claims={"gpu": "mine"})
+    book = turned_away(state, obj)
+    assert book.due() == []
+    book.retry_now(parse_pod(obj))
+    assert [r.name for r in book.due()] == ["waiting"]
