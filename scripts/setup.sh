@@ -6,6 +6,10 @@
 # (setuptools comes from the lock). `make lock` refreshes the locks (scripts/lock.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `make run` and `make test` started together in a fresh clone both set up .venv: one at a time,
+# or two pips write into one environment at once.
+exec 9>.venv-setup.lock
+flock 9
 PY="${PYTHON:-python3}"
 case "${1:-serve}" in
   serve) lock=requirements.lock ;;
