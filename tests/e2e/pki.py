@@ -9,15 +9,14 @@ kube-scheduler do not get a certificate: like the shipped pod, they run as the S
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from tests.certs import issue
 
 # The control plane's own identities: the user names bootstrap RBAC grants their roles to.
 IDENTITIES = {
@@ -25,18 +24,6 @@ IDENTITIES = {
     "controller-manager": ("system:kube-controller-manager", None),
     "scheduler": ("system:kube-scheduler", None),
 }
-
-
-def _key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-
-def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    )
 
 
 @dataclass(frozen=True)
@@ -68,85 +55,29 @@ class Pki:
         if pki.ca.exists():
             return pki
         directory.mkdir(parents=True, exist_ok=True)
-        now = datetime.datetime.now(datetime.UTC)
-        ca_key = _key()
-        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dra-extender-e2e-ca")])
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(ca_name)
-            .issuer_name(ca_name)
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=7))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(ca_key, hashes.SHA256())
+        ca = issue("dra-extender-e2e-ca", ca=True, days=7)
+        api_names = ("localhost", "kubernetes", "kubernetes.default.svc")
+        server_auth, client_auth = (ExtendedKeyUsageOID.SERVER_AUTH,), (ExtendedKeyUsageOID.CLIENT_AUTH,)
+        issue("kube-apiserver", ca, server=True, dns=api_names, usages=server_auth, days=7).write(
+            directory, "apiserver"
         )
-
-        def issue(name: str, common_name: str, group: str | None, server: bool) -> None:
-            key = _key()
-            attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-            if group:
-                attributes.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, group))
-            builder = (
-                x509.CertificateBuilder()
-                .subject_name(x509.Name(attributes))
-                .issuer_name(ca_name)
-                .public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=7))
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(
-                    x509.ExtendedKeyUsage(
-                        [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-                    ),
-                    critical=False,
-                )
-            )
-            if server:
-                builder = builder.add_extension(
-                    x509.SubjectAlternativeName(
-                        [
-                            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                            x509.DNSName("localhost"),
-                            x509.DNSName("kubernetes"),
-                            x509.DNSName("kubernetes.default.svc"),
-                        ]
-                    ),
-                    critical=False,
-                )
-            pki.cert(name).write_bytes(
-                builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
-            )
-            pki.key(name).write_bytes(_pem_key(key))
-
-        issue("apiserver", "kube-apiserver", None, server=True)
         for name, (user, group) in IDENTITIES.items():
-            issue(name, user, group, server=False)
-        sa_key = _key()
-        pki.service_account_key.write_bytes(_pem_key(sa_key))
+            issue(user, ca, organization=group, usages=client_auth, days=7).write(directory, name)
+        # The service-account token signing key pair (RS256, the API server's default).
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        pki.service_account_key.write_bytes(
+            sa_key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            )
+        )
         pki.service_account_public_key.write_bytes(
             sa_key.public_key().public_bytes(
                 serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
             )
         )
-        pki.key("ca").write_bytes(_pem_key(ca_key))
-        pki.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))  # last: marks completion
+        ca.write(directory, "ca")  # last: the CA's certificate marks a complete directory
         return pki
 
     def kubeconfig(

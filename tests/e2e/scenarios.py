@@ -102,6 +102,13 @@ def _no_double(scene: Scene) -> None:
     assert not double, f"devices in two claims: {double}"
 
 
+def _sound(scene: Scene) -> None:
+    """No device in two claims; every bound pod's claims allocated, reserved for it, on its node."""
+    _no_double(scene)
+    bad = o.inconsistencies(scene.api, scene.ns)
+    assert not bad, bad
+
+
 def template_claim(scene: Scene) -> str:
     """A pod from a ResourceClaimTemplate: the real controller makes the claim, the real
     scheduler binds through the extender, the API server accepts allocation + reservedFor."""
@@ -118,7 +125,7 @@ def template_claim(scene: Scene) -> str:
     assert annotations.get("resource.kubernetes.io/pod-claim-name") == "gpu", annotations
     owner = (c["metadata"].get("ownerReferences") or [{}])[0]
     assert owner.get("kind") == "Pod" and owner.get("uid") == p["metadata"]["uid"], owner
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     managers = sorted(
         {(m["manager"], m.get("subresource", "")) for m in c["metadata"].get("managedFields", [])}
     )
@@ -147,8 +154,7 @@ def saturation(scene: Scene) -> str:
     wait_for("the cluster saturated", saturated, 120, interval=1.0)
     took = time.monotonic() - start
     b = o.held_steady(scene.api, scene.ns, 10)
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     used = sum(2 if n in twos else 1 for n in b)
     free = o.free_devices(scene.api, nodes)
     assert used + sum(free.values()) == 12, (used, free)
@@ -193,8 +199,7 @@ def release(scene: Scene) -> str:
     waiting = sorted(set(names) - set(first))
     wait_for(f"{waiting} bound", lambda: all(n in o.bound(scene.api, scene.ns) for n in waiting), 120)
     all_bound = time.monotonic() - start
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     return (
         f"{done} Succeeded and {gone} deleted: their claims removed after {claims_gone:.1f} s, "
         f"the Pending {waiting} bound {all_bound:.1f} s after the release"
@@ -212,7 +217,7 @@ def shared_claim(scene: Scene) -> str:
     reserved = sorted(r["name"] for r in c["status"].get("reservedFor") or [])
     assert len(set(b.values())) == 1, b
     assert reserved == ["a", "b"], reserved
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     return f"both pods bound to {set(b.values())} in {took:.1f} s; claim reserved for {reserved}"
 
 
@@ -288,8 +293,7 @@ def extender_restart(scene: Scene) -> str:
     b, took = o.wait_bound(scene.api, scene.ns, 6, 120)
     b = o.held_steady(scene.api, scene.ns, 8)
     assert len(b) == 6, b
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     return (
         f"killed with {killed_with} of 10 arriving pods bound; 3 s later restarted; 6 bound "
         f"({took:.1f} s after the last arrived), 4 Pending, nothing doubled"
@@ -319,8 +323,7 @@ def apiserver_outage(scene: Scene) -> str:
     b = o.held_steady(scene.api, scene.ns, 8)
     assert len(b) == 6, b
     assert ready_while_down == 503, ready_while_down
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     return (
         f"{with_before} of 10 arriving pods bound when the API server stopped; the extender restarted "
         f"without --kubernetes-version meanwhile (/healthz 200, /readyz {ready_while_down}); 20 s later "
@@ -362,8 +365,7 @@ def two_replicas(scene: Scene) -> str:
     )
     b = o.held_steady(scene.api, scene.ns, 8)
     assert len(b) == 8, b
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     scene.plane.pairs.remove(standby)
     scene.pair = standby  # the runner keeps the survivor as the active pair
     leader.start()  # the killed pair comes back as the standby, as a Deployment would restart it
@@ -509,8 +511,7 @@ def _evict_and_bind(scene: Scene) -> str:
     assert sorted(victims_gone) == ["w40", "z30"], victims_gone
     assert node == n1, node
     assert "low" not in left and {"x10", "y20"} <= set(left), left
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     preempted = [
         e.get("message", "")
         for name in victims_gone
@@ -568,8 +569,7 @@ def _timed_batch(scene: Scene, prefix: str, scheduler: str | None) -> float:
         interval=0.2,
     )
     took = time.monotonic() - start
-    _no_double(scene)
-    assert not o.inconsistencies(scene.api, scene.ns), o.inconsistencies(scene.api, scene.ns)
+    _sound(scene)
     o.clear_namespace(scene.api, scene.ns)
     scene.templates()
     return took
