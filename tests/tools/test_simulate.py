@@ -8,6 +8,7 @@ fit /preempt, evict, nominate, retry) and compares placements, devices and victi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -306,3 +307,14 @@ def test_the_walkthroughs_pods_file_gives_the_table_docs_usage_shows(capsys):
     shown = [line.removeprefix("#").removeprefix(" ").rstrip() for line in block]
     assert cli.main(["simulate", "--pods", str(root / "docs/examples/jobs.yaml")]) == 0
     assert [line.rstrip() for line in capsys.readouterr().out.splitlines()] == shown
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["explain", "--help"],
+                                  ["simulate", "--help"]])
+def test_help_is_plain_text_without_rest_markup(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: dra-extender" in text
+    assert "``" not in text and not re.search(r":[a-z]+:`", text), text
