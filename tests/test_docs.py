@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from extender.tools.cel_parity import load_cases
 
@@ -61,3 +62,39 @@ def test_no_citation_of_documents_not_in_the_repository(doc: Path) -> None:
 def test_every_doc_is_linked_from_the_readme_or_another_doc() -> None:
     linked = {m for doc in DOCS for m in re.findall(r"([\w-]+\.md)\)", doc.read_text())}
     assert not [d.name for d in DOCS[1:] if d.name not in linked]
+
+
+def _rbac_table() -> dict[tuple[str, str], set[str]]:
+    """deploy.md's RBAC table: (API group, resource) → verbs, the core group as ""."""
+    text = (ROOT / "docs/deploy.md").read_text()
+    section = text.split("## RBAC, and why each rule is there", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    table: dict[tuple[str, str], set[str]] = {}
+    for resources, group, verbs, _ in rows:
+        group = "" if group.startswith("core") else group.strip("`")
+        for resource in re.findall(r"`([\w/]+)`", resources.split("(")[0]):
+            table.setdefault((group, resource), set()).update(v.strip() for v in verbs.split(","))
+    return table
+
+
+def test_the_rbac_table_lists_every_grant_of_the_shipped_extender_rbac() -> None:
+    granted: dict[tuple[str, str], set[str]] = {}
+    for doc in yaml.safe_load_all((ROOT / "manifests/base/extender-rbac.yaml").read_text()):
+        if doc and doc["kind"] in ("ClusterRole", "Role"):
+            for rule in doc["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        granted.setdefault((group, resource), set()).update(rule["verbs"])
+    assert ("", "pods/eviction") in granted and ("coordination.k8s.io", "leases") in granted
+    assert _rbac_table() == granted
+
+
+def test_no_file_points_outside_the_repository() -> None:
+    # A test or doc reading or citing a sibling checkout (../shared, /work/...) passes or skips only
+    # on the machine that has it.
+    files = [p for top in ("extender", "tests", "docs", "loadtest", "manifests", "charts")
+             for p in (ROOT / top).rglob("*") if p.is_file() and p.suffix in {".py", ".md", ".yaml", ".txt"}]
+    pattern = re.compile(r"\.\./shared|/work/(?:shared|main)\b")
+    pointing = [str(p.relative_to(ROOT)) for p in [*files, ROOT / "README.md"]
+                if p != Path(__file__).resolve() and pattern.search(p.read_text())]
+    assert not pointing

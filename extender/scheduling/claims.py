@@ -129,7 +129,14 @@ def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
             name = entry.claim_name
         elif entry.template_name:
             if entry.name not in pod.claim_statuses:
-                raise PodWaits(f'pod "{pod.ref}": ResourceClaim not created yet (pod claim {entry.name})')
+                # Upstream's message, and the likeliest cause when the cache knows it: the claim
+                # controller makes no claim from a template that does not exist.
+                missing = (pod.namespace, entry.template_name) not in state.templates
+                raise PodWaits(
+                    f'pod "{pod.ref}": ResourceClaim not created yet (pod claim {entry.name})'
+                    + (f": ResourceClaimTemplate {pod.namespace}/{entry.template_name} not found"
+                       if missing else "")
+                )
             name = pod.claim_statuses[entry.name]
             if not name:
                 continue  # the controller decided no claim is needed

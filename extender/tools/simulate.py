@@ -49,12 +49,34 @@ from extender.scheduling.score import score_nodes
 from extender.state import ClusterState
 from extender.tools.simulate_report import Placement, render_json, render_table
 
+# The help text: plain, for a terminal (the module's docstring is for readers of the code).
+DESCRIPTION = """\
+Where would these pods go, and whom would they preempt?
+
+Places a batch of pending pods on an in-memory copy of the cluster (the demo, a --state
+directory, or a /debug/snapshot saved into one) with the service's own verbs, playing
+kube-scheduler's part. The pods are taken in its queue order: higher priority first, then as
+they arrived (the state's pending pods by creation, then the file's in file order). For each one:
+
+  - filter over every node; if some pass, prioritize and take the best score (ties: the first
+    node by name), then bind;
+  - if none passes and the pod may preempt, the nodes filter found resolvable go to preempt, one
+    node is picked as kube-scheduler picks, its victims are deleted (their claims deallocated),
+    and the pod, nominated there, is tried again;
+  - otherwise it stays pending with filter's reasons.
+
+Only what this extender decides is simulated: CPU, memory, affinity, taints and the other
+kube-scheduler plugins are not. Nothing is written: not the state directory, not any API.
+"""
+
+EPILOG = "Example: dra-extender simulate --pods docs/examples/jobs.yaml (see docs/usage.md)."
+
 
 def add_parser(sub: Any) -> None:
     """Register ``simulate`` with the CLI's subcommands."""
     parser = sub.add_parser(
         "simulate", help="place a batch of pending pods on a copy of the cluster, writing nothing",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--state", type=Path,
                         help="directory of *.yaml manifests, e.g. a saved /debug/snapshot (default: demo)")
@@ -68,8 +90,10 @@ def add_parser(sub: Any) -> None:
         "--kubernetes-version", metavar="MAJOR.MINOR", default=DEFAULT_RELEASE,
         help=f"whose feature-gate defaults apply ({', '.join(RELEASES)}; default %(default)s)",
     )
-    parser.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack")
-    parser.add_argument("--cel-engine", choices=ENGINE_CHOICES, default="auto")
+    parser.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack",
+                        help="how prioritize ranks nodes that fit; match the service's (default %(default)s)")
+    parser.add_argument("--cel-engine", choices=ENGINE_CHOICES, default="auto",
+                        help="CEL engine for device selectors (default %(default)s)")
     parser.set_defaults(log_level="warning", log_format="text")
 
 

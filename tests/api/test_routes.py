@@ -399,6 +399,25 @@ def test_the_verbs_are_answered_ahead_of_routing_and_other_requests_are_routed(s
     assert set(app.verbs) == {"/filter", "/prioritize", "/bind", "/preempt"}
 
 
+def test_error_bodies_have_the_shapes_docs_usage_gives(svc):
+    # docs/usage.md, "Other endpoints": the app's own refusals carry "error"; routing's 404 and
+    # 405 are FastAPI's, with "detail".
+    async def calls(client):
+        return [await client.get("/nothing-here"), await client.post("/nothing-here", json={}),
+                await client.get("/filter"), await client.delete("/healthz"),
+                await client.get("/debug/explain", params={"pod": "default/nobody"}),
+                await client.post("/filter", content=b"{")]
+
+    missing, missing_post, get_filter, delete_health, unknown_pod, malformed = svc.run(calls)
+    for response in (missing, missing_post):
+        assert (response.status_code, response.json()) == (404, {"detail": "Not Found"})
+    for response in (get_filter, delete_health):
+        assert (response.status_code, response.json()) == (405, {"detail": "Method Not Allowed"})
+    assert (unknown_pod.status_code, unknown_pod.json()) == (
+        404, {"error": "pod default/nobody is not known to the extender"})
+    assert malformed.status_code == 400 and set(malformed.json()) == {"error"}
+
+
 def _asgi_exchange(svc, path: str, messages: list[dict]) -> list[dict]:
     """What the app sends for a POST to ``path`` whose body arrives as ``messages``."""
     scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(),

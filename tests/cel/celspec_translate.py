@@ -5,7 +5,7 @@
 Reads ``tests/simple/testdata/*.textproto`` of a cel-spec checkout and writes a case file in
 the format of ``cases.yaml`` (see ``extender/tools/cel_parity.py``). The answer of each case
 is what Kubernetes gives, not what the spec asks for: the spec's expectation, corrected where
-Kubernetes' CEL environment (``/work/shared/docs/cel-engines.md``, cel-go's sources) differs.
+Kubernetes' CEL environment (docs/cel.md, cel-go's sources) differs.
 Those corrections are the ``OVERRIDES`` table below, each with its reason. A case that cannot
 be written as a selector, or whose Kubernetes answer cannot be derived with confidence, is
 left out and counted under its reason in the file's header.

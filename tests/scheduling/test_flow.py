@@ -8,7 +8,10 @@ from collections import Counter
 import pytest
 
 from extender.local.claim_controller import generated_claim_name
+from extender.model.pods import parse_pod
 from extender.scheduling.binder import BindingUncertain
+from extender.scheduling.claims import PodWaits, resolve
+from extender.state import ClusterState
 from tests.scheduling.cluster import (
     DRIVER,
     Service,
@@ -108,7 +111,8 @@ def test_missing_claim_and_missing_generated_claim_make_the_pod_wait():
 
     named, tmpl = svc.run(flow)
     assert "ResourceClaim default/nope not found" in named["FailedAndUnresolvableNodes"]["node-0"]
-    assert "ResourceClaim not created yet" in tmpl["FailedAndUnresolvableNodes"]["node-0"]
+    assert tmpl["FailedAndUnresolvableNodes"]["node-0"].endswith(
+        "ResourceClaim not created yet (pod claim g): ResourceClaimTemplate default/absent not found")
 
 
 def test_claim_of_another_pod_fails_owner_check():
@@ -614,3 +618,15 @@ def test_a_claim_referenced_twice_by_a_pod_is_allocated_once_and_reserved_once(h
     assert svc.state.pod("default", "p").node_name == node_name
     assert allocated_devices(svc.claims().values()) == [(DRIVER, node_name, "gpu-0")]
     assert not svc.state.inuse.inflight
+
+
+def test_a_pod_waiting_for_its_generated_claim_names_the_template_only_when_it_is_missing():
+    # Without the claim controller: the pod's claim status is not written either way.
+    state = ClusterState()
+    state.apply("ResourceClaimTemplate", template("here", namespace="team"))
+    for name, why in [("here", ""), ("gone", ": ResourceClaimTemplate team/gone not found")]:
+        obj = pod("p", templates={"g": name})
+        obj["metadata"]["namespace"] = "team"
+        with pytest.raises(PodWaits) as waits:
+            resolve(state, parse_pod(obj))
+        assert str(waits.value) == f'pod "team/p": ResourceClaim not created yet (pod claim g){why}', name

@@ -371,7 +371,8 @@ CASES = [
         "claim controller has not generated the template's claim yet",
         [*ONE_GPU, pod("p", templates={"gpu": "not-there-yet"})],
         ["node-0"],
-        'waits: pod "default/p": ResourceClaim not created yet (pod claim gpu)',
+        'waits: pod "default/p": ResourceClaim not created yet (pod claim gpu): '
+        "ResourceClaimTemplate default/not-there-yet not found",
     ),
     Case(
         "generated claim is owned by another pod",

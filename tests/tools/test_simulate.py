@@ -8,6 +8,7 @@ fit /preempt, evict, nominate, retry) and compares placements, devices and victi
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -295,3 +296,25 @@ def test_pick_node_follows_kube_schedulers_order():
     # 6. then the first by name; a node without victims is no candidate.
     assert pick_node({"b": [started("x", 5, early)], "a": [started("y", 5, early)], "c": []}, {}) == "a"
     assert pick_node({}, {}) == ""
+
+
+def test_the_walkthroughs_pods_file_gives_the_table_docs_usage_shows(capsys):
+    # docs/usage.md runs `simulate --pods docs/examples/jobs.yaml` on the demo and shows its answer.
+    root = Path(__file__).resolve().parents[2]
+    usage = (root / "docs/usage.md").read_text(encoding="utf-8")
+    command = "dra-extender simulate --pods docs/examples/jobs.yaml"
+    block = usage.split(command, 1)[1].split("```", 1)[0].splitlines()[1:]
+    shown = [line.removeprefix("#").removeprefix(" ").rstrip() for line in block]
+    assert cli.main(["simulate", "--pods", str(root / "docs/examples/jobs.yaml")]) == 0
+    assert [line.rstrip() for line in capsys.readouterr().out.splitlines()] == shown
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["serve", "--help"], ["explain", "--help"],
+                                  ["simulate", "--help"]])
+def test_help_is_plain_text_without_rest_markup(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: dra-extender" in text
+    assert "``" not in text and not re.search(r":[a-z]+:`", text), text
