@@ -11,6 +11,7 @@ from typing import Any
 
 import re2
 
+from extender.cel.runtime.k8s_functions import RE2_OPTIONS
 from extender.cel.runtime.values import (
     MAX_STRING_SIZE,
     EvalError,
@@ -28,7 +29,7 @@ def size(v: Any) -> int:
 
 def compile_regex(pattern: str) -> Any:
     try:
-        return re2.compile(pattern)
+        return re2.compile(pattern, RE2_OPTIONS)  # errors go to the selector, not to stderr
     except re2.error as e:
         msg = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
         raise EvalError(f"invalid regex {pattern!r}: {msg}") from None

@@ -171,15 +171,15 @@ def list_is_sorted(items: list[Any]) -> bool:
     return all(_order(a, b) != 1 for a, b in itertools.pairwise(items))
 
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # a bad pattern is reported to the selector, not to stderr
+RE2_OPTIONS = re2.Options()
+RE2_OPTIONS.log_errors = False  # a bad pattern is reported to the selector, not to stderr
 
 
 @functools.lru_cache(maxsize=1024)
 def _regex(pattern: str) -> Any:
     """RE2, as Kubernetes: its syntax, and linear time whatever the pattern."""
     try:
-        return re2.compile(pattern, _RE2_OPTIONS)
+        return re2.compile(pattern, RE2_OPTIONS)
     except re2.error as exc:
         detail = (
             exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
