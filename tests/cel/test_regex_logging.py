@@ -9,7 +9,9 @@ from extender.cel.python.strings import compile_regex
 from extender.cel.runtime.k8s_functions import RE2_OPTIONS
 
 
-def test_a_bad_pattern_is_an_error_and_nothing_is_written_to_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_pattern_is_an_error_and_nothing_is_written_to_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(Exception, match="invalid regex"):
         compile_regex("(unclosed")
     assert capfd.readouterr().err == ""
