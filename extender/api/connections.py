@@ -82,6 +82,13 @@ REQUEST_TIMEOUT = (
 )
 
 
+_HEADERS_REASON = b'{"error":"request headers too large"}'
+HEADERS_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_HEADERS_REASON), _HEADERS_REASON)
+)
+
+
 def forbidden(reason: str) -> Any:
     """An ASGI app that answers every request 403 with ``reason`` and closes the connection."""
     body = orjson.dumps({"error": reason})
@@ -103,6 +110,10 @@ class ConnectionLimits:
     body_timeout: float = 30.0
     keepalive_timeout: float = 60.0
     max_connections: int = 1000
+    # What a request line and its headers may take, as Go's net/http (DefaultMaxHeaderBytes):
+    # kube-scheduler's headers are a few hundred bytes, and httptools itself sets no limit, so
+    # without one a single request could make the parser hold any amount of memory.
+    max_header_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
         # Named as the flags that set them: a bad flag is reported in its own words.
@@ -228,6 +239,7 @@ class GuardedConnection(asyncio.Protocol):
         self.phase = Phase.NEW
         self._raw: asyncio.Transport | None = None  # the TCP connection, under TLS if any
         self._timer: asyncio.TimerHandle | None = None
+        self._header_bytes = 0  # read since the current request began, until its headers end
 
     # -- the connection's life
 
@@ -290,6 +302,20 @@ class GuardedConnection(asyncio.Protocol):
             self._idle()
         super().on_response_complete()  # type: ignore[misc]
 
+    def data_received(self, data: bytes) -> None:
+        # Counted before the parser sees the bytes: the chunk that ends the headers may carry
+        # the start of the body too, which is at most one read more than the limit.
+        if self.phase in (Phase.NEW, Phase.IDLE, Phase.HEADERS):
+            self._header_bytes += len(data)
+            if self._header_bytes > self.limits.max_header_bytes:
+                log.warning("answering the client at %s 431: request headers over %d bytes",
+                            self._peer(), self.limits.max_header_bytes)
+                self._disarm()
+                self.transport.write(HEADERS_TOO_LARGE)
+                self.transport.close()
+                return
+        super().data_received(data)
+
     # -- a request's progress
 
     def _request_started(self) -> None:
@@ -299,6 +325,7 @@ class GuardedConnection(asyncio.Protocol):
             self.phase = Phase.HEADERS
 
     def _headers_received(self) -> None:
+        self._header_bytes = 0
         if self.phase in (Phase.NEW, Phase.IDLE, Phase.HEADERS):
             self.phase = Phase.BODY
             self._arm(self.limits.body_timeout)
@@ -314,6 +341,7 @@ class GuardedConnection(asyncio.Protocol):
             self._disarm()
 
     def _idle(self) -> None:
+        self._header_bytes = 0
         self.phase = Phase.IDLE
         self.pool.wait(self)
         self._arm(self.limits.keepalive_timeout)

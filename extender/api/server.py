@@ -96,6 +96,9 @@ def servers(
             backlog=BACKLOG,
             # uvicorn's own idle timer, in whole seconds, backs up the connections' exact one.
             timeout_keep_alive=math.ceil(limits.keepalive_timeout),
+            # h11 would refuse headers past 16 KiB with a 400; the connections' own limit, the
+            # same for both parsers, answers 431 first.
+            h11_max_incomplete_event_size=2 * limits.max_header_bytes,
             **kwargs,
         )
 

@@ -7,6 +7,7 @@ Real sockets against the real app under uvicorn on 127.0.0.1, plain and TLS, on 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import resource
@@ -426,3 +427,25 @@ def test_a_client_that_disconnects_mid_body_is_not_an_internal_error(served: Ser
             if r.levelno >= logging.WARNING or r.exc_info]
     assert loud == [], "\n".join(loud)
     assert len(records) <= 20
+
+
+def test_headers_over_the_limit_get_a_431_and_the_connection_closes(served: Served) -> None:
+    # One header line of 2 MiB, sent at once: past Go's 1 MiB default, which is ours too.
+    big = b"GET /healthz HTTP/1.1\r\nhost: extender\r\nx-filler: " + b"a" * (2 << 20) + b"\r\n\r\n"
+    with served.connect() as sock:
+        with contextlib.suppress(OSError):  # closed while still sending: the answer is written
+            sock.sendall(big)
+        _, data = until_closed(sock, SLACK + QUICK.header_timeout)
+    assert data.startswith(b"HTTP/1.1 431 "), data[:200]
+    assert b"connection: close" in data.lower()
+    with served.connect() as sock:  # the others are served as before
+        sock.sendall(HEALTHZ)
+        assert response(sock).startswith(b"HTTP/1.1 200 ")
+    assert_drained(served.pool)
+
+
+def test_headers_just_under_the_limit_are_served(served: Served) -> None:
+    filler = b"a" * ((1 << 20) - 1024)
+    with served.connect() as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: extender\r\nx-filler: " + filler + b"\r\n\r\n")
+        assert response(sock).startswith(b"HTTP/1.1 200 ")
