@@ -78,6 +78,11 @@ class PodInfo:
     def finished(self) -> bool:
         return self.phase in FINISHED_PHASES
 
+    def claim_name(self, entry: PodClaim) -> str:
+        """The ResourceClaim a ``spec.resourceClaims`` entry stands for: the one it names, or
+        the one the claim controller made from its template ("" while there is none yet)."""
+        return entry.claim_name or self.claim_statuses.get(entry.name, "")
+
     @property
     def may_preempt(self) -> bool:
         """Whether the pod may evict others (``preemptionPolicy: Never`` says no)."""

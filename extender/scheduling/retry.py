@@ -112,5 +112,4 @@ class RetryBook:
 
 def _claim_names(pod: PodInfo) -> tuple[str, ...]:
     """The ResourceClaims ``pod`` names so far ("" where the controller has not made one yet)."""
-    names = [c.claim_name or pod.claim_statuses.get(c.name, "") for c in pod.claims]
-    return (*names, pod.extended_claim_name)
+    return (*(pod.claim_name(c) for c in pod.claims), pod.extended_claim_name)

@@ -166,8 +166,7 @@ def _containers_by_claim(pod: PodInfo, claims: Iterable[ResourceClaim]) -> dict[
     by_name = {(c.namespace, c.name): c.uid for c in claims}
     uid_of: dict[str, str] = {}
     for entry in pod.claims:
-        claim_name = entry.claim_name or pod.claim_statuses.get(entry.name, "")
-        uid = by_name.get((pod.namespace, claim_name))
+        uid = by_name.get((pod.namespace, pod.claim_name(entry)))
         if uid is not None:
             uid_of[entry.name] = uid
     out: dict[str, list[str]] = {}
