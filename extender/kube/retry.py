@@ -23,7 +23,7 @@ import datetime
 import logging
 from collections.abc import Callable
 
-from extender.kube.client import KubeApiError, RawClient
+from extender.kube.client import STRATEGIC_MERGE_PATCH, KubeApiError, RawClient
 from extender.kube.events import TokenBucket
 from extender.metrics import Metrics
 from extender.model.refs import PodRef
@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 CONDITION = "dra-extender.io/DevicesChanged"
 REASON = "ClaimsOrDevicesChanged"
-STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 
 class PodRetrier:
@@ -93,7 +92,7 @@ class PodRetrier:
         try:
             self._client.request(
                 "PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status",
-                body=body, content_type=STRATEGIC_MERGE,
+                body=body, content_type=STRATEGIC_MERGE_PATCH,
             )
         except KubeApiError as exc:
             if exc.status in (404, 409, 422):

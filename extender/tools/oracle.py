@@ -228,23 +228,12 @@ def check_cel_case(
 # -- files -----------------------------------------------------------------------------------------
 
 
-def _yaml_files(paths: Sequence[str]) -> Iterator[Path]:
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            yield from sorted(p for p in path.rglob("*.yaml") if p.is_file())
-        elif path.is_file():
-            yield path
-        else:
-            raise FileNotFoundError(f"no such case file or directory: {raw}")
-
-
 def check_files(
     paths: Sequence[str], oracle: Oracle, cel: Environment, engines: Sequence[Environment]
 ) -> Iterator[Finding]:
     """Every case in ``paths``: conformance case files (a mapping with ``expect``) and CEL parity
     files (a list of cases); other YAML files are skipped."""
-    for path in _yaml_files(paths):
+    for path in conformance.case_files(paths):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         if isinstance(doc, Mapping) and "expect" in doc:
             yield check_allocation_case(path, doc, oracle, cel)
