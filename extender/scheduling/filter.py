@@ -62,18 +62,21 @@ def filter_nodes(
 ) -> FilterOutcome:
     """Filter ``names``; ``given`` holds the request's Node objects in nodeCacheCapable=false mode."""
     out = _filter(ctx, pod, names, given)
-    if ctx.retry is not None and names:
-        # kube-scheduler cannot see what would change our answer (scheduling/retry.py).
-        if out.passed:
+    if not names or out.error:
+        return out
+    # What kube-scheduler cannot see for itself: when to try a turned-away pod again
+    # (scheduling/retry.py) and, with --preemption=evict, who may preempt (preemption/book.py).
+    if out.passed:
+        if ctx.retry is not None:
             ctx.retry.fits(pod.uid)
-        elif not out.error:
-            ctx.retry.turned_away(pod)
-    if ctx.evictions is not None and names and not out.error:
-        # --preemption=evict: a pod that only devices keep out may preempt (preemption/book.py).
-        if out.passed:
+        if ctx.evictions is not None:
             ctx.evictions.fits(pod.uid)
-        elif out.failed and pod.may_preempt:
-            ctx.evictions.wants(pod, sorted(out.failed))
+        return out
+    if ctx.retry is not None:
+        ctx.retry.turned_away(pod)
+    if ctx.evictions is not None and out.failed and pod.may_preempt:
+        # Only a pod that devices alone keep out of some nodes.
+        ctx.evictions.wants(pod, sorted(out.failed))
     return out
 
 
