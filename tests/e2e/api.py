@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -177,6 +177,3 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval:
             raise TimeoutError(f"{what}: not within {timeout:.0f} s")
         time.sleep(interval)
 
-
-def names(objects: Iterable[Obj]) -> list[str]:
-    return sorted(o["metadata"]["name"] for o in objects)

@@ -124,9 +124,6 @@ class Process:
         (self.run / "pids" / f"{self.name}.pid").unlink(missing_ok=True)
         self.popen = None
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
 
 def stop_leftovers(run: Path) -> list[str]:

@@ -29,7 +29,6 @@ class Scene:
     plane: ControlPlane
     pair: Pair
     nodes: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
     @property
     def api(self) -> Api:
@@ -84,9 +83,6 @@ class Scene:
                 return False
             raise
         return True
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
 
     def cleanup(self) -> None:
         o.clear_namespace(self.api, self.ns)
@@ -159,15 +155,11 @@ def saturation(scene: Scene) -> str:
     free = o.free_devices(scene.api, nodes)
     assert used + sum(free.values()) == 12, (used, free)
     pending = sorted(set(twos + ones) - set(b))
-    messages = wait_for(
-        "FailedScheduling events on every pending pod",
-        lambda: (
-            [m for m in (o.failed_scheduling(scene.api, scene.ns, n) for n in pending) if m]
-            if all(o.failed_scheduling(scene.api, scene.ns, n) for n in pending)
-            else None
-        ),
-        60,
-    )
+    def every_pending_pod_told() -> list[list[str]] | None:
+        messages = [o.failed_scheduling(scene.api, scene.ns, n) for n in pending]
+        return messages if all(messages) else None
+
+    messages = wait_for("FailedScheduling events on every pending pod", every_pending_pod_told, 60)
     sample = messages[0][-1]
     assert "no combination of devices" in sample or "claim" in sample, sample
     return (
@@ -360,9 +352,11 @@ def two_replicas(scene: Scene) -> str:
     with_before = len(o.bound(scene.api, scene.ns))
     arriving.join()
     o.wait_bound(scene.api, scene.ns, 8, 180)
-    new_holder = wait_for(
-        "a new Lease holder", lambda: (lambda h: h if h != holder else None)(_lease_holder(scene.api)), 60
-    )
+    def moved() -> str | None:
+        now = _lease_holder(scene.api)
+        return now if now != holder else None
+
+    new_holder = wait_for("a new Lease holder", moved, 60)
     b = o.held_steady(scene.api, scene.ns, 8)
     assert len(b) == 8, b
     _sound(scene)
@@ -416,7 +410,6 @@ def preemption(scene: Scene) -> str:
     )
     calls = _preempt_calls(scene) - before
     events = sorted({e.get("reason", "") for e in scene.api.events(scene.ns, "high")})
-    scene.note(f"preemption: {latest!r}")
     assert low_left == ["low-0", "low-1"] and not high["spec"].get("nodeName"), (low_left, high["spec"])
     return (
         f"kube-scheduler {scene.plane.version} evicted nothing, "
@@ -550,7 +543,6 @@ def throughput(scene: Scene) -> str:
         theirs = _timed_batch(scene, "itr", scheduler="in-tree-dra")
     finally:
         in_tree.stop()
-    scene.note(f"throughput: extender {ours:.1f} s, in-tree {theirs:.1f} s")
     return (
         f"100 pods bound in {ours:.1f} s with the extender ({100 / ours:.1f} pods/s), "
         f"{theirs:.1f} s with the in-tree plugin ({100 / theirs:.1f} pods/s): ratio {theirs / ours:.2f}"

@@ -34,12 +34,6 @@ def _deployment_container(name: str) -> dict[str, Any]:
     return found
 
 
-def shipped_kube_scheduler_version() -> str:
-    """The kube-scheduler release the Deployment pins (``registry.k8s.io/kube-scheduler:vX.Y.Z``)."""
-    image: str = _deployment_container("kube-scheduler")["image"]
-    return image.rsplit(":v", 1)[1]
-
-
 def scheduler_config(kubeconfig: Path, extender_port: int, *, leader_elect: bool = True) -> dict[str, Any]:
     """The ConfigMap's KubeSchedulerConfiguration, with the two things a pod gives it for free:
 
