@@ -426,6 +426,7 @@ class _KubeParts:
     scheduler_leader: Callable[[], bool] | None
     events: EventRecorder
     retry: RetryBook
+    client: RawClient  # the one the parts above write with (requests counted in the metrics)
 
 
 def _api_client(config: Config) -> kubernetes.client.ApiClient:
@@ -473,19 +474,17 @@ def _kube_parts(
     binder = KubeBinder(api_client, is_leader=is_leader, metrics=metrics)
     book = RetryBook(state)
     background.append(PodRetrier(raw, book, metrics, is_leader=is_leader).run)
-    return _KubeParts(binder, background, is_leader, scheduler_leader, recorder, book)
+    return _KubeParts(binder, background, is_leader, scheduler_leader, recorder, book, raw)
 
 
-def _evict_mode(ctx: SchedulingContext, parts: _KubeParts, api_client: kubernetes.client.ApiClient) -> None:
+def _evict_mode(ctx: SchedulingContext, parts: _KubeParts) -> None:
     """--preemption=evict: the book of preemptions and the evictor (docs/scheduling-policy.md)."""
-    from extender.kube.client import RawClient
     from extender.kube.evict import Evictor
     from extender.scheduling.preemption.book import EvictionBook
 
     book = EvictionBook(ctx.state, hold_s=ctx.config.preemption_hold_s, metrics=ctx.metrics)
     ctx.evictions = book
-    raw = RawClient(api_client, metrics=ctx.metrics)
-    parts.background.append(Evictor(raw, ctx, book, parts.events).run)
+    parts.background.append(Evictor(parts.client, ctx, book, parts.events).run)
 
 
 def tls_from_args(args: argparse.Namespace) -> ReloadingTLS | None:
@@ -535,7 +534,7 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
             retry=parts.retry, scheduler_leader=parts.scheduler_leader,
         )
         if config.preemption == "evict":
-            _evict_mode(ctx, parts, api_client)
+            _evict_mode(ctx, parts)
         if unanswered is None:
             return create_app(ctx, background=parts.background, debug=debug)
         # Without metrics, as at start: /version is no resource for the API request metrics.
