@@ -17,8 +17,9 @@ from extender.config import BODY_LIMITS, Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
+from extender.model.kinds import KIND_NAMES
 from extender.scheduling.context import SchedulingContext
-from extender.state import KINDS, ClusterState
+from extender.state import ClusterState
 from tests.scheduling.cluster import (
     Service,
     bind_call,
@@ -266,7 +267,7 @@ def test_unsynced_state_refuses_filter_and_is_not_ready():
                 (await client.get("/readyz")).status_code,
                 (await client.post("/filter", json=body)).json(),
             )
-            for kind in KINDS:
+            for kind in KIND_NAMES:
                 state.mark_synced(kind)
             return before, (await client.get("/readyz")).status_code
 
