@@ -90,7 +90,7 @@ from extender.cel.cpp.types import (
     T,
     status_text,
 )
-from extender.cel.cpp.values import quantity_message, to_cel
+from extender.cel.cpp.values import QuantityMessages, to_cel
 from extender.cel.engine import Engine, Program, make_engine
 from extender.cel.runtime.timestamps import parse_duration, parse_timestamp
 from extender.cel.runtime.values import EvalError
@@ -250,6 +250,8 @@ class CppEngine:
         # Serializes every use of the C++ environment (compilation, activations, evaluation).
         self.lock = threading.RLock()
         self._python: Engine | None = None  # see _delegate
+        # This engine's quantities as messages and back, shared with its library functions.
+        self._quantities = QuantityMessages()
         self._env = cel.NewEnv(
             POOL,
             config=cel.NewEnvConfigFromYaml(CONFIG_YAML),
@@ -260,7 +262,7 @@ class CppEngine:
                 "device.allowMultipleAllocations": T.BOOL,
             },
             extensions=[ext_bindings.ExtBindings(), ext_optional.ExtOptional()],
-            functions=function_decls(),
+            functions=function_decls(self._quantities),
         )
 
     def compile(self, expression: str) -> Program:
@@ -620,7 +622,7 @@ class CppEngine:
                     for domain, values in view.attributes.items()
                 },
                 "device.capacity": {
-                    domain: {name: quantity_message(q) for name, q in values.items()}
+                    domain: {name: self._quantities.message(q) for name, q in values.items()}
                     for domain, values in view.capacity.items()
                 },
                 "device.allowMultipleAllocations": bool(view.allow_multiple_allocations),
