@@ -1,10 +1,10 @@
 """Google's C++ CEL runtime (``cel_expr_python``) set up as Kubernetes' DRA selector environment.
 
 The C++ checker gives cel-go's static typing; what the library lacks or does differently is
-patched here and in the ``cpp_*`` modules: ``cpp_tokens`` (scanning the source),
-``cpp_rewrite`` (rewriting it), ``cpp_homogeneity`` (mixed literal lists), ``cpp_library``
-(Kubernetes' functions), ``cpp_types``/``cpp_values`` (library types as messages),
-``cpp_equality`` and ``cpp_format`` (Python implementations) and ``cpp_errors`` (cel-go's wording):
+patched here and in the other modules of ``cel/cpp/``: ``tokens.py`` (scanning the source),
+``rewrite.py`` (rewriting it), ``homogeneity.py`` (mixed literal lists), ``library.py``
+(Kubernetes' functions), ``types.py``/``values.py`` (library types as messages),
+``equality.py`` and ``formatting.py`` (Python implementations) and ``errors.py`` (cel-go's wording):
 
 - ``device`` is declared as four qualified variables (``device.driver``, ...), because a
   protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are;
@@ -396,8 +396,8 @@ class CppEngine:
         """The ``==``, ``!=`` and ``in`` of ``source`` that may compare quantities.
 
         Quantity messages compare by key, which also carries the integer trait (see
-        cpp_values); Kubernetes compares quantities by value alone, inside lists and maps
-        too, so such relations are run by Python (cpp_equality). An equality qualifies when an
+        values.py); Kubernetes compares quantities by value alone, inside lists and maps
+        too, so such relations are run by Python (equality.py). An equality qualifies when an
         operand is statically a quantity, a list of them or a map to them, or both are dyn;
         ``in`` when its list may hold quantities.
         """
@@ -513,7 +513,7 @@ class CppEngine:
         )
 
     def _validate_literals(self, expression: str, checked: Any) -> None:
-        """Kubernetes' homogeneous-literal validator, after checking (see cpp_literals)."""
+        """Kubernetes' homogeneous-literal validator, after checking (see literals.py)."""
         found = literal_mismatches(checked.serialize(), FORMAT_CALLS)
         if found:
             first = found[0]

@@ -559,7 +559,7 @@ LIST_FUNCTION_PROBES = {
     "isSorted": "_sSorted",
     "flatten": "_latten",
 }
-# The lists extension's charges (see cpp_rewrite.list_budget_edits).
+# The lists extension's charges (see rewrite.list_budget_edits).
 LIST_BUDGET = {"range": "k8sdra_range_count", "pairs": "k8sdra_pairs_budget"}
 
 
