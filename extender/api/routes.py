@@ -1,7 +1,8 @@
 """The HTTP surface: decode, call scheduling, encode. No business logic lives here.
 
-Bodies are read under their limits (``bodies``) and decoded by ``wire``; every protocol violation becomes a
-4xx with a message. Scheduling outcomes are always HTTP 200 (``Error`` for filter/bind), as
+Bodies are read under their limits (``bodies``) and decoded by ``wire`` (filter and prioritize
+bodies by the app's ``args_decoder.ArgsDecoder``); every protocol violation becomes a 4xx with
+a message. Scheduling outcomes are always HTTP 200 (``Error`` for filter/bind), as
 kube-scheduler expects. Allocation work runs ``in_turns``: a long request lets the others run.
 """
 
