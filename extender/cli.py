@@ -94,30 +94,49 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the scheduler extender.",
         formatter_class=_Help,
     )
-    serve.add_argument(
+    # serve's flags in groups, as --help lists them
+    groups = (_cluster_flags, _scheduling_flags, _leader_flags, _tls_flags, _limit_flags, _output_flags)
+    for add_group in groups:
+        add_group(serve)
+    explain_tool.add_parser(sub, _Help)
+    simulate.add_parser(sub)
+    return parser
+
+
+def _cluster_flags(serve: argparse.ArgumentParser) -> None:
+    flags = serve.add_argument_group(
+        "cluster", "Where the cluster's objects come from, and where the extender listens."
+    )
+    flags.add_argument(
         "--state",
         type=Path,
         help="directory of *.yaml, *.yml and *.json manifests (default: the demo cluster)",
     )
-    serve.add_argument("--kube", action="store_true", help="watch a real cluster and write through its API")
-    serve.add_argument("--kubeconfig", help="for --kube (default: in-cluster config, then ~/.kube/config)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    serve.add_argument("--port", type=int, default=8888, help="port of the extender's HTTP(S) API")
-    serve.add_argument(
+    flags.add_argument("--kube", action="store_true", help="watch a real cluster and write through its API")
+    flags.add_argument("--kubeconfig", help="for --kube (default: in-cluster config, then ~/.kube/config)")
+    flags.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    flags.add_argument("--port", type=int, default=8888, help="port of the extender's HTTP(S) API")
+    flags.add_argument(
         "--feature-gates",
         default="",
         metavar="GATE=BOOL,...",
         help="kube-scheduler syntax, over the defaults of --kubernetes-version; /debug/config shows "
         "what is in force",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--kubernetes-version",
         metavar="MAJOR.MINOR",
         help=f"whose feature-gate defaults apply ({', '.join(RELEASES)}; newer ones get {DEFAULT_RELEASE}'s; "
         f"default: with --kube the API server's, not ready until it has answered /version, locally "
         f"{DEFAULT_RELEASE})",
     )
-    serve.add_argument(
+
+
+def _scheduling_flags(serve: argparse.ArgumentParser) -> None:
+    flags = serve.add_argument_group(
+        "scheduling", "What the extender decides, and for which pods."
+    )
+    flags.add_argument(
         "--node-filter-timeout",
         type=float,
         default=Config.node_filter_timeout_s,
@@ -125,61 +144,26 @@ def _parser() -> argparse.ArgumentParser:
         help="with DRASchedulerFilterTimeout: give up on one node's allocation after this long, as "
         "the DynamicResources plugin's filterTimeout (0: no limit but the request's)",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--cel-engine",
         choices=ENGINE_CHOICES,
         default="auto",
         help="CEL engine for device selectors (auto: the pure-Python one, the faster; cpp: Google's "
         "C++ runtime)",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--score-policy",
         choices=SCORE_POLICIES,
         default="binpack",
         help="how prioritize ranks nodes that fit (docs/scheduling-policy.md)",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--scheduler-name",
         action="append",
         help="schedulerName of pods to handle (repeatable; default: with --kube dra-extender-scheduler and "
         "dra-scheduler, locally every pod)",
     )
-    serve.add_argument(
-        "--max-body-bytes",
-        default="",
-        metavar="SIZE|ROUTE=SIZE,...",
-        help="request-body limits: one size for every route, or per route "
-        f"({', '.join(f'{r}={s >> 10}Ki' for r, s in BODY_LIMITS.items())} by default); "
-        "sizes may end in Ki, Mi, Gi",
-    )
-    serve.add_argument(
-        "--max-json-elements",
-        type=int,
-        default=MAX_JSON_ELEMENTS,
-        metavar="N",
-        help="refuse a request body with more JSON elements than this, before parsing it",
-    )
-    serve.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="with --kube: only the holder of the Lease binds; standbys report not ready",
-    )
-    serve.add_argument("--lease-name", default="dra-extender", help="with --leader-elect: the Lease's name")
-    serve.add_argument(
-        "--lease-namespace",
-        default=os.environ.get("POD_NAMESPACE") or "dra-system",
-        help="with --leader-elect: the Lease's namespace ($POD_NAMESPACE when set)",
-    )
-    serve.add_argument(
-        "--scheduler-lease",
-        default="dra-system/dra-extender-scheduler",
-        metavar="NAMESPACE/NAME",
-        help="with --kube --no-leader-elect: the Lease of the kube-scheduler in this pod; the "
-        "dra_extender_leader metric says whether it holds the Lease (holder <$POD_NAME or "
-        "hostname>_<uuid>); '' reports 1",
-    )
-    serve.add_argument(
+    flags.add_argument(
         "--preemption",
         choices=PREEMPTION_MODES,
         default="verb",
@@ -187,23 +171,55 @@ def _parser() -> argparse.ArgumentParser:
         "the extender also evicts lower-priority pods holding the devices of a pod no node fits, "
         "for kube-scheduler releases that do not ask (docs/scheduling-policy.md, preempt)",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--preemption-hold-timeout",
         type=float,
         default=120.0,
         metavar="SECONDS",
         help="with --preemption=evict: the devices an eviction freed are held for the preemptor this long",
     )
-    serve.add_argument(
+
+
+def _leader_flags(serve: argparse.ArgumentParser) -> None:
+    flags = serve.add_argument_group(
+        "leader election", "Which replica binds."
+    )
+    flags.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --kube: only the holder of the Lease binds; standbys report not ready",
+    )
+    flags.add_argument("--lease-name", default="dra-extender", help="with --leader-elect: the Lease's name")
+    flags.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE") or "dra-system",
+        help="with --leader-elect: the Lease's namespace ($POD_NAMESPACE when set)",
+    )
+    flags.add_argument(
+        "--scheduler-lease",
+        default="dra-system/dra-extender-scheduler",
+        metavar="NAMESPACE/NAME",
+        help="with --kube --no-leader-elect: the Lease of the kube-scheduler in this pod; the "
+        "dra_extender_leader metric says whether it holds the Lease (holder <$POD_NAME or "
+        "hostname>_<uuid>); '' reports 1",
+    )
+
+
+def _tls_flags(serve: argparse.ArgumentParser) -> None:
+    flags = serve.add_argument_group(
+        "TLS and probes", "Who may connect, and the plain probe port."
+    )
+    flags.add_argument(
         "--tls-cert-file", type=Path, help="serve HTTPS with this certificate (PEM; reloaded on change)"
     )
-    serve.add_argument("--tls-private-key-file", type=Path, help="the certificate's private key (PEM)")
-    serve.add_argument(
+    flags.add_argument("--tls-private-key-file", type=Path, help="the certificate's private key (PEM)")
+    flags.add_argument(
         "--client-ca-file",
         type=Path,
         help="with TLS: only clients with a certificate signed by this CA may connect (i.e. kube-scheduler)",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--client-allowed-names",
         type=_names,
         default=(),
@@ -211,15 +227,36 @@ def _parser() -> argparse.ArgumentParser:
         help="with --client-ca-file: serve only clients whose certificate has one of these names among "
         "its DNS subjectAltNames (its subject CN if it has no subjectAltName); the others get 403",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--probe-port",
         type=int,
         default=0,
         help="also serve /healthz, /readyz and /metrics (only those) over plain HTTP on this port, "
         "for kubelet probes that cannot present a client certificate (0: off)",
     )
+
+
+def _limit_flags(serve: argparse.ArgumentParser) -> None:
+    flags = serve.add_argument_group(
+        "requests and connections", "What a request may cost and how long a connection may wait."
+    )
     limits = ConnectionLimits()
-    serve.add_argument(
+    flags.add_argument(
+        "--max-body-bytes",
+        default="",
+        metavar="SIZE|ROUTE=SIZE,...",
+        help="request-body limits: one size for every route, or per route "
+        f"({', '.join(f'{r}={s >> 10}Ki' for r, s in BODY_LIMITS.items())} by default); "
+        "sizes may end in Ki, Mi, Gi",
+    )
+    flags.add_argument(
+        "--max-json-elements",
+        type=int,
+        default=MAX_JSON_ELEMENTS,
+        metavar="N",
+        help="refuse a request body with more JSON elements than this, before parsing it",
+    )
+    flags.add_argument(
         "--header-timeout",
         type=float,
         default=limits.header_timeout,
@@ -227,21 +264,21 @@ def _parser() -> argparse.ArgumentParser:
         help="close a connection that has not sent a request's complete headers this long after it "
         "opened (TLS handshake included) or after the request began",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--body-timeout",
         type=float,
         default=limits.body_timeout,
         metavar="SECONDS",
         help="answer 408 and close when a request body is not complete this long after its headers",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--keepalive-timeout",
         type=float,
         default=limits.keepalive_timeout,
         metavar="SECONDS",
         help="close a kept-alive connection idle this long between requests",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--max-connections",
         type=int,
         default=limits.max_connections,
@@ -249,27 +286,30 @@ def _parser() -> argparse.ArgumentParser:
         help="open connections, both ports together; a new one beyond closes the one that has waited "
         "longest for its client's request (fewer if the descriptor limit is lower)",
     )
-    serve.add_argument(
+
+
+def _output_flags(serve: argparse.ArgumentParser) -> None:
+    flags = serve.add_argument_group(
+        "logs and debugging", "What the extender says and shows."
+    )
+    flags.add_argument(
         "--enable-debug-endpoints",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="serve /debug/* (default: on locally, off with --kube: they expose every claim and pod)",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--log-level",
         default="info",
         choices=["debug", "info", "warning", "error"],
         help="info: one line per filter, preempt and bind decision; debug: also prioritize",
     )
-    serve.add_argument(
+    flags.add_argument(
         "--log-format",
         default="text",
         choices=logs.FORMATS,
         help="text lines, or one JSON object per line (fields: docs/usage.md)",
     )
-    explain_tool.add_parser(sub, _Help)
-    simulate.add_parser(sub)
-    return parser
 
 
 def _names(text: str) -> tuple[str, ...]:

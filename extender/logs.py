@@ -11,7 +11,7 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -38,16 +38,34 @@ def _timestamp(created: float) -> str:
     return datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-# The local time of the last second formatted: a line per verb call comes many times a second.
-_second: list[Any] = [None, ""]
+class OncePerSecond:
+    """A text of the whole second (a timestamp), worked out once a second: a log line per verb
+    call, or a stamp per object admitted, comes many times a second.
+
+    It holds one entry, the last second and its text, swapped whole (so a thread reading it
+    meanwhile sees the old pair or the new); its text is a function of the second alone, so
+    one instance may serve every caller of the process.
+    """
+
+    __slots__ = ("_last", "_text_of")
+
+    def __init__(self, text_of: Callable[[int], str]) -> None:
+        self._text_of = text_of
+        self._last: tuple[int, str] = (-1, "")
+
+    def __call__(self, second: int) -> str:
+        last = self._last
+        if last[0] != second:
+            last = self._last = (second, self._text_of(second))
+        return last[1]
+
+
+_local_second = OncePerSecond(lambda second: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second)))
 
 
 def _asctime(created: float, msecs: float) -> str:
     """``logging.Formatter.formatTime`` without a date format: local time, then milliseconds."""
-    second = int(created)
-    if _second[0] != second:
-        _second[:] = [second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))]
-    return f"{_second[1]},{int(msecs):03d}"
+    return f"{_local_second(int(created))},{int(msecs):03d}"
 
 
 def _json_line(

@@ -26,12 +26,13 @@ from extender.config import Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
+from extender.model.kinds import KIND_NAMES
 from extender.scheduling.bind import bind_pod
 from extender.scheduling.claims import pod_for_request
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.filter import filter_nodes
 from extender.scheduling.score import score_nodes
-from extender.state import KINDS, ClusterState
+from extender.state import ClusterState
 from loadtest.driver import CandidateSampler, nodes_to_find
 from loadtest.wire import informer_pod
 from loadtest.workloads import GENERATORS, Workload, WorkloadParams, generate
@@ -62,7 +63,7 @@ def service(workload: Workload) -> SchedulingContext:
     state = ClusterState(config.feature_gates)
     cluster = LocalCluster(state)
     cluster.load((f"object {i}", obj) for i, obj in enumerate(workload.objects))
-    for kind in KINDS:
+    for kind in KIND_NAMES:
         state.mark_synced(kind)
     cel = Environment.create(config.cel_engine)
     cel.warm_up()

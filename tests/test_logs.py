@@ -188,3 +188,15 @@ def test_a_line_takes_the_record_s_way_when_anything_else_could_see_or_stop_it(o
     handler.setLevel(logging.NOTSET)
     logs.log_line(logger, logging.INFO, "written", {})
     assert [line.split(": ", 1)[1] for line in lines(output)] == ["seen by both pod=p", "written"]
+
+
+def test_a_second_is_formatted_once_and_a_new_one_anew() -> None:
+    formatted: list[int] = []
+
+    def text_of(second: int) -> str:
+        formatted.append(second)
+        return f"t{second}"
+
+    clock = logs.OncePerSecond(text_of)
+    assert [clock(5), clock(5), clock(6), clock(6), clock(5)] == ["t5", "t5", "t6", "t6", "t5"]
+    assert formatted == [5, 6, 5]

@@ -23,35 +23,9 @@ from typing import Any, Protocol
 
 from extender.kube.client import KubeApiError, RawClient, load_api_client
 from extender.metrics import Metrics
-from extender.model import kinds as model_kinds
+from extender.model.kinds import KINDS, Kind
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    api_version: str
-    path: str  # cluster-wide list/watch path
-    # A cluster may not serve an optional kind (its API is off): a 404 on the list then means
-    # "none of these", the kind counts as synced and empty, and the list is retried later.
-    optional: bool = False
-    # The kind at older API versions, newest first. With some, each (re)list first asks the API
-    # server's discovery which version it serves, and reads the newest of them.
-    older: tuple[Kind, ...] = ()
-
-    @property
-    def plural(self) -> str:
-        return self.path.rsplit("/", 1)[1]
-
-
-def _of(kind: model_kinds.Kind[Any]) -> Kind:
-    older = tuple(_of(kind.at_version(version)) for version in kind.older_versions)
-    return Kind(kind.name, kind.api_version, kind.path, optional=kind.optional, older=older)
-
-
-# One reflector per kind of the table (extender.model.kinds).
-KINDS: tuple[Kind, ...] = tuple(_of(k) for k in model_kinds.KINDS)
 
 
 class StateSink(Protocol):
@@ -88,7 +62,7 @@ class _Cursor:
 
 
 class KubeSource:
-    def __init__(self, client: RawClient, state: StateSink, *, kinds: tuple[Kind, ...] = KINDS,
+    def __init__(self, client: RawClient, state: StateSink, *, kinds: tuple[Kind[Any], ...] = KINDS,
                  page_size: int = 500, watch_timeout: int = 300, backoff: Backoff | None = None,
                  unserved_retry_s: float = 300.0, metrics: Metrics | None = None) -> None:
         self._client = client
@@ -137,7 +111,7 @@ class KubeSource:
 
     # ----- per-kind reflector thread ---------------------------------------------------------
 
-    def _reflect(self, kind: Kind, loop: asyncio.AbstractEventLoop) -> None:
+    def _reflect(self, kind: Kind[Any], loop: asyncio.AbstractEventLoop) -> None:
         def emit(method: Callable[..., Any], *args: Any) -> None:
             assert self._queue is not None
             loop.call_soon_threadsafe(self._queue.put_nowait, (method, args))
@@ -194,12 +168,16 @@ class KubeSource:
                             extra={"kind": kind.name, "failures": failures})
                 self._stop.wait(delay)
 
-    def _served(self, kind: Kind, previous: Kind) -> Kind:
+    def _served(self, kind: Kind[Any], previous: Kind[Any]) -> Kind[Any]:
         """The version of ``kind`` to read: the newest the API server serves. Raises a 404
-        KubeApiError when it serves none (for an optional kind: none of these objects)."""
-        if not kind.older:
+        KubeApiError when it serves none (for an optional kind: none of these objects).
+
+        With older versions, each (re)list first asks the API server's discovery which version
+        it serves, and reads the newest of them."""
+        if not kind.older_versions:
             return kind
-        for candidate in (kind, *kind.older):
+        versions = kind.versions
+        for candidate in versions:
             group, _, version = candidate.api_version.rpartition("/")
             if self._client.serves(group, version, candidate.plural):
                 if candidate != previous:
@@ -207,9 +185,9 @@ class KubeSource:
                              candidate.api_version)
                 return candidate
         raise KubeApiError(404, f"the cluster serves {kind.name} at none of "
-                                f"{', '.join(k.api_version for k in (kind, *kind.older))}")
+                                f"{', '.join(k.api_version for k in versions)}")
 
-    def _list(self, kind: Kind) -> tuple[list[dict[str, Any]], str]:
+    def _list(self, kind: Kind[Any]) -> tuple[list[dict[str, Any]], str]:
         items: list[dict[str, Any]] = []
         query: dict[str, Any] = {"limit": str(self._page_size)}
         while True:
@@ -223,7 +201,7 @@ class KubeSource:
                 return items, str(meta["resourceVersion"])
             query = {"limit": str(self._page_size), "continue": meta["continue"]}
 
-    def _watch(self, kind: Kind, cursor: _Cursor, emit: Callable[..., None]) -> None:
+    def _watch(self, kind: Kind[Any], cursor: _Cursor, emit: Callable[..., None]) -> None:
         """Follow one watch until the server ends it, advancing ``cursor``."""
         timeout = int(self._watch_timeout * random.uniform(1.0, 2.0))
         query = {"resourceVersion": cursor.resource_version, "allowWatchBookmarks": "true",
@@ -257,7 +235,7 @@ class KubeSource:
             stream.close()
 
     @staticmethod
-    def _typed(kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+    def _typed(kind: Kind[Any], obj: dict[str, Any]) -> dict[str, Any]:
         # List items come without kind/apiVersion, watch objects with; give the state one shape.
         obj.setdefault("kind", kind.name)
         obj.setdefault("apiVersion", kind.api_version)
@@ -265,7 +243,7 @@ class KubeSource:
 
 
 async def run_kube_source(state: StateSink, *, kubeconfig: str | None = None, client: RawClient | None = None,
-                          kinds: tuple[Kind, ...] = KINDS, metrics: Metrics | None = None) -> None:
+                          kinds: tuple[Kind[Any], ...] = KINDS, metrics: Metrics | None = None) -> None:
     """The ``--kube`` source: list+watch into ``state`` until cancelled."""
     if client is None:
         client = RawClient(load_api_client(kubeconfig), metrics=metrics)

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import orjson
 
+from extender.logs import OncePerSecond
 from extender.model.kinds import KINDS
 from extender.model.pods import PodInfo
 from extender.state import ClusterState, object_key
@@ -67,15 +68,12 @@ def _unrepresentable(obj: Any, path: str) -> str:
     return path
 
 
-_last_second: list[Any] = [None, ""]  # the second now_rfc3339 last formatted, and its text
+# Every admitted object is stamped: formatting once a second, not once an object.
+_utc_second = OncePerSecond(lambda second: datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def now_rfc3339() -> str:
-    # Every admitted object is stamped: formatting once a second, not once an object.
-    second = int(time.time())
-    if second != _last_second[0]:
-        _last_second[:] = [second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
-    return cast(str, _last_second[1])
+    return _utc_second(int(time.time()))
 
 
 def uuid5_url(name: str) -> str:

@@ -115,6 +115,13 @@ def _scalar(obj: Any, memo: _Memo) -> Any:
 # The content key is the maps' JSON text in their own order (CEL's view keeps that order, and
 # which malformed attribute is reported first depends on it). Memos are held weakly: one lives
 # as long as a device of any slice version refers to it.
+#
+# Why process-wide, not owned by an app: objects are parsed in model/, below anything an app
+# owns, and a device's memo must be the same object for every slice holding that content. It
+# is safe to share: what a memo holds is a function of its key alone (Selector keys each
+# verdict by engine and expression; the device view is built from the content), so an app
+# reading another's entry gets the verdict it would have computed (counted as a memo hit, not
+# an evaluation). It is bounded by the devices alive: nothing outlives the last slice using it.
 
 
 class CelMemo(dict[Any, Any]):

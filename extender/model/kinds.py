@@ -36,7 +36,8 @@ class Kind(Generic[T]):
     namespaced: bool
     # API object -> the model's form; raises ValueError("<kind> <name>: <field>: <problem>").
     parse: Callable[[dict[str, Any]], T]
-    # A cluster may not serve the kind (its API is off): the watch then treats it as empty.
+    # A cluster may not serve the kind (its API is off): a 404 on the watch's list then means
+    # "none of these", the kind counts as synced and empty, and the list is retried later.
     optional: bool = False
     # Older API versions a cluster may serve the kind at instead of ``version``, newest first;
     # the objects' fields the parser reads must be the same at each.
@@ -55,6 +56,11 @@ class Kind(Generic[T]):
     def at_version(self, version: str) -> Kind[T]:
         """The same kind as served at another API version."""
         return dataclasses.replace(self, version=version, older_versions=())
+
+    @property
+    def versions(self) -> tuple[Kind[T], ...]:
+        """The kind at each version a cluster may serve it at, newest first."""
+        return (self, *(self.at_version(version) for version in self.older_versions))
 
     def key(self, obj: Any) -> ObjKey:
         """(namespace, name) of an object of this kind; ValueError when it cannot be identified.

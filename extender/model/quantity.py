@@ -418,6 +418,9 @@ def _check_magnitude(s: str, magnitude: int, exponent: int) -> None:
         )
 
 
+# A pure function of a string whose answer (an immutable Quantity, or the ValueError, which
+# lru_cache does not keep) never changes, bounded by least-recent eviction: shared by every
+# app instance, like the code itself.
 @lru_cache(maxsize=4096)
 def _parse(s: str) -> Quantity:
     if not s:

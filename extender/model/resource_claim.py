@@ -153,7 +153,8 @@ _ClaimSpec = tuple[tuple[DeviceRequest, ...], tuple[Constraint, ...], tuple[Clai
 # Every claim a template makes has the template's spec: thousands of claims, a few distinct
 # specs, each parsed once (issue 15; docs/performance.md, "Start-up in local mode"). The path
 # only shapes error messages, and a failed parse is never shared, so claims and templates can
-# share one memo.
+# share one memo. Process-wide, as parsing is: a pure function of the spec's content with
+# immutable results, bounded to 1024 specs (the oldest go first).
 _SPECS: ContentMemo[_ClaimSpec] = ContentMemo(1024)
 
 

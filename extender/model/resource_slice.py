@@ -233,6 +233,10 @@ _ParseMemo = dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]]
 
 # Across slices, by content: a cluster of alike nodes publishes the same attribute and capacity
 # maps in every node's slice (issue 15; docs/performance.md, "Start-up in local mode").
+# Process-wide, as parsing is (model/ is below anything an app owns): each is a pure function
+# of the JSON content (ContentMemo checks the text and equality; parses are immutable), and
+# bounded (ContentMemo drops its oldest entries past its size, SharedJson starts afresh), so an
+# app finding another's entry gets what it would have parsed itself.
 _ATTRIBUTES: ContentMemo[dict[str, AttributeValue]] = ContentMemo(4096)
 _CAPACITIES: ContentMemo[dict[str, Capacity]] = ContentMemo(4096)
 # ... and the raw slices themselves, and the devices: one device parsed again in every pool

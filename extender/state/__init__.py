@@ -1,8 +1,7 @@
 """The cluster-state cache: what sources feed and what scheduling reads."""
 
-from extender.model.kinds import KIND_NAMES as KINDS
 from extender.model.kinds import object_key
 from extender.state.inuse import InFlight
 from extender.state.store import ClusterState
 
-__all__ = ["KINDS", "ClusterState", "InFlight", "object_key"]
+__all__ = ["ClusterState", "InFlight", "object_key"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from extender.api import wire
+from extender.api import args_decoder, wire
+from extender.api.args_decoder import ArgsDecoder
 from extender.model import parse_node
 from extender.model.pods import parse_pod
 
@@ -19,12 +20,16 @@ NODE = (
 )
 
 
+# One decoder for the module, as an app has one: what it remembers carries from test to test.
+decoder = ArgsDecoder()
+
+
 def _args(items: bytes) -> bytes:
     return b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": null, "Nodes": {"items": [' + items + b"]}}"
 
 
 def test_passing_nodes_are_echoed_byte_for_byte():
-    args = wire.extender_args(_args(NODE + b', {"metadata": {"name": "n2"}}'))
+    args = decoder.extender_args(_args(NODE + b', {"metadata": {"name": "n2"}}'))
     assert args.node_names == ["n1", "n2"]
     reply = wire.encode(wire.filter_result(args, ["n1"], {"n2": "no"}, {}, ""))
     # Untouched, down to the number's spelling and the key order: nothing re-encoded.
@@ -37,67 +42,68 @@ FEATURED = NODE.replace(b'"conditions": []', b'"conditions": [], "declaredFeatur
 
 
 def test_nodes_are_parsed_as_from_the_whole_object():
-    args = wire.extender_args(_args(NODE))
+    args = decoder.extender_args(_args(NODE))
     assert args.nodes == {"n1": parse_node(orjson.loads(NODE))}
     assert args.nodes["n1"].extended_allocatable == {"example.com/gpu": 2}  # status.allocatable was read
-    featured = wire.extender_args(_args(FEATURED)).nodes
+    featured = decoder.extender_args(_args(FEATURED)).nodes
     assert featured == {"n1": parse_node(orjson.loads(FEATURED))}
     assert featured["n1"].declared_features == {"FeatureA"}
 
 
 def test_a_node_whose_declared_features_change_is_parsed_anew():
-    before = wire.extender_args(_args(NODE)).nodes
-    after = wire.extender_args(_args(FEATURED)).nodes
+    before = decoder.extender_args(_args(NODE)).nodes
+    after = decoder.extender_args(_args(FEATURED)).nodes
     assert before is not None and after is not None
     assert before["n1"].declared_features == frozenset() and after["n1"].declared_features == {"FeatureA"}
 
 
 def test_a_node_sent_again_is_parsed_once_and_a_changed_one_anew():
-    first = wire.extender_args(_args(NODE)).nodes
-    again = wire.extender_args(_args(NODE)).nodes
-    relabelled = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"'))).nodes
+    first = decoder.extender_args(_args(NODE)).nodes
+    again = decoder.extender_args(_args(NODE)).nodes
+    relabelled = decoder.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"'))).nodes
     assert first is not None and again is not None and relabelled is not None
     assert again["n1"] is first["n1"]
     assert relabelled["n1"].labels == {"zone": "b"} and first["n1"].labels == {"zone": "a"}
 
 
 def test_a_node_sent_again_unchanged_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch):
-    first = wire.extender_args(_args(NODE)).nodes
+    first = decoder.extender_args(_args(NODE)).nodes
 
     def no_decoding(i: int, raw: object) -> None:
         raise AssertionError("decoded again")
 
-    monkeypatch.setattr(wire, "_node", no_decoding)
-    again = wire.extender_args(_args(NODE)).nodes
+    monkeypatch.setattr(decoder, "_node", no_decoding)
+    again = decoder.extender_args(_args(NODE)).nodes
     assert first is not None and again is not None and again["n1"] is first["n1"]
     with pytest.raises(AssertionError, match="decoded again"):
-        wire.extender_args(_args(NODE.replace(b'"conditions": []', b'"conditions": [{}]')))
+        decoder.extender_args(_args(NODE.replace(b'"conditions": []', b'"conditions": [{}]')))
 
 
 def test_a_heartbeat_is_decoded_but_not_parsed_again():
-    first = wire.extender_args(_args(NODE)).nodes
-    beat = wire.extender_args(_args(NODE.replace(b'"conditions": []', b'"conditions": [{"type": "Ready"}]')))
+    first = decoder.extender_args(_args(NODE)).nodes
+    ready = NODE.replace(b'"conditions": []', b'"conditions": [{"type": "Ready"}]')
+    beat = decoder.extender_args(_args(ready))
     assert first is not None and beat.nodes is not None and beat.nodes["n1"] is first["n1"]
     assert beat.node_bytes["n1"].endswith(b'[{"type": "Ready"}]}}')  # echoed as sent
 
 
 def test_a_huge_node_is_parsed_but_not_kept_by_its_text():
     huge = NODE.replace(b'"x": "y"', b'"x": "' + b"y" * (2 * 1024 * 1024) + b'"')
-    args = wire.extender_args(_args(huge))
+    args = decoder.extender_args(_args(huge))
     assert args.nodes is not None and args.nodes["n1"].labels == {"zone": "a"}
-    assert huge not in wire._nodes_by_text
+    assert huge not in decoder._nodes_by_text
 
 
 def test_a_node_equal_to_the_cluster_s_is_the_cluster_s_object():
     cluster = {"n1": parse_node(orjson.loads(NODE))}
-    nodes = wire.extender_args(_args(NODE), cluster).nodes
+    nodes = decoder.extender_args(_args(NODE), cluster).nodes
     assert nodes is not None and nodes["n1"] is cluster["n1"]
-    relabelled = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
+    relabelled = decoder.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
     assert relabelled is not None and relabelled["n1"] is not cluster["n1"]
     assert relabelled["n1"].labels == {"zone": "b"}
     # Once the cluster's copy changes to it, that one stands for it from then on.
     cluster = {"n1": parse_node(orjson.loads(NODE.replace(b'"zone": "a"', b'"zone": "b"')))}
-    again = wire.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
+    again = decoder.extender_args(_args(NODE.replace(b'"zone": "a"', b'"zone": "b"')), cluster).nodes
     assert again is not None and again["n1"] is cluster["n1"]
 
 
@@ -111,27 +117,27 @@ def test_a_node_equal_to_the_cluster_s_is_the_cluster_s_object():
 )
 def test_malformed_node_items_are_bad_requests(items: bytes, message: str):
     with pytest.raises(wire.BadRequest, match=message):
-        wire.extender_args(_args(items))
+        decoder.extender_args(_args(items))
 
 
 def test_a_malformed_node_is_refused_with_the_field_at_fault():
     with pytest.raises(wire.BadRequest, match=r"Node n: status: .*object"):
-        wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": "up"}'))
+        decoder.extender_args(_args(b'{"metadata": {"name": "n"}, "status": "up"}'))
     with pytest.raises(wire.BadRequest, match=r"status\.allocatable"):
-        wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"allocatable": []}}'))
+        decoder.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"allocatable": []}}'))
     with pytest.raises(wire.BadRequest, match=r"status\.declaredFeatures"):
-        wire.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"declaredFeatures": "x"}}'))
+        decoder.extender_args(_args(b'{"metadata": {"name": "n"}, "status": {"declaredFeatures": "x"}}'))
 
 
 def test_a_body_as_kube_scheduler_writes_it_is_split_in_one_scan(monkeypatch: pytest.MonkeyPatch):
-    def general_path(body: bytes, what: str) -> None:
+    def general_path(decoder: ArgsDecoder, body: bytes) -> None:
         raise AssertionError("took the general path")
 
-    monkeypatch.setattr(wire, "_lazy_fields", general_path)
-    args = wire.extender_args(_args(NODE))
+    monkeypatch.setitem(args_decoder._PATHS, "general", general_path)
+    args = decoder.extender_args(_args(NODE))
     assert args.node_names == ["n1"] and args.node_bytes == {"n1": NODE}
     listed = b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": null, "NodeNames": ["a", "b"]}'
-    assert wire.extender_args(listed).node_names == ["a", "b"]
+    assert decoder.extender_args(listed).node_names == ["a", "b"]
 
 
 @pytest.mark.parametrize(
@@ -149,8 +155,8 @@ def test_a_body_as_kube_scheduler_writes_it_is_split_in_one_scan(monkeypatch: py
     ids=["lower-case", "Items", "extra field", "extra list field", "list meta", "repeated keys"],
 )
 def test_other_spellings_of_the_same_request_read_alike(body: bytes):
-    expected = wire.extender_args(_args(NODE))
-    args = wire.extender_args(body)
+    expected = decoder.extender_args(_args(NODE))
+    args = decoder.extender_args(body)
     assert (args.pod, args.node_names, args.nodes, args.node_bytes) == (
         expected.pod, expected.node_names, expected.nodes, expected.node_bytes,
     )
@@ -172,7 +178,7 @@ def test_other_spellings_of_the_same_request_read_alike(body: bytes):
 )
 def test_malformed_bodies_keep_their_messages(body: bytes, message: str):
     with pytest.raises(wire.BadRequest, match=message):
-        wire.extender_args(body)
+        decoder.extender_args(body)
 
 
 @pytest.mark.parametrize(
@@ -185,7 +191,7 @@ def test_malformed_bodies_keep_their_messages(body: bytes, message: str):
 )
 def test_deep_nesting_is_a_bad_request(body: bytes, message: str):
     with pytest.raises(wire.BadRequest, match=message):
-        wire.extender_args(body)
+        decoder.extender_args(body)
 
 
 POD = b'{"metadata": {"name": "p", "namespace": "ns", "uid": "u1"}, "spec": {"schedulerName": "s"}}'
@@ -203,25 +209,25 @@ def test_a_pod_sent_again_is_parsed_once(monkeypatch: pytest.MonkeyPatch):
         return parse_pod(obj)
 
     monkeypatch.setattr(wire, "parse_pod", counting)
-    first = wire.pod_info(wire.extender_args(_listed(POD)))
-    again = wire.extender_args(_listed(POD))
-    assert wire.pod_info(again) is first and len(parsed) == 1
+    first = decoder.pod_info(decoder.extender_args(_listed(POD)))
+    again = decoder.extender_args(_listed(POD))
+    assert decoder.pod_info(again) is first and len(parsed) == 1
     assert again.pod == orjson.loads(POD) and again.node_names == ["a"]
     # Through the general path (another casing) and with full Nodes, the same text is found too.
-    assert wire.pod_info(wire.extender_args(b'{"pod": ' + POD + b', "nodenames": ["a"]}')) is first
+    assert decoder.pod_info(decoder.extender_args(b'{"pod": ' + POD + b', "nodenames": ["a"]}')) is first
     with_nodes = _args(NODE).replace(b'{"metadata": {"name": "p"}}', POD)
-    assert wire.pod_info(wire.extender_args(with_nodes)) is first
+    assert decoder.pod_info(decoder.extender_args(with_nodes)) is first
     assert len(parsed) == 1
-    changed = wire.pod_info(wire.extender_args(_listed(POD.replace(b'"s"', b'"t"'))))
+    changed = decoder.pod_info(decoder.extender_args(_listed(POD.replace(b'"s"', b'"t"'))))
     assert changed.scheduler_name == "t" and first.scheduler_name == "s" and len(parsed) == 2
 
 
 def test_a_malformed_pod_is_refused_each_time_it_is_sent():
     bad = _listed(b'{"metadata": {"name": "p"}, "spec": []}')
     for _ in range(2):
-        args = wire.extender_args(bad)
+        args = decoder.extender_args(bad)
         with pytest.raises(wire.BadRequest, match="spec: must be an object"):
-            wire.pod_info(args)
+            decoder.pod_info(args)
 
 
 def _kubelet_node(name: str, gpus: str = "2") -> bytes:
@@ -264,33 +270,35 @@ def _read_alike(args: wire.ExtenderArgs, expected: wire.ExtenderArgs) -> None:
 
 
 def test_a_body_of_nodes_seen_before_is_not_scanned_again(monkeypatch: pytest.MonkeyPatch):
-    first = wire.extender_args(_go_args(GO_POD, A, B))
+    first = decoder.extender_args(_go_args(GO_POD, A, B))
 
-    def split(body: bytes) -> None:
+    def split(decoder: ArgsDecoder, body: bytes) -> None:
         raise AssertionError("scanned again")
 
-    monkeypatch.setattr(wire, "_split", split)
-    again = wire.extender_args(_go_args(GO_POD, B, A))  # in another order, as kube-scheduler may
+    monkeypatch.setitem(args_decoder._PATHS, "typed", split)
+    monkeypatch.setitem(args_decoder._PATHS, "general", split)
+    again = decoder.extender_args(_go_args(GO_POD, B, A))  # in another order, as kube-scheduler may
     assert first.nodes is not None and again.nodes is not None
     assert again.node_names == ["b", "a"] and again.nodes["a"] is first.nodes["a"]
     assert again.node_bytes == {"a": A, "b": B} and again.pod == orjson.loads(GO_POD)
-    assert wire.pod_info(again).name == "p"
+    assert decoder.pod_info(again).name == "p"
     reply = wire.encode(wire.filter_result(again, ["a", "b"], {}, {}, ""))
     assert b'"items":[' + A + b"," + B + b"]" in reply
     with pytest.raises(AssertionError, match="scanned again"):  # another spelling: scanned
-        wire.extender_args(_general(GO_POD, A, B))
+        decoder.extender_args(_general(GO_POD, A, B))
 
 
 def test_nodes_not_seen_before_are_read_in_place_too(monkeypatch: pytest.MonkeyPatch):
-    first = wire.extender_args(_go_args(GO_POD, A, B))
+    first = decoder.extender_args(_go_args(GO_POD, A, B))
 
-    def split(body: bytes) -> None:
+    def split(decoder: ArgsDecoder, body: bytes) -> None:
         raise AssertionError("scanned")
 
-    monkeypatch.setattr(wire, "_split", split)
+    monkeypatch.setitem(args_decoder._PATHS, "typed", split)
+    monkeypatch.setitem(args_decoder._PATHS, "general", split)
     beat = A.replace(b'"status":"True"', b'"status":"False"')  # a heartbeat: a new text for node a
     d, e = _kubelet_node("d"), _kubelet_node("e", gpus="1")
-    again = wire.extender_args(_go_args(GO_POD, d, beat, B, e))
+    again = decoder.extender_args(_go_args(GO_POD, d, beat, B, e))
     assert first.nodes is not None and again.nodes is not None
     assert again.node_names == ["d", "a", "b", "e"]
     assert again.node_bytes == {"d": d, "a": beat, "b": B, "e": e}
@@ -299,14 +307,14 @@ def test_nodes_not_seen_before_are_read_in_place_too(monkeypatch: pytest.MonkeyP
     # A node holding the bytes that begin the next one, deeper inside: scanned.
     nested = orjson.dumps({"metadata": {"name": "f"}, "x": [{}, {"metadata": {}}], "pad": "y" * 300})
     with pytest.raises(AssertionError, match="scanned"):
-        wire.extender_args(_go_args(GO_POD, A, nested, B))
+        decoder.extender_args(_go_args(GO_POD, A, nested, B))
 
 
 def test_a_node_that_differs_after_its_first_256_bytes_is_read_anew():
     more = _kubelet_node("a", gpus="4")
     assert more[:256] == A[:256] and more != A
-    before = wire.extender_args(_go_args(GO_POD, A, B))
-    after = wire.extender_args(_go_args(GO_POD, more, B))
+    before = decoder.extender_args(_go_args(GO_POD, A, B))
+    after = decoder.extender_args(_go_args(GO_POD, more, B))
     assert before.nodes is not None and after.nodes is not None
     assert after.nodes["a"].extended_allocatable == {"example.com/gpu": 4}
     assert before.nodes["a"].extended_allocatable == {"example.com/gpu": 2}
@@ -332,9 +340,9 @@ def test_a_node_that_differs_after_its_first_256_bytes_is_read_anew():
          "an unseen node after a space", "the next node's bytes inside one", "all unseen", "a short one"],
 )
 def test_nodes_seen_before_read_as_through_the_general_split(pod: bytes, nodes: tuple[bytes, ...]):
-    wire.extender_args(_go_args(GO_POD, A, B))
-    expected = wire.extender_args(_general(pod, *nodes))
-    _read_alike(wire.extender_args(_go_args(pod, *nodes)), expected)
+    decoder.extender_args(_go_args(GO_POD, A, B))
+    expected = decoder.extender_args(_general(pod, *nodes))
+    _read_alike(decoder.extender_args(_go_args(pod, *nodes)), expected)
 
 
 @pytest.mark.parametrize(
@@ -357,14 +365,14 @@ def test_nodes_seen_before_read_as_through_the_general_split(pod: bytes, nodes: 
     ],
 )
 def test_malformed_bodies_around_seen_nodes_keep_their_messages(body: bytes, message: str):
-    wire.extender_args(_go_args(GO_POD, A))
+    decoder.extender_args(_go_args(GO_POD, A))
     with pytest.raises(wire.BadRequest, match=message):
-        wire.pod_info(wire.extender_args(body))
+        decoder.pod_info(decoder.extender_args(body))
 
 
 @pytest.mark.parametrize("passed", [[], ["a"], ["b", "a"], ["a", "b", "c"]])
 def test_a_full_node_reply_is_what_orjson_writes_of_the_result(passed: list[str]):
-    args = wire.extender_args(_go_args(GO_POD, A, B, C))
+    args = decoder.extender_args(_go_args(GO_POD, A, B, C))
     failed = {n: "no room: \u00e9 \"quoted\"\n" for n in "abc" if n not in passed}
     unresolvable = {"z": "gone"}
     expected = orjson.dumps({
@@ -376,7 +384,7 @@ def test_a_full_node_reply_is_what_orjson_writes_of_the_result(passed: list[str]
 
 
 def test_a_node_names_reply_is_what_orjson_writes_of_the_result():
-    args = wire.extender_args(_listed(POD))
+    args = decoder.extender_args(_listed(POD))
     reply = wire.encode(wire.filter_result(args, ["a"], {"b": "no"}, {}, ""))
     assert reply == orjson.dumps({
         "Nodes": None, "NodeNames": ["a"], "FailedNodes": {"b": "no"}, "FailedAndUnresolvableNodes": {},
@@ -414,5 +422,5 @@ NOT_UTF8 = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\\ud800"]
 def test_text_that_is_not_utf8_is_a_bad_request_wherever_it_stands(body: bytes, bad: bytes):
     assert b"%s" in body
     with pytest.raises(wire.BadRequest, match="body is not valid JSON") as refused:
-        wire.pod_info(wire.extender_args(body.replace(b"%s", bad)))
+        decoder.pod_info(decoder.extender_args(body.replace(b"%s", bad)))
     assert "line 1" in str(refused.value)  # where in the body, as orjson says it for a whole body

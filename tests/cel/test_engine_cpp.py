@@ -752,3 +752,14 @@ def test_loops_past_the_runtime_iteration_budget_get_kubernetes_cost_limit(engin
 )
 def test_go_time_text_trims_the_fraction(text: str, go: str) -> None:
     assert go_time_text(text) == go
+
+
+def test_each_engine_keeps_its_own_quantity_table() -> None:
+    """Quantity messages lead back to their Quantity through the engine's own table: one
+    engine's evaluations leave nothing behind for another (no process-wide table)."""
+    first, second = CppEngine(), CppEngine()
+    assert run(first, 'device.capacity["gpu.example.com"].memory.add(quantity("1Gi")).isInteger()')
+    table = first._quantities
+    assert table.quantity(table.message(Quantity.parse("81Gi"))) == Quantity.parse("81Gi")
+    assert second._quantities._quantities == {}
+    assert run(second, 'device.capacity["gpu.example.com"].memory.compareTo(quantity("80Gi")) == 0')

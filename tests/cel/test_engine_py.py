@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.device import DeviceView, build_device_view
 from extender.cel.engine import make_engine
+from extender.cel.python import compiler
 from extender.cel.python import library as lib
 from extender.cel.python.engine import PythonEngine
 from extender.cel.runtime.types import STRING
@@ -314,7 +315,9 @@ def test_a_bug_in_a_library_function_is_a_runtime_error_not_a_crash(monkeypatch:
     def broken(_: str) -> str:
         raise TypeError("boom")
 
-    monkeypatch.setitem(lib.FUNCTIONS, ("trim", True), [lib.Overload((STRING,), STRING, broken)])
+    # The table is read-only: the compiler is handed one with the broken overload instead.
+    table = {**lib.FUNCTIONS, ("trim", True): (lib.Overload((STRING,), STRING, broken),)}
+    monkeypatch.setattr(compiler, "FUNCTIONS", table)
     program = ENGINE.compile(f'{A}.model.trim() == "a100"')
     with pytest.raises(CelRuntimeError, match="internal error: TypeError: boom"):
         program.evaluate(make_view())
@@ -361,3 +364,9 @@ def test_cross_type_comparison_and_equality_are_exact(a: int, b: float) -> None:
     assert ENGINE.compile(f"dyn({a}) < dyn({b!r})").evaluate(view) is (a < b)
     assert ENGINE.compile(f"dyn({a}) == dyn({b!r})").evaluate(view) is (a == b)
     assert ENGINE.compile(f'dyn({a}) == dyn("{a}")').evaluate(view) is False
+
+
+def test_the_function_table_is_read_only() -> None:
+    with pytest.raises(TypeError):
+        lib.FUNCTIONS[("trim", True)] = ()  # type: ignore[index]
+    assert all(isinstance(overloads, tuple) for overloads in lib.FUNCTIONS.values())

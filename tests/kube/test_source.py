@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from extender.kube.client import RawClient, load_api_client
-from extender.kube.source import KINDS, Backoff, Kind, KubeSource
+from extender.kube.source import Backoff, KubeSource
+from extender.model.kinds import KINDS, Kind
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
@@ -35,7 +37,7 @@ class CountingState(ClusterState):
 
 @contextlib.asynccontextmanager
 async def running(client: RawClient, state: ClusterState,
-                  kinds: tuple[Kind, ...] = KINDS) -> AsyncIterator[KubeSource]:
+                  kinds: tuple[Kind[Any], ...] = KINDS) -> AsyncIterator[KubeSource]:
     source = KubeSource(client, state, kinds=kinds, backoff=Backoff(initial=0.05, cap=0.2), watch_timeout=30)
     task = asyncio.create_task(source.run())
     try:

@@ -15,8 +15,9 @@ from extender.config import Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
+from extender.model.kinds import KIND_NAMES
 from extender.scheduling.context import SchedulingContext
-from extender.state import KINDS, ClusterState
+from extender.state import ClusterState
 
 DRIVER = "gpu.example.com"
 SCHEDULER = "dra-extender-scheduler"
@@ -131,7 +132,7 @@ def local_context(objects: Iterable[dict[str, Any]], **config: Any) -> tuple[Sch
     state = ClusterState(cfg.feature_gates)
     cluster = LocalCluster(state)
     cluster.load((f"object {i}", obj) for i, obj in enumerate(objects))
-    for kind in KINDS:
+    for kind in KIND_NAMES:
         state.mark_synced(kind)
     return SchedulingContext(cfg, state, LocalBinder(cluster), Metrics(), Environment.create()), cluster
 

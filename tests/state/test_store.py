@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from extender.model import Features, parse_allocation
+from extender.model.kinds import KIND_NAMES
 from extender.model.pods import parse_pod
 from extender.model.quantity import Quantity
-from extender.state import KINDS, ClusterState, InFlight
+from extender.state import ClusterState, InFlight
 from tests.scheduling.cluster import DRIVER, claim, device_class, gpus, node, node_slice, pod
 
 GATES = Features.parse("DRAConsumableCapacity=true")
@@ -68,10 +69,10 @@ def test_devices_in_use_change_the_versions_of_the_nodes_that_see_their_pool():
 
 def test_synced_only_when_every_kind_is():
     state = ClusterState()
-    for kind in KINDS[:-1]:
+    for kind in KIND_NAMES[:-1]:
         state.mark_synced(kind)
     assert not state.synced
-    state.mark_synced(KINDS[-1])
+    state.mark_synced(KIND_NAMES[-1])
     assert state.synced
     with pytest.raises(ValueError, match="unsupported kind"):
         state.mark_synced("Secret")
@@ -285,7 +286,7 @@ def test_gathered_pools_are_filled_at_sync_and_kept_until_the_inventory_changes(
     state = ClusterState()
     state.apply("Node", node("node-0"))
     state.apply("ResourceSlice", node_slice("node-0", gpus(2)))
-    for kind in KINDS:
+    for kind in KIND_NAMES:
         state.mark_synced(kind)
     gathered = state.gathered_pools()
     assert len(gathered) == 1  # filled once every kind had synced, before any request

@@ -1,10 +1,10 @@
 """Google's C++ CEL runtime (``cel_expr_python``) set up as Kubernetes' DRA selector environment.
 
 The C++ checker gives cel-go's static typing; what the library lacks or does differently is
-patched here and in the ``cpp_*`` modules: ``cpp_tokens`` (scanning the source),
-``cpp_rewrite`` (rewriting it), ``cpp_homogeneity`` (mixed literal lists), ``cpp_library``
-(Kubernetes' functions), ``cpp_types``/``cpp_values`` (library types as messages),
-``cpp_equality`` and ``cpp_format`` (Python implementations) and ``cpp_errors`` (cel-go's wording):
+patched here and in the other modules of ``cel/cpp/``: ``tokens.py`` (scanning the source),
+``rewrite.py`` (rewriting it), ``homogeneity.py`` (mixed literal lists), ``library.py``
+(Kubernetes' functions), ``types.py``/``values.py`` (library types as messages),
+``equality.py`` and ``formatting.py`` (Python implementations) and ``errors.py`` (cel-go's wording):
 
 - ``device`` is declared as four qualified variables (``device.driver``, ...), because a
   protobuf message cannot hold the map-of-maps that ``attributes`` and ``capacity`` are;
@@ -90,7 +90,7 @@ from extender.cel.cpp.types import (
     T,
     status_text,
 )
-from extender.cel.cpp.values import quantity_message, to_cel
+from extender.cel.cpp.values import QuantityMessages, to_cel
 from extender.cel.engine import Engine, Program, make_engine
 from extender.cel.runtime.timestamps import parse_duration, parse_timestamp
 from extender.cel.runtime.values import EvalError
@@ -250,6 +250,8 @@ class CppEngine:
         # Serializes every use of the C++ environment (compilation, activations, evaluation).
         self.lock = threading.RLock()
         self._python: Engine | None = None  # see _delegate
+        # This engine's quantities as messages and back, shared with its library functions.
+        self._quantities = QuantityMessages()
         self._env = cel.NewEnv(
             POOL,
             config=cel.NewEnvConfigFromYaml(CONFIG_YAML),
@@ -260,7 +262,7 @@ class CppEngine:
                 "device.allowMultipleAllocations": T.BOOL,
             },
             extensions=[ext_bindings.ExtBindings(), ext_optional.ExtOptional()],
-            functions=function_decls(),
+            functions=function_decls(self._quantities),
         )
 
     def compile(self, expression: str) -> Program:
@@ -394,8 +396,8 @@ class CppEngine:
         """The ``==``, ``!=`` and ``in`` of ``source`` that may compare quantities.
 
         Quantity messages compare by key, which also carries the integer trait (see
-        cpp_values); Kubernetes compares quantities by value alone, inside lists and maps
-        too, so such relations are run by Python (cpp_equality). An equality qualifies when an
+        values.py); Kubernetes compares quantities by value alone, inside lists and maps
+        too, so such relations are run by Python (equality.py). An equality qualifies when an
         operand is statically a quantity, a list of them or a map to them, or both are dyn;
         ``in`` when its list may hold quantities.
         """
@@ -511,7 +513,7 @@ class CppEngine:
         )
 
     def _validate_literals(self, expression: str, checked: Any) -> None:
-        """Kubernetes' homogeneous-literal validator, after checking (see cpp_literals)."""
+        """Kubernetes' homogeneous-literal validator, after checking (see literals.py)."""
         found = literal_mismatches(checked.serialize(), FORMAT_CALLS)
         if found:
             first = found[0]
@@ -620,7 +622,7 @@ class CppEngine:
                     for domain, values in view.attributes.items()
                 },
                 "device.capacity": {
-                    domain: {name: quantity_message(q) for name, q in values.items()}
+                    domain: {name: self._quantities.message(q) for name, q in values.items()}
                     for domain, values in view.capacity.items()
                 },
                 "device.allowMultipleAllocations": bool(view.allow_multiple_allocations),

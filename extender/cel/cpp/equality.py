@@ -1,9 +1,10 @@
 """CEL's heterogeneous equality over the values the C++ runtime hands to Python, with
 Kubernetes' equality by value for quantities (``quantity("4") == quantity("4000m")``).
 
-Quantity messages carry the integer trait in their key (see ``cpp_values``), so the runtime's
+Quantity messages carry the integer trait in their key (see ``values.QuantityMessages``), so the runtime's
 own message equality tells 4 from 4000m; equalities and ``in`` tests that may meet quantities
-are rewritten to call these functions instead.
+are rewritten to call these functions instead. Each takes the engine's ``QuantityMessages``,
+which leads a quantity message back to its value.
 """
 
 from __future__ import annotations
@@ -12,17 +13,17 @@ import datetime
 from typing import Any
 
 from extender.cel.cpp.types import CIDRMsg, IPMsg, QuantityMsg, SemverMsg, URLMsg
-from extender.cel.cpp.values import as_quantity
+from extender.cel.cpp.values import QuantityMessages
 
 _NUMBERS = (int, float)
 _BYTES = (bytes, bytearray)
 
 
-def cel_equal(a: Any, b: Any) -> bool:
+def cel_equal(a: Any, b: Any, quantities: QuantityMessages) -> bool:
     """``a == b`` as CEL defines it: numbers by value across int/uint/double, no other
     cross-type equality (so ``true != 1``), lists and maps element by element."""
     if isinstance(a, QuantityMsg) or isinstance(b, QuantityMsg):
-        return isinstance(a, QuantityMsg) and isinstance(b, QuantityMsg) and _same_quantity(a, b)
+        return isinstance(a, QuantityMsg) and isinstance(b, QuantityMsg) and _same_quantity(a, b, quantities)
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, _NUMBERS) and isinstance(b, _NUMBERS):
@@ -30,9 +31,11 @@ def cel_equal(a: Any, b: Any) -> bool:
     if isinstance(a, _BYTES) and isinstance(b, _BYTES):
         return bytes(a) == bytes(b)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(cel_equal(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(cel_equal(x, y, quantities) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
-        return len(a) == len(b) and all(_has_entry(b, key, value) for key, value in a.items())
+        return len(a) == len(b) and all(
+            _has_entry(b, key, value, quantities) for key, value in a.items()
+        )
     if isinstance(a, datetime.datetime) and isinstance(b, datetime.datetime):
         return a == b
     return type(a) is type(b) and a == b
@@ -41,25 +44,27 @@ def cel_equal(a: Any, b: Any) -> bool:
 _LIBRARY_MESSAGES = (QuantityMsg, SemverMsg, IPMsg, CIDRMsg, URLMsg)
 
 
-def relation_equal(a: Any, b: Any) -> bool:
+def relation_equal(a: Any, b: Any, quantities: QuantityMessages) -> bool:
     """``a == b`` as the operator evaluates it: Kubernetes' library values answer "no such
     overload" for a right operand of another type (null aside), which is a runtime error."""
     if isinstance(a, _LIBRARY_MESSAGES) and b is not None and type(b) is not type(a):
         raise ValueError("no such overload")
-    return cel_equal(a, b)
+    return cel_equal(a, b, quantities)
 
 
-def cel_in(item: Any, items: Any) -> bool:
+def cel_in(item: Any, items: Any, quantities: QuantityMessages) -> bool:
     """``item in items`` for a list: whether some element equals ``item``."""
     if not isinstance(items, list):
         raise ValueError("no such overload")
-    return any(cel_equal(item, x) for x in items)
+    return any(cel_equal(item, x, quantities) for x in items)
 
 
-def _same_quantity(a: Any, b: Any) -> bool:
-    return as_quantity(a).compare(as_quantity(b)) == 0
+def _same_quantity(a: Any, b: Any, quantities: QuantityMessages) -> bool:
+    return quantities.quantity(a).compare(quantities.quantity(b)) == 0
 
 
-def _has_entry(mapping: dict[Any, Any], key: Any, value: Any) -> bool:
+def _has_entry(mapping: dict[Any, Any], key: Any, value: Any, quantities: QuantityMessages) -> bool:
     # Python merges the keys true and 1, which CEL keeps apart, so keys are matched by CEL's rule.
-    return any(cel_equal(key, k) and cel_equal(value, v) for k, v in mapping.items())
+    return any(
+        cel_equal(key, k, quantities) and cel_equal(value, v, quantities) for k, v in mapping.items()
+    )

@@ -40,7 +40,7 @@ from extender.cel.cpp.types import (
     URLMsg,
     status_text,
 )
-from extender.cel.cpp.values import as_quantity, as_semver, quantity_message, semver_message
+from extender.cel.cpp.values import QuantityMessages, as_semver, semver_message
 from extender.cel.runtime import k8s_functions as lib
 from extender.cel.runtime import lists
 from extender.cel.runtime.conversions import format_double, to_bool, to_double, to_int, to_uint
@@ -60,10 +60,12 @@ def _is_semver(v: Any) -> bool:
     return isinstance(v, SemverMsg)
 
 
-def _quantity(s: str) -> Any:
-    return quantity_message(_parse_quantity(s))
+def _quantity(quantities: QuantityMessages) -> Callable[[str], Any]:
+    return lambda s: quantities.message(_parse_quantity(s))
 
 
+# A pure function of a string whose answer (a Quantity) is never changed, bounded by
+# least-recent eviction: shared by every engine.
 @lru_cache(maxsize=4096)
 def _parse_quantity(s: str) -> Quantity:
     """Selectors repeat the same literals (``quantity("40Gi")``) on every device."""
@@ -90,28 +92,28 @@ def _is_semver_string(s: str, normalize: bool = False) -> bool:
     return True
 
 
-def _arith(op: str) -> Callable[[Any, Any], Any]:
+def _arith(op: str, quantities: QuantityMessages) -> Callable[[Any, Any], Any]:
     def impl(target: Any, other: Any) -> Any:
-        q = as_quantity(target)
+        q = quantities.quantity(target)
         # An int operand goes in as is: Quantity gives it upstream's representation.
-        rhs = as_quantity(other) if _is_quantity(other) else other
-        return quantity_message(q.add(rhs) if op == "add" else q.sub(rhs))
+        rhs = quantities.quantity(other) if _is_quantity(other) else other
+        return quantities.message(q.add(rhs) if op == "add" else q.sub(rhs))
 
     return impl
 
 
-def _compare(target: Any, other: Any) -> int:
+def _compare(target: Any, other: Any, quantities: QuantityMessages) -> int:
     """compareTo for both library types: the C++ registry keys overloads by argument kind,
     and both types are messages, so one implementation must serve both."""
     if _is_quantity(target) and _is_quantity(other):
-        return as_quantity(target).compare(as_quantity(other))
+        return quantities.quantity(target).compare(quantities.quantity(other))
     if _is_semver(target) and _is_semver(other):
         return as_semver(target).compare(as_semver(other))
     raise ValueError("no such overload")
 
 
-def _as_integer(target: Any) -> int:
-    q = as_quantity(target)
+def _as_integer(target: Any, quantities: QuantityMessages) -> int:
+    q = quantities.quantity(target)
     if not q.is_integer():
         raise ValueError("cannot convert value to integer")
     value = q.as_int()
@@ -203,24 +205,25 @@ PROBES = (
 )
 
 
-def _declarations() -> Iterator[_Decl]:
-    yield _Decl("quantity", "quantity_string", QT, (T.STRING,), False, _quantity)
+def _declarations(quantities: QuantityMessages) -> Iterator[_Decl]:
+    of = quantities.quantity
+    yield _Decl("quantity", "quantity_string", QT, (T.STRING,), False, _quantity(quantities))
     yield _Decl("isQuantity", "isQuantity_string", T.BOOL, (T.STRING,), False, _is_quantity_string)
     # Global upstream (cel.Overload, not MemberOverload): `q.sign()` does not type-check.
-    yield _Decl("sign", "quantity_sign", T.INT, (QT,), False, lambda q: as_quantity(q).sign())
-    yield _Decl("isInteger", "quantity_isInteger", T.BOOL, (QT,), True, lambda q: as_quantity(q).is_integer())
-    yield _Decl("asInteger", "quantity_asInteger", T.INT, (QT,), True, _as_integer)
+    yield _Decl("sign", "quantity_sign", T.INT, (QT,), False, lambda q: of(q).sign())
+    yield _Decl("isInteger", "quantity_isInteger", T.BOOL, (QT,), True, lambda q: of(q).is_integer())
+    yield _Decl("asInteger", "quantity_asInteger", T.INT, (QT,), True, lambda q: _as_integer(q, quantities))
     yield _Decl(
         "asApproximateFloat",
         "quantity_asApproximateFloat",
         T.DOUBLE,
         (QT,),
         True,
-        lambda q: as_quantity(q).as_approximate_float(),
+        lambda q: of(q).as_approximate_float(),
     )
     for op in ("add", "sub"):
-        yield _Decl(op, f"quantity_{op}", QT, (QT, QT), True, _arith(op))
-        yield _Decl(op, f"quantity_{op}_int", QT, (QT, T.INT), True, _arith(op))
+        yield _Decl(op, f"quantity_{op}", QT, (QT, QT), True, _arith(op, quantities))
+        yield _Decl(op, f"quantity_{op}_int", QT, (QT, T.INT), True, _arith(op, quantities))
     yield _Decl("semver", "semver_string", ST, (T.STRING,), False, _semver)
     yield _Decl("semver", "semver_string_bool", ST, (T.STRING, T.BOOL), False, _semver)
     yield _Decl("isSemver", "isSemver_string", T.BOOL, (T.STRING,), False, _is_semver_string)
@@ -228,17 +231,21 @@ def _declarations() -> Iterator[_Decl]:
     for part in ("major", "minor", "patch"):
         yield _Decl(part, f"semver_{part}", T.INT, (ST,), True, _semver_part(part))
     for kind, typ in (("quantity", QT), ("semver", ST)):
-        yield _Decl("compareTo", f"{kind}_compareTo", T.INT, (typ, typ), True, _compare)
+        yield _Decl(
+            "compareTo", f"{kind}_compareTo", T.INT, (typ, typ), True,
+            lambda a, b: _compare(a, b, quantities),
+        )
         yield _Decl(
             "isGreaterThan",
             f"{kind}_isGreaterThan",
             T.BOOL,
             (typ, typ),
             True,
-            lambda a, b: _compare(a, b) > 0,
+            lambda a, b: _compare(a, b, quantities) > 0,
         )
         yield _Decl(
-            "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True, lambda a, b: _compare(a, b) < 0
+            "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True,
+            lambda a, b: _compare(a, b, quantities) < 0,
         )
     for target_name, target in _INCLUDES_TARGETS:
         for arg_name, arg in _INCLUDES_ARGS:
@@ -252,9 +259,14 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("max", "list_max", T.DYN, (T.List(T.DYN),), True, _dyn_result(lib.list_max))
     yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
     # Internal: equality with quantities by value, and the probes finding where it is needed.
-    yield _Decl("k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True, _relation_equal)
+    yield _Decl(
+        "k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True,
+        lambda ab: relation_equal(ab[0], ab[1], quantities),
+    )
     yield _Decl("k8sdra_no_such_overload", "k8sdra_no_such_overload", T.BOOL, (), False, _no_such_overload)
-    yield _Decl("k8sdra_in", "k8sdra_in", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_in(*ab))
+    yield _Decl(
+        "k8sdra_in", "k8sdra_in", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_in(ab[0], ab[1], quantities)
+    )
     for probe, result, param in PROBES:
         yield _Decl(probe, probe, result, (param,), False, lambda v: v)
     yield _Decl("k8sdra_pairs", "k8sdra_pairs", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_pairs)
@@ -547,7 +559,7 @@ LIST_FUNCTION_PROBES = {
     "isSorted": "_sSorted",
     "flatten": "_latten",
 }
-# The lists extension's charges (see cpp_rewrite.list_budget_edits).
+# The lists extension's charges (see rewrite.list_budget_edits).
 LIST_BUDGET = {"range": "k8sdra_range_count", "pairs": "k8sdra_pairs_budget"}
 
 
@@ -559,10 +571,6 @@ def _range_count(n: int) -> int:
 def _pairs_budget(items: list[Any]) -> bool:
     lists.charge_self_compare(items)
     return True
-
-
-def _relation_equal(pair: list[Any]) -> bool:
-    return relation_equal(*pair)
 
 
 def _python_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -602,13 +610,14 @@ def _list_probe_decls() -> list[Any]:
     return decls
 
 
-def function_decls() -> list[Any]:
+def function_decls(quantities: QuantityMessages) -> list[Any]:
     """Kubernetes' functions for one engine's environment (call once per engine: the string
-    search functions get an environment of their own, see _StringSearch)."""
+    search functions get an environment of their own, see _StringSearch), the quantity
+    functions bound to the engine's ``quantities``."""
     by_name: dict[str, list[Any]] = {}
     registered: set[tuple[str, bool, tuple[str, ...]]] = set()
     for decl in itertools.chain(
-        _declarations(),
+        _declarations(quantities),
         _search_declarations(),
         _format_declarations(),
         _millis_declarations(),

@@ -71,7 +71,7 @@ URLT = T("kubernetes.URL")
 TYPE_PACKAGES = frozenset({"kubernetes", "net"})
 # A declared function cannot be extended or replaced, so member calls of these are renamed to
 # same-length aliases: the strings extension's indexOf/lastIndexOf also serve Kubernetes' lists
-# library, and its format runs as cel-go's formatter does (cpp_format).
+# library, and its format runs as cel-go's formatter does (formatting.py).
 CALL_ALIASES = {
     "indexOf": "_ndexOf",
     "lastIndexOf": "_astIndexOf",

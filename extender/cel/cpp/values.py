@@ -55,39 +55,52 @@ def _parse_key(key: str) -> Quantity:
     return q
 
 
-# Explicit process singletons, shared by every C++ engine: the runtime hands the library
-# functions (module functions, see cpp.library and cpp.equality) only a message, whose key must
-# lead back to a Quantity without an engine in reach. Entries are keyed by value and integer
-# trait, so an engine reading another engine's entry gets an equal quantity, as it would reading
-# its own older one. Invalidated by emptying a table when it is full: plain dicts, because
-# library functions run on the evaluating thread, and a dict's get and set are atomic where an
-# LRU's bookkeeping is not.
-_TABLE_LIMIT = 65536
+class QuantityMessages:
+    """Quantities as the runtime's messages and back, for one C++ engine.
 
-# Key -> the most recent Quantity with that key, so add/sub/asApproximateFloat see the
-# representation a message came from (keys of equal value and trait rarely differ there).
-_QUANTITIES: dict[str, Quantity] = {}
+    The runtime hands the library functions only a message, whose key must lead back to a
+    Quantity: the engine makes one of these and binds its library functions to it
+    (``library.function_decls``), so nothing is shared between engines (or app instances).
+    Plain dicts, emptied when full (``TABLE_LIMIT`` entries each): library functions run on
+    the evaluating thread under the engine's lock, and a dict's get and set are atomic where an
+    LRU's bookkeeping is not.
+    """
 
-# (canonical text, integer trait) -> key and message: devices share few distinct capacities.
-# The runtime copies a message it is given, so sharing one is safe.
-_MESSAGES: dict[tuple[str, bool], tuple[str, Any]] = {}
+    TABLE_LIMIT = 65536
+
+    def __init__(self) -> None:
+        # Key -> the most recent Quantity with that key, so add/sub/asApproximateFloat see the
+        # representation a message came from (keys of equal value and trait rarely differ there).
+        self._quantities: dict[str, Quantity] = {}
+        # (canonical text, integer trait) -> key and message: devices share few distinct
+        # capacities. The runtime copies a message it is given, so sharing one is safe.
+        self._messages: dict[tuple[str, bool], tuple[str, Any]] = {}
+
+    def message(self, q: Quantity) -> Any:
+        """``q`` as a message, remembered so that :meth:`quantity` finds it again."""
+        text = (str(q), q.is_integer())
+        cached = self._messages.get(text)
+        if cached is None:
+            key = _quantity_key(q)
+            cached = (key, QuantityMsg(**{KEY_FIELD: key}))
+            _remember(self._messages, text, cached)
+        _remember(self._quantities, cached[0], q)
+        return cached[1]
+
+    def quantity(self, msg: Any) -> Quantity:
+        """The Quantity a message stands for (one of equal value and trait, if forgotten)."""
+        key = getattr(msg, KEY_FIELD)
+        q = self._quantities.get(key)
+        if q is None:
+            q = _parse_key(key)
+            _remember(self._quantities, key, q)
+        return q
 
 
 def _remember(table: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(table) >= _TABLE_LIMIT:
+    if len(table) >= QuantityMessages.TABLE_LIMIT:
         table.clear()
     table[key] = value
-
-
-def quantity_message(q: Quantity) -> Any:
-    text = (str(q), q.is_integer())
-    cached = _MESSAGES.get(text)
-    if cached is None:
-        key = _quantity_key(q)
-        cached = (key, QuantityMsg(**{KEY_FIELD: key}))
-        _remember(_MESSAGES, text, cached)
-    _remember(_QUANTITIES, cached[0], q)
-    return cached[1]
 
 
 def semver_message(v: Semver) -> Any:
@@ -95,6 +108,9 @@ def semver_message(v: Semver) -> Any:
     return _semver_message_for(str(v).split("+", 1)[0])
 
 
+# The two semver caches are pure functions of a string (a message and a Semver are never
+# changed once made), bounded by least-recent eviction: kept process-wide, as any engine may
+# share their answers.
 @lru_cache(maxsize=4096)
 def _semver_message_for(key: str) -> Any:
     return SemverMsg(**{KEY_FIELD: key})
@@ -103,15 +119,6 @@ def _semver_message_for(key: str) -> Any:
 @lru_cache(maxsize=4096)
 def _semver_from_key(key: str) -> Semver:
     return Semver.parse(key)
-
-
-def as_quantity(msg: Any) -> Quantity:
-    key = getattr(msg, KEY_FIELD)
-    q = _QUANTITIES.get(key)
-    if q is None:
-        q = _parse_key(key)
-        _remember(_QUANTITIES, key, q)
-    return q
 
 
 def as_semver(msg: Any) -> Semver:

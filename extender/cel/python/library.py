@@ -1,5 +1,5 @@
 """The function table of the DRA CEL environment: every overload's static signature and its
-implementation (which lives in ``engine_py_values``/``_conv``/``_strings``/``_k8s``/``_net``/``_time``).
+implementation (which lives in ``cel/runtime/`` and in ``python/strings.py`` and ``python/k8s.py``).
 
 One table serves both the checker, which resolves overloads from static types, and the
 evaluator, which calls the implementation (dispatching at run time only where ``dyn``
@@ -11,8 +11,9 @@ All implementations are deterministic, so a call over constants may be evaluated
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from extender.cel.python import k8s
@@ -76,9 +77,9 @@ class Overload:
     impl: Callable[..., Any]
 
 
-# (name, is_member) -> overloads. Filled once, by the declarations of this module as it is
-# imported, and read-only after: a constant table, shared by every python engine.
-FUNCTIONS: dict[tuple[str, bool], list[Overload]] = {}
+# (name, is_member) -> overloads, as the declarations of this module fill it while it is
+# imported; published read-only as FUNCTIONS at the end of the module.
+_DECLARED: dict[tuple[str, bool], list[Overload]] = {}
 
 # Type conversions: cel-go folds them over constant arguments when the program is built, so
 # a failing constant conversion is a compile error.
@@ -98,7 +99,7 @@ def unsupported_message(name: str) -> str:
 
 
 def _decl(name: str, member: bool, params: tuple[Type, ...], result: Type, impl: Callable[..., Any]) -> None:
-    FUNCTIONS.setdefault((name, member), []).append(Overload(params, result, impl))
+    _DECLARED.setdefault((name, member), []).append(Overload(params, result, impl))
 
 
 def _both(name: str, params: tuple[Type, ...], result: Type, impl: Callable[..., Any]) -> None:
@@ -394,3 +395,9 @@ TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "
 # Qualified type names that are type values: the well-known protobuf types, and the library
 # types Kubernetes registers with cel.Types.
 QUALIFIED_TYPE_IDENTS = frozenset({IP, CIDR, TIMESTAMP, DURATION})
+
+# The table, read-only from here on: a constant of the code (every implementation is a
+# deterministic function), shared by every python engine like the functions themselves.
+FUNCTIONS: Mapping[tuple[str, bool], tuple[Overload, ...]] = MappingProxyType(
+    {key: tuple(overloads) for key, overloads in _DECLARED.items()}
+)

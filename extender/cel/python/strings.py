@@ -35,6 +35,8 @@ def compile_regex(pattern: str) -> Any:
         raise EvalError(f"invalid regex {pattern!r}: {msg}") from None
 
 
+# A pure function of the pattern (a compiled RE2 is immutable; errors are not kept), bounded
+# by least-recent eviction: shared by every engine, like the code itself.
 @lru_cache(maxsize=1024)
 def cached_regex(pattern: str) -> Any:
     """``compile_regex`` memoized: a pattern always compiles alike (errors are not kept)."""

@@ -147,6 +147,8 @@ _BINARY = {
 _TRAILING_DOT_FLOAT = '/-?/ DIGIT+ "." DIGIT* EXPONENT? | '
 
 
+# One entry (no argument): the parser of a fixed grammar, which parsing never changes; built
+# on first use because it takes a while, then shared by every engine, like the code itself.
 @cache
 def _lark() -> Lark:
     """cel-python's grammar and identifier/literal callback, without position tracking

@@ -175,6 +175,8 @@ RE2_OPTIONS = re2.Options()
 RE2_OPTIONS.log_errors = False  # a bad pattern is reported to the selector, not to stderr
 
 
+# A pure function of the pattern (a compiled RE2 is immutable; errors are not kept), bounded
+# by least-recent eviction: shared by every engine, like the code itself.
 @functools.lru_cache(maxsize=1024)
 def _regex(pattern: str) -> Any:
     """RE2, as Kubernetes: its syntax, and linear time whatever the pattern."""

@@ -173,6 +173,9 @@ class Semver:
         return f"Semver({str(self)!r})"
 
 
+# Both parses are pure functions of a string whose answer (a Semver, or the ValueError, which
+# lru_cache does not keep) never changes, bounded by least-recent eviction: safe to share
+# across engines and app instances, like the code itself.
 @lru_cache(maxsize=4096)
 def _parse_strict(s: str) -> Semver:
     if not s:
