@@ -8,6 +8,7 @@ from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model.extended import integer_quantity, is_dra_extended_name
+from extender.model.refs import PodRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,11 @@ class PodInfo:
     start_time: str = ""  # status.startTime (RFC 3339): among equal priorities, older pods matter more
     # spec.preemptionPolicy ("" when absent: PreemptLowerPriority, the API default).
     preemption_policy: str = ""
+    # spec.schedulingGroup.podGroupName ("" when the pod belongs to no PodGroup), and why the
+    # field could not be read ("" when it could): such a pod waits with that reason when
+    # DRAWorkloadResourceClaims is on, and is scheduled as any other pod when it is off.
+    group_name: str = ""
+    group_problem: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -73,6 +79,11 @@ class PodInfo:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def pod_ref(self) -> PodRef:
+        """How the binders address the pod (its UID guards against a re-created namesake)."""
+        return PodRef(self.namespace, self.name, self.uid)
 
     @property
     def finished(self) -> bool:
@@ -198,6 +209,10 @@ def parse_pod(obj: Any) -> PodInfo:
     elif isinstance(priority, bool) or not isinstance(priority, int):
         raise ValueError(f"Pod {ref}: spec.priority: must be an integer, got {type(priority).__name__}")
     labels = _map(meta.get("labels"), "metadata.labels", ref)  # check_metadata checked the values
+    try:
+        group_name, group_problem = pod_group_name(obj), ""
+    except ValueError as exc:
+        group_name, group_problem = "", str(exc)
     extended_status = _map(
         status.get("extendedResourceClaimStatus"), "status.extendedResourceClaimStatus", ref
     )
@@ -223,6 +238,8 @@ def parse_pod(obj: Any) -> PodInfo:
         labels=dict(labels),
         start_time=_str(status.get("startTime"), "status.startTime", ref),
         preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy", ref),
+        group_name=group_name,
+        group_problem=group_problem,
     )
 
 

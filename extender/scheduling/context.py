@@ -25,7 +25,7 @@ from extender.scheduling.memory import SchedulerMemory
 from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.preemption.nominated import held_views
 from extender.scheduling.retry import RetryBook
-from extender.scheduling.settle import Settler
+from extender.scheduling.settle import Releases, Settler
 from extender.scheduling.turns import pause
 from extender.state import ClusterState
 
@@ -62,8 +62,10 @@ class SchedulingContext:
     clock: Callable[[], float] = time.monotonic
     features: Features = field(init=False)
     memory: SchedulerMemory = field(init=False)
-    # Claim writes that outlived their bind, followed until their fate is known.
+    # Claim writes and Bindings that outlived their bind, followed until their fate is known.
     settler: Settler = field(init=False)
+    # Stale-claim releases under way (scheduling/stale.py).
+    releases: Releases = field(init=False)
 
     def __post_init__(self) -> None:
         self.features = self.config.feature_gates
@@ -74,6 +76,12 @@ class SchedulingContext:
             write_timeout_s=bind_timeout, readback_s=min(2.0, max(0.1, bind_timeout / 2)),
             fence_after_s=self.config.fence_after_s,
         )
+        self.releases = Releases()
+
+    async def close(self) -> None:
+        """Stop the background work of scheduling (the app's shutdown): nothing outlives the app."""
+        await self.releases.close()
+        await self.settler.close()
 
     def use_release(self, config: Config) -> None:
         """``config`` (the same, with the release the API server named after start) in force

@@ -21,6 +21,15 @@ listened), it *fences* the claim: moves it to a newer version
 without changing what it says, after which the old request can never be applied. It never
 writes an allocation itself: that would skip the checks a bind makes (a device withdrawn
 meanwhile, counters that shrank); the pod's next bind decides afresh.
+
+A Binding of unknown fate is settled the same way (``Settler.follow_binding``): the pod's
+claims stay reserved (and the pod's bind slot taken) until the pod is seen bound on the node
+(kept) or the Binding is proven unable to land: the pod is bound elsewhere, deleted or replaced,
+or still unbound when read back ``fence_after_s`` after the bind gave up (the API server's
+request timeout: a request it still held has been answered by then). Then the bind is undone.
+
+Also here: :class:`Releases`, the stale-claim releases filter starts (``stale.py``), one task
+per pod, owned like the settler's tasks by the context and cancelled when the app closes.
 """
 
 from __future__ import annotations
@@ -29,11 +38,12 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from extender.model import ResourceClaim
-from extender.model.refs import PodRef, resource_version
+from extender.model import ResourceClaim, parse_resource_claim
+from extender.model.pods import PodInfo, parse_pod
+from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder, WriteUncertain
 from extender.state import ClusterState
 
@@ -46,20 +56,37 @@ class Fate(enum.Enum):
     UNKNOWN = "unknown"
 
 
-def judge(obj: Mapping[str, Any] | None, claim_uid: str, pod_uid: str, version: int) -> Fate:
-    """What the claim as seen in ``obj`` says about a write for ``pod_uid`` based on ``version``."""
-    if obj is None or (obj.get("metadata") or {}).get("uid") != claim_uid:
+def judge(claim: ResourceClaim | None, claim_uid: str, pod_uid: str, version: int) -> Fate:
+    """What ``claim`` as seen says about a write for ``pod_uid`` based on ``version``."""
+    if claim is None or claim.uid != claim_uid:
         return Fate.IMPOSSIBLE  # the PUT names the old UID: the API server refuses it
-    status = obj.get("status") or {}
-    if status.get("allocation") is not None and any(
-        (entry or {}).get("uid") == pod_uid for entry in status.get("reservedFor") or ()
-    ):
+    if claim.allocation is not None and claim.reserved_for_uid(pod_uid):
         return Fate.LANDED
-    return Fate.IMPOSSIBLE if resource_version(obj) > version else Fate.UNKNOWN
+    return Fate.IMPOSSIBLE if claim.resource_version > version else Fate.UNKNOWN
+
+
+def binding_fate(pod: PodInfo | None, ref: PodRef, node: str) -> Fate:
+    """What the pod as seen says about a Binding of ``ref`` to ``node``."""
+    if pod is None or pod.uid != ref.uid:
+        return Fate.IMPOSSIBLE  # the Binding names the old UID
+    if pod.node_name == node:
+        return Fate.LANDED
+    if pod.node_name or pod.deleting:
+        return Fate.IMPOSSIBLE  # a pod is bound once; one being deleted is not bound at all
+    return Fate.UNKNOWN
+
+
+def _binding_key(pod_uid: str) -> str:
+    return f"binding/{pod_uid}"
+
+
+def _claim_or_none(obj: dict[str, Any] | None) -> ResourceClaim | None:
+    """A read-back claim, parsed; a malformed one (never written by an API server) is no proof."""
+    return None if obj is None else parse_resource_claim(obj)
 
 
 class Settler:
-    """Follows each unsettled claim write to its end; one task per write."""
+    """Follows each unsettled claim write and Binding to its end; one task each."""
 
     def __init__(
         self,
@@ -96,16 +123,31 @@ class Settler:
         to be impossible."""
         key = inflight_uid or claim.uid
         self._state.pin_inflight(key)
-        task = asyncio.ensure_future(self._settle(claim, pod, write, version, key))
+        self._start(key, self._settle(claim, pod, write, version, key))
+
+    def follow_binding(self, pod: PodRef, node: str, undo: Callable[[], Awaitable[None]]) -> None:
+        """Follow a Binding of unknown fate: ``undo`` the bind once it is proven unable to land."""
+        self.stop_following_binding(pod.uid)
+        self._start(_binding_key(pod.uid), self._settle_binding(pod, node, undo))
+
+    def stop_following_binding(self, pod_uid: str) -> None:
+        """A new bind of the pod takes over what an unsettled Binding of it holds."""
+        task = self._tasks.pop(_binding_key(pod_uid), None)
+        if task is not None:
+            task.cancel()
+
+    def _start(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
         self._tasks[key] = task
-        task.add_done_callback(lambda _: self._tasks.pop(key, None))
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._tasks.get(key) is done:
+                del self._tasks[key]
+
+        task.add_done_callback(forget)
 
     async def close(self) -> None:
-        for task in list(self._tasks.values()):
-            task.cancel()
-        for task in list(self._tasks.values()):
-            with contextlib.suppress(BaseException):
-                await task
+        await _cancel(self._tasks.values())
 
     async def _settle(
         self, claim: ResourceClaim, pod: PodRef, write: asyncio.Future[Any] | None, version: int, key: str
@@ -117,8 +159,7 @@ class Settler:
                 except WriteUncertain as exc:
                     version = exc.resource_version
                 except Exception as exc:  # a definite refusal: nothing of it can land
-                    log.info("claim %s: the write of pod %s/%s was refused: %s", claim.key, pod.namespace,
-                             pod.name, exc)
+                    log.info("claim %s: the write of pod %s was refused: %s", claim.key, pod, exc)
                     self._state.remove_inflight(key)
                     return
                 else:
@@ -136,8 +177,7 @@ class Settler:
         next_read = loop.time()
         fence_at = next_read + self._fence_after_s
         while True:
-            held = self._state.claim(claim.namespace, claim.name)
-            fate = judge(held.raw if held is not None else None, claim.uid, pod.uid, version)
+            fate = judge(self._state.claim(claim.namespace, claim.name), claim.uid, pod.uid, version)
             if fate is Fate.UNKNOWN and loop.time() >= next_read:
                 next_read = loop.time() + self._readback_s
                 fate = await self._read_back(claim, pod, version, fence=loop.time() >= fence_at)
@@ -145,8 +185,8 @@ class Settler:
                 await self._landed(claim, pod, key)
                 return
             if fate is Fate.IMPOSSIBLE:
-                log.info("claim %s: the write of pod %s/%s can no longer land; its devices are free",
-                         claim.key, pod.namespace, pod.name)
+                log.info("claim %s: the write of pod %s can no longer land; its devices are free",
+                         claim.key, pod)
                 self._state.remove_inflight(key)
                 return
             await asyncio.sleep(self._poll_s)
@@ -158,10 +198,10 @@ class Settler:
             obj = await asyncio.wait_for(
                 self._binder.read_claim(claim.namespace, claim.name), self._readback_s
             )
-            fate = judge(obj, claim.uid, pod.uid, version)
+            fate = judge(_claim_or_none(obj), claim.uid, pod.uid, version)
             if fence and obj is not None and fate is Fate.UNKNOWN:
                 obj = await asyncio.wait_for(self._binder.fence_claim(obj), self._write_timeout_s)
-                fate = judge(obj, claim.uid, pod.uid, version)
+                fate = judge(_claim_or_none(obj), claim.uid, pod.uid, version)
         except Exception as exc:
             log.debug("claim %s: reading back or fencing failed, trying again later: %s", claim.key, exc)
             return Fate.UNKNOWN
@@ -173,7 +213,7 @@ class Settler:
         """The write is in (and cached): keep it for the pod that still wants it, release it
         otherwise."""
         current = self._state.claim(claim.namespace, claim.name)
-        node = _allocated_node(current.raw if current is not None else None)
+        node = current.allocation.node_name if current is not None and current.allocation else None
         held = self._state.pod(pod.namespace, pod.name)
         keep = (
             held is not None and held.uid == pod.uid and not held.deleting
@@ -186,22 +226,89 @@ class Settler:
                 )
             except Exception as exc:
                 # Still allocated in the API server and so in the cache: nothing is handed out twice.
-                log.warning("claim %s: releasing the late write of pod %s/%s failed: %s", claim.key,
-                            pod.namespace, pod.name, exc)
+                log.warning("claim %s: releasing the late write of pod %s failed: %s", claim.key, pod, exc)
             else:
                 if released is not None:
                     self._state.assume_claim_unless_older(released)
-        log.info("claim %s: a late write for pod %s/%s landed; %s", claim.key, pod.namespace, pod.name,
+        log.info("claim %s: a late write for pod %s landed; %s", claim.key, pod,
                  "kept for the pod" if keep else "released")
         self._state.remove_inflight(key)
 
+    async def _settle_binding(self, pod: PodRef, node: str, undo: Callable[[], Awaitable[None]]) -> None:
+        try:
+            fate = await self._prove_binding(pod, node)
+            if fate is Fate.IMPOSSIBLE:
+                log.info("the Binding of pod %s to node %s can no longer land; its bind is undone", pod, node)
+                await undo()
+            else:
+                log.info("the Binding of pod %s to node %s landed; its claims stay", pod, node)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug: the claims stay reserved (safe) and the pod's retry adopts them
+            log.exception("settling the Binding of pod %s failed; its claims stay reserved", pod)
 
-def _allocated_node(obj: Mapping[str, Any] | None) -> str | None:
-    """The single node an allocation is bound to, when its node selector names one."""
-    allocation = ((obj or {}).get("status") or {}).get("allocation") or {}
-    terms = ((allocation.get("nodeSelector") or {}).get("nodeSelectorTerms")) or ()
-    for term in terms:
-        for field in term.get("matchFields") or ():
-            if field.get("key") == "metadata.name" and len(field.get("values") or ()) == 1:
-                return str(field["values"][0])
-    return None
+    async def _prove_binding(self, pod: PodRef, node: str) -> Fate:
+        """Watch the pod, reading it back now and then; past ``fence_after_s`` only a successful
+        read-back that still finds it unbound proves that the Binding cannot land any more."""
+        loop = asyncio.get_running_loop()
+        next_read = loop.time()
+        give_up_at = next_read + self._fence_after_s
+        while True:
+            fate = binding_fate(self._state.pod(pod.namespace, pod.name), pod, node)
+            if fate is Fate.UNKNOWN and loop.time() >= next_read:
+                asked_at = loop.time()
+                next_read = asked_at + self._readback_s
+                read = await self._read_back_pod(pod, node)
+                if read is Fate.UNKNOWN and asked_at >= give_up_at:
+                    return Fate.IMPOSSIBLE
+                fate = read or Fate.UNKNOWN
+            if fate is not Fate.UNKNOWN:
+                return fate
+            await asyncio.sleep(self._poll_s)
+
+    async def _read_back_pod(self, pod: PodRef, node: str) -> Fate | None:
+        """The pod's fate as the API server tells it now; None when it could not be asked."""
+        try:
+            obj = await asyncio.wait_for(self._binder.read_pod(pod.namespace, pod.name), self._readback_s)
+            return binding_fate(None if obj is None else parse_pod(obj), pod, node)
+        except Exception as exc:
+            log.debug("pod %s: reading it back failed, trying again later: %s", pod, exc)
+            return None
+
+
+class Releases:
+    """The stale-claim releases under way (``stale.py``), at most one per pod.
+
+    A release runs while no bind of its pod does (``SchedulerMemory.binding``), and a bind
+    refuses a pod whose release runs (``running``): both checks and the start happen without an
+    ``await`` in between. The context creates it, the app's shutdown closes it (``close``
+    cancels what still runs), so no task outlives the app.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def running(self, pod_uid: str) -> bool:
+        return pod_uid in self._tasks
+
+    def start(self, pod_uid: str, work: Coroutine[Any, Any, None]) -> bool:
+        """Run ``work`` for the pod unless a release of it runs already (then ``work`` is closed)."""
+        if pod_uid in self._tasks:
+            work.close()
+            return False
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks[pod_uid] = task
+        task.add_done_callback(lambda _: self._tasks.pop(pod_uid, None))
+        return True
+
+    async def close(self) -> None:
+        await _cancel(self._tasks.values())
+
+
+async def _cancel(tasks: Any) -> None:
+    running = list(tasks)
+    for task in running:
+        task.cancel()
+    for task in running:
+        with contextlib.suppress(BaseException):
+            await task
