@@ -155,20 +155,7 @@ def _container(item: Any, init: bool, path: str, pod: str) -> ContainerResources
     )
 
 
-def parse_pod(obj: Any) -> PodInfo:
-    """Parse a pod; raises ValueError naming the pod and field for malformed input."""
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"Pod: must be an object, got {type(obj).__name__}")
-    meta = _map(obj.get("metadata"), "metadata", "<unnamed>")
-    name = _str(meta.get("name"), "metadata.name", "<unnamed>")
-    if not name:
-        raise ValueError("Pod <unnamed>: metadata.name: required")
-    namespace = _str(meta.get("namespace"), "metadata.namespace", name) or "default"
-    ref = f"{namespace}/{name}"
-    check_metadata(Fields("Pod", ref), meta)
-    spec = _map(obj.get("spec"), "spec", ref)
-    status = _map(obj.get("status"), "status", ref)
-    scheduler = spec.get("schedulerName")
+def _pod_claims(spec: Mapping[str, Any], ref: str) -> tuple[PodClaim, ...]:
     claims = []
     for i, item in enumerate(_list(spec.get("resourceClaims"), "spec.resourceClaims", ref)):
         item = _map(item, f"spec.resourceClaims[{i}]", ref)
@@ -188,6 +175,11 @@ def parse_pod(obj: Any) -> PodInfo:
                 ),
             )
         )
+    return tuple(claims)
+
+
+def _claim_statuses(status: Mapping[str, Any], ref: str) -> dict[str, str]:
+    """status.resourceClaimStatuses: pod claim name -> generated claim name."""
     statuses: dict[str, str] = {}
     for i, item in enumerate(_list(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses", ref)):
         item = _map(item, f"status.resourceClaimStatuses[{i}]", ref)
@@ -195,6 +187,25 @@ def parse_pod(obj: Any) -> PodInfo:
         statuses[entry] = _str(
             item.get("resourceClaimName"), f"status.resourceClaimStatuses[{i}].resourceClaimName", ref
         )
+    return statuses
+
+
+def parse_pod(obj: Any) -> PodInfo:
+    """Parse a pod; raises ValueError naming the pod and field for malformed input."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"Pod: must be an object, got {type(obj).__name__}")
+    meta = _map(obj.get("metadata"), "metadata", "<unnamed>")
+    name = _str(meta.get("name"), "metadata.name", "<unnamed>")
+    if not name:
+        raise ValueError("Pod <unnamed>: metadata.name: required")
+    namespace = _str(meta.get("namespace"), "metadata.namespace", name) or "default"
+    ref = f"{namespace}/{name}"
+    check_metadata(Fields("Pod", ref), meta)
+    spec = _map(obj.get("spec"), "spec", ref)
+    status = _map(obj.get("status"), "status", ref)
+    scheduler = spec.get("schedulerName")
+    claims = _pod_claims(spec, ref)
+    statuses = _claim_statuses(status, ref)
     containers = [
         _container(item, True, f"spec.initContainers[{i}]", ref)
         for i, item in enumerate(_list(spec.get("initContainers"), "spec.initContainers", ref))
@@ -224,7 +235,7 @@ def parse_pod(obj: Any) -> PodInfo:
         node_name=_str(spec.get("nodeName"), "spec.nodeName", ref),
         phase=_str(status.get("phase"), "status.phase", ref),
         deleting=meta.get("deletionTimestamp") is not None,
-        claims=tuple(claims),
+        claims=claims,
         claim_statuses=statuses,
         containers=tuple(containers),
         extended_claim_name=_str(
