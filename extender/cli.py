@@ -424,6 +424,7 @@ class _KubeParts:
     background: list[Callable[[], Awaitable[None]]]
     is_leader: Callable[[], bool] | None
     scheduler_leader: Callable[[], bool] | None
+    scheduler_term: Callable[[], str | None] | None
     events: EventRecorder
     retry: RetryBook
     client: RawClient  # the one the parts above write with (requests counted in the metrics)
@@ -464,17 +465,17 @@ def _kube_parts(
         )
         background.append(elector.run)
         is_leader = elector.is_leader
-    scheduler_leader = None
+    scheduler_leader = scheduler_term = None
     if not config.leader_elect and config.scheduler_lease:
         namespace, _, name = config.scheduler_lease.partition("/")
         lease = SchedulerLease(raw, namespace=namespace, name=name)
         background.append(lease.run)
-        scheduler_leader = lease.holds
+        scheduler_leader, scheduler_term = lease.holds, lease.term
     recorder = EventRecorder(raw, instance=identity)
     binder = KubeBinder(api_client, is_leader=is_leader, metrics=metrics)
     book = RetryBook(state)
     background.append(PodRetrier(raw, book, metrics, is_leader=is_leader).run)
-    return _KubeParts(binder, background, is_leader, scheduler_leader, recorder, book, raw)
+    return _KubeParts(binder, background, is_leader, scheduler_leader, scheduler_term, recorder, book, raw)
 
 
 def _evict_mode(ctx: SchedulingContext, parts: _KubeParts) -> None:
@@ -531,8 +532,9 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
         parts = _kube_parts(config, state, api_client, metrics)
         ctx = SchedulingContext(
             config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events,
-            retry=parts.retry, scheduler_leader=parts.scheduler_leader,
+            retry=parts.retry, scheduler_leader=parts.scheduler_leader, scheduler_term=parts.scheduler_term,
         )
+        parts.background.append(ctx.handover.watch)
         if config.preemption == "evict":
             _evict_mode(ctx, parts)
         if unanswered is None:

@@ -42,12 +42,26 @@ class SchedulerLease:
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
         self._period, self._stale_after, self._clock = period, stale_after, clock
         self._holds = False
+        # The holding last read (holderIdentity and leaseTransitions), "" when there was no Lease.
+        self._term: str | None = None
         self._read_at: float | None = None  # monotonic time of the last answer (None: none yet)
 
     def holds(self) -> bool:
         """True while the last answer, fresh enough, named this pod's kube-scheduler."""
+        return self._holds and self._fresh()
+
+    def term(self) -> str | None:
+        """Which holding of the Lease this pod's kube-scheduler has, while it holds it: a new one
+        is a handover (``scheduling.settle.Handover``). The holderIdentity names one
+        kube-scheduler process, leaseTransitions tells its holdings apart. With no Lease at all
+        (a kube-scheduler that does not elect itself) the one term is "": there is no other
+        replica to take over from, only this extender's own earlier run. None otherwise (another
+        holds it, or no fresh answer)."""
+        return self._term if self._fresh() else None
+
+    def _fresh(self) -> bool:
         read_at = self._read_at
-        return self._holds and read_at is not None and self._clock() - read_at < self._stale_after
+        return read_at is not None and self._clock() - read_at < self._stale_after
 
     def read_once(self) -> None:
         try:
@@ -57,8 +71,13 @@ class SchedulerLease:
                 log.warning("reading kube-scheduler's lease %s/%s: %s", self.namespace, self.name, exc)
                 return
             lease = {}
-        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
         holds = bool(holder) and holder_host(holder) == self.hostname
+        if not lease:
+            self._term = ""
+        else:
+            self._term = f"{holder}#{spec.get('leaseTransitions') or 0}" if holds else None
         if holds != self._holds:
             log.info("this pod's kube-scheduler %s lease %s/%s (holder %r)",
                      "holds" if holds else "does not hold", self.namespace, self.name, holder)

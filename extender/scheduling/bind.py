@@ -158,6 +158,7 @@ class BindTransaction:
         pod: PodInfo,
         node: str,
         writes: list[_Write],
+        deadline: float,
         plan: PodPlan | None = None,
         status: ExtendedStatus | None = None,
         footprints: tuple[ClaimFootprint, ...] = (),
@@ -167,6 +168,9 @@ class BindTransaction:
         self._ref = pod.pod_ref
         self._node = node
         self._writes = writes
+        # No claim write starts after this: the bind's start plus bind_timeout_s, which is what
+        # a replica taking over waits for (``settle.Handover``).
+        self._deadline = deadline
         self._plan = plan
         self._status = status
         self._footprints = footprints  # pod.status.nodeAllocatableResourceClaimStatuses
@@ -186,8 +190,9 @@ class BindTransaction:
         only if nothing it was computed from changed meanwhile (otherwise the scheduler retries),
         and the commit itself never awaits. Raises PodWaits or BindFailed.
         """
+        deadline = time.monotonic() + ctx.config.bind_timeout_s
         if not wants_devices(pod):
-            return cls(ctx, pod, node_name, [])
+            return cls(ctx, pod, node_name, [], deadline)
         plan = PodPlan.build(ctx, pod)
         state = ctx.state
         node = state.nodes.get(node_name)
@@ -202,6 +207,8 @@ class BindTransaction:
                 f"pod {pod.ref}: the claims or the devices of node {node_name} changed while its "
                 "allocation was computed; the scheduler retries"
             )
+        if placement.results and (waiting := ctx.handover.blocks_allocation()) is not None:
+            raise BindFailed(f"pod {pod.ref}: {waiting}")
         # From here to the return: no await, so no other request sees half of it.
         writes = []
         expires = time.monotonic() + ctx.config.inflight_ttl_s
@@ -212,7 +219,7 @@ class BindTransaction:
             create = placement.create if extended is not None and claim is extended.claim else None
             writes.append(_Write(claim, _stamped(ctx, result), True, create, consumers.get(claim.uid)))
         writes.extend(_Write(c, None, False, consumer=consumers.get(c.uid)) for c in placement.reserve)
-        return cls(ctx, pod, node_name, writes, plan, placement.status, placement.footprints)
+        return cls(ctx, pod, node_name, writes, deadline, plan, placement.status, placement.footprints)
 
     # --- run: the writes, in order ----------------------------------------------------------
 
@@ -238,9 +245,11 @@ class BindTransaction:
 
     async def _write_claims(self) -> None:
         """Every claim write at once; raises BindFailed naming each that failed."""
-        ctx, metrics = self._ctx, self._ctx.metrics
-        deadline = time.monotonic() + ctx.config.bind_timeout_s
-        outcomes = await _run_all([self._write(w, deadline) for w in self._writes], ctx.config.bind_timeout_s)
+        metrics = self._ctx.metrics
+        timeout = max(0.0, self._deadline - time.monotonic())
+        outcomes = await _run_all(
+            [self._write(w, self._deadline) for w in self._writes], timeout, self._ctx.config.bind_timeout_s
+        )
         errors = []
         for write, outcome in zip(self._writes, outcomes, strict=True):
             if not isinstance(outcome, BaseException):
@@ -485,8 +494,11 @@ class Unfinished(Exception):
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
-async def _run_all(coros: list[Coroutine[Any, Any, Any]], timeout: float) -> list[Any]:
-    """Run concurrently; each entry is the result, the exception, or :class:`Unfinished`.
+async def _run_all(
+    coros: list[Coroutine[Any, Any, Any]], timeout: float, budget: float | None = None
+) -> list[Any]:
+    """Run concurrently; each entry is the result, the exception, or :class:`Unfinished`
+    (whose message names ``budget``, the whole time allowed, by default ``timeout``).
 
     Nothing is cancelled at the deadline: a cancelled coroutine would not stop a request already
     sent, only our knowledge of its fate. The caller decides what follows an unfinished one.
@@ -498,7 +510,7 @@ async def _run_all(coros: list[Coroutine[Any, Any, Any]], timeout: float) -> lis
     out: list[Any] = []
     for task in tasks:
         if task in pending:
-            out.append(Unfinished(task, timeout))
+            out.append(Unfinished(task, timeout if budget is None else budget))
         elif task.exception() is not None:
             out.append(task.exception())
         else:

@@ -25,7 +25,7 @@ from extender.scheduling.memory import SchedulerMemory
 from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.preemption.nominated import held_views
 from extender.scheduling.retry import RetryBook
-from extender.scheduling.settle import Releases, Settler
+from extender.scheduling.settle import Handover, Releases, Settler
 from extender.scheduling.turns import pause
 from extender.state import ClusterState
 
@@ -50,6 +50,9 @@ class SchedulingContext:
     # With --kube --no-leader-elect: whether the kube-scheduler beside this replica holds its
     # Lease, which is what dra_extender_leader reports then (extender/kube/scheduler_lease.py).
     scheduler_leader: Callable[[], bool] | None = None
+    # With --scheduler-lease: which term of that Lease this replica's scheduler holds (None: it
+    # is not seen holding it). A new term is a handover: allocations wait (``handover``).
+    scheduler_term: Callable[[], str | None] | None = None
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
     events: PodEvents | None = None
     # With --kube: pods turned away, for kube-scheduler to be told when to retry them.
@@ -66,6 +69,8 @@ class SchedulingContext:
     settler: Settler = field(init=False)
     # Stale-claim releases under way (scheduling/stale.py).
     releases: Releases = field(init=False)
+    # What a replica taking over waits for before it allocates (settle.Handover).
+    handover: Handover = field(init=False)
 
     def __post_init__(self) -> None:
         self.features = self.config.feature_gates
@@ -77,10 +82,15 @@ class SchedulingContext:
             fence_after_s=self.config.fence_after_s,
         )
         self.releases = Releases()
+        self.handover = Handover(
+            self.state, self.binder, term=self.scheduler_term,
+            quiet_s=bind_timeout, give_up_s=self.config.fence_after_s,
+        )
 
     async def close(self) -> None:
         """Stop the background work of scheduling (the app's shutdown): nothing outlives the app."""
         await self.releases.close()
+        await self.handover.close()
         await self.settler.close()
 
     def use_release(self, config: Config) -> None:

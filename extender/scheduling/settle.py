@@ -29,7 +29,10 @@ or still unbound when read back ``fence_after_s`` after the bind gave up (the AP
 request timeout: a request it still held has been answered by then). Then the bind is undone.
 
 Also here: :class:`Releases`, the stale-claim releases filter starts (``stale.py``), one task
-per pod, owned like the settler's tasks by the context and cancelled when the app closes.
+per pod, owned like the settler's tasks by the context and cancelled when the app closes; and
+:class:`Handover`, which keeps a replica that takes over scheduling from writing allocations
+that a write of the replica before it, still on its way, could contradict (docs/reliability.md,
+"Handover").
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -312,3 +316,126 @@ async def _cancel(tasks: Any) -> None:
     for task in running:
         with contextlib.suppress(BaseException):
             await task
+
+
+class Handover:
+    """New allocations wait, after this replica's kube-scheduler takes over, until no claim
+    write of the replica active before can land any more.
+
+    kube-scheduler's Lease decides which replica schedules; each extender knows only its own
+    writes. A claim write the previous replica sent can land up to the API server's request
+    timeout after the Lease moved, and give a device to one claim while this replica gives the
+    same device to another: two claims are two objects, no resourceVersion conflict stops it.
+    So a new term of the Lease (``term``: an identity of the holding, None while this replica's
+    scheduler is not seen holding it) starts a takeover, and until it is done a bind that would
+    allocate is refused (kube-scheduler retries it). The takeover
+
+    1. waits ``quiet_s`` (the bind timeout): every bind of the previous replica was called
+       before the Lease moved, and none starts a claim write later than its own start plus
+       the bind timeout;
+    2. fences every claim the cache holds unallocated (moves it to a newer resourceVersion
+       without changing it: ``Binder.fence_claim``), so that every request of the previous
+       replica, all conditioned on an older version, is refused whenever it arrives. Allocated
+       claims need nothing: their allocation is real and counted as in use.
+
+    A claim that cannot be fenced (the API server refuses or does not answer) is tried again
+    until ``give_up_s`` (the API server's request timeout) after the wait: by then every request
+    sent before it has been answered or dropped. Reservations and Bindings are never held back:
+    they hand out no device.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        binder: Binder,
+        *,
+        term: Callable[[], str | None] | None,
+        quiet_s: float,
+        give_up_s: float,
+        poll_s: float = 0.5,
+        concurrency: int = 8,
+    ) -> None:
+        self._state = state
+        self._binder = binder
+        self._term = term
+        self._quiet_s = quiet_s
+        self._give_up_s = give_up_s
+        self._poll_s = poll_s
+        self._concurrency = concurrency
+        self._done_term: str | None = None  # the term whose takeover is over
+        self._task: asyncio.Task[None] | None = None
+        self._task_term: str | None = None
+        self.fenced = 0  # claims fenced by takeovers (the cost, with the wait)
+        self.last_takeover_s: float | None = None  # how long the last takeover held allocations
+
+    def blocks_allocation(self) -> str | None:
+        """Why a new allocation must wait now (None: it may be written); starts the takeover of
+        a new term."""
+        if self._term is None:
+            return None  # no Lease to follow: local mode, tests, or leader election of our own
+        term = self._term()
+        if term is None:
+            return ("this replica's kube-scheduler is not seen holding its Lease yet; new "
+                    "allocations wait for the handover (the scheduler retries)")
+        if term == self._done_term:
+            return None
+        self._start(term)
+        return ("this replica's kube-scheduler took over scheduling: new allocations wait until the "
+                "previous replica's claim writes can no longer land (the scheduler retries)")
+
+    async def watch(self) -> None:
+        """Start each takeover as soon as the new term is seen, not only at the first bind."""
+        while True:
+            self.blocks_allocation()
+            await asyncio.sleep(self._poll_s)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            await _cancel([self._task])
+
+    def _start(self, term: str) -> None:
+        if self._task is not None and not self._task.done():
+            if self._task_term == term:
+                return
+            self._task.cancel()
+        self._task_term = term
+        self._task = asyncio.get_running_loop().create_task(self._take_over(term))
+
+    async def _take_over(self, term: str) -> None:
+        started = time.monotonic()
+        log.info("kube-scheduler took over (%s): new allocations wait %gs, then every unallocated claim "
+                 "is fenced", term, self._quiet_s)
+        await asyncio.sleep(self._quiet_s)
+        while not self._state.synced:
+            await asyncio.sleep(self._poll_s)
+        give_up_at = time.monotonic() + self._give_up_s
+        pending = [c for c in self._state.claims.values() if c.allocation is None]
+        limit = asyncio.Semaphore(self._concurrency)
+        while pending and time.monotonic() < give_up_at:
+            fenced = await asyncio.gather(*(self._fence(c, limit) for c in pending))
+            pending = [c for c, ok in zip(pending, fenced, strict=True) if not ok]
+            if pending:
+                await asyncio.sleep(self._poll_s)
+        self._done_term = term
+        self.last_takeover_s = time.monotonic() - started
+        log.info("takeover %s done after %.1fs (%d claims could not be fenced and were waited out)",
+                 term, self.last_takeover_s, len(pending))
+
+    async def _fence(self, claim: ResourceClaim, limit: asyncio.Semaphore) -> bool:
+        """Whether no request conditioned on the claim's present version can land any more."""
+        async with limit:
+            try:
+                obj = await self._binder.read_claim(claim.namespace, claim.name)
+                current = _claim_or_none(obj)
+                if obj is None or current is None or current.uid != claim.uid:
+                    return True  # gone or replaced: a request names the UID it was read with
+                if current.allocation is None:
+                    obj = await self._binder.fence_claim(obj)
+                    if obj is None:
+                        return True
+                    self.fenced += 1
+                self._state.assume_claim_unless_older(obj)
+                return True
+            except Exception as exc:
+                log.info("fencing claim %s at takeover failed, trying again: %s", claim.key, exc)
+                return False
