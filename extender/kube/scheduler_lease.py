@@ -43,7 +43,7 @@ class SchedulerLease:
         self._period, self._stale_after, self._clock = period, stale_after, clock
         self._holds = False
         # The holding last read (holderIdentity and leaseTransitions), "" when there was no Lease.
-        self._term: str | None = None
+        self._term = ""
         self._read_at: float | None = None  # monotonic time of the last answer (None: none yet)
 
     def holds(self) -> bool:
@@ -51,12 +51,13 @@ class SchedulerLease:
         return self._holds and self._fresh()
 
     def term(self) -> str | None:
-        """Which holding of the Lease this pod's kube-scheduler has, while it holds it: a new one
-        is a handover (``scheduling.settle.Handover``). The holderIdentity names one
-        kube-scheduler process, leaseTransitions tells its holdings apart. With no Lease at all
-        (a kube-scheduler that does not elect itself) the one term is "": there is no other
-        replica to take over from, only this extender's own earlier run. None otherwise (another
-        holds it, or no fresh answer)."""
+        """Which holding of the Lease is current, whoever holds it: a new one is a handover
+        (``scheduling.settle.Handover``). The holderIdentity names one kube-scheduler process,
+        leaseTransitions tells its holdings apart; "" when there is no Lease (a kube-scheduler
+        that does not elect itself); None without a fresh answer.
+
+        Unlike ``holds`` it does not rely on the holder's hostname being this pod's name: the
+        extender learns that its own scheduler leads from the binds it is sent."""
         return self._term if self._fresh() else None
 
     def _fresh(self) -> bool:
@@ -74,10 +75,7 @@ class SchedulerLease:
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
         holds = bool(holder) and holder_host(holder) == self.hostname
-        if not lease:
-            self._term = ""
-        else:
-            self._term = f"{holder}#{spec.get('leaseTransitions') or 0}" if holds else None
+        self._term = f"{holder}#{spec.get('leaseTransitions') or 0}" if lease else ""
         if holds != self._holds:
             log.info("this pod's kube-scheduler %s lease %s/%s (holder %r)",
                      "holds" if holds else "does not hold", self.namespace, self.name, holder)

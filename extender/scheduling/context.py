@@ -50,8 +50,8 @@ class SchedulingContext:
     # With --kube --no-leader-elect: whether the kube-scheduler beside this replica holds its
     # Lease, which is what dra_extender_leader reports then (extender/kube/scheduler_lease.py).
     scheduler_leader: Callable[[], bool] | None = None
-    # With --scheduler-lease: which term of that Lease this replica's scheduler holds (None: it
-    # is not seen holding it). A new term is a handover: allocations wait (``handover``).
+    # With --scheduler-lease: the current holding of that Lease, whoever holds it (None: not
+    # read lately). A new one is a handover: allocations wait (``handover``).
     scheduler_term: Callable[[], str | None] | None = None
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
     events: PodEvents | None = None
@@ -83,7 +83,7 @@ class SchedulingContext:
         )
         self.releases = Releases()
         self.handover = Handover(
-            self.state, self.binder, term=self.scheduler_term,
+            self.state, self.binder, term=self.scheduler_term, leading=self.scheduler_leader,
             quiet_s=bind_timeout, give_up_s=self.config.fence_after_s,
         )
 

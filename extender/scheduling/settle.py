@@ -326,9 +326,11 @@ class Handover:
     writes. A claim write the previous replica sent can land up to the API server's request
     timeout after the Lease moved, and give a device to one claim while this replica gives the
     same device to another: two claims are two objects, no resourceVersion conflict stops it.
-    So a new term of the Lease (``term``: an identity of the holding, None while this replica's
-    scheduler is not seen holding it) starts a takeover, and until it is done a bind that would
-    allocate is refused (kube-scheduler retries it). The takeover
+    So the first bind that would allocate in a new term of the Lease (``term``: the current
+    holding, whoever holds it; a bind is only sent by the scheduler that holds it) starts a
+    takeover, and until it is done such binds are refused (kube-scheduler retries them). When
+    ``leading`` says this replica's scheduler holds the Lease, the takeover starts before the
+    first bind (``watch``). The takeover
 
     1. waits ``quiet_s`` (the bind timeout): every bind of the previous replica was called
        before the Lease moved, and none starts a claim write later than its own start plus
@@ -350,6 +352,7 @@ class Handover:
         binder: Binder,
         *,
         term: Callable[[], str | None] | None,
+        leading: Callable[[], bool] | None = None,
         quiet_s: float,
         give_up_s: float,
         poll_s: float = 0.5,
@@ -358,6 +361,7 @@ class Handover:
         self._state = state
         self._binder = binder
         self._term = term
+        self._leading = leading
         self._quiet_s = quiet_s
         self._give_up_s = give_up_s
         self._poll_s = poll_s
@@ -375,8 +379,8 @@ class Handover:
             return None  # no Lease to follow: local mode, tests, or leader election of our own
         term = self._term()
         if term is None:
-            return ("this replica's kube-scheduler is not seen holding its Lease yet; new "
-                    "allocations wait for the handover (the scheduler retries)")
+            return ("kube-scheduler's Lease could not be read lately; new allocations wait until it "
+                    "is (the scheduler retries)")
         if term == self._done_term:
             return None
         self._start(term)
@@ -384,9 +388,11 @@ class Handover:
                 "previous replica's claim writes can no longer land (the scheduler retries)")
 
     async def watch(self) -> None:
-        """Start each takeover as soon as the new term is seen, not only at the first bind."""
+        """Start the takeover as soon as this replica's scheduler is seen holding the Lease, not
+        only at the first bind."""
         while True:
-            self.blocks_allocation()
+            if self._leading is not None and self._leading():
+                self.blocks_allocation()
             await asyncio.sleep(self._poll_s)
 
     async def close(self) -> None:
