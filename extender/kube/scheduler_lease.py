@@ -1,10 +1,11 @@
-"""Whether this pod's kube-scheduler holds its Lease: what ``dra_extender_leader`` reports when the
-extender runs with ``--no-leader-elect`` beside a kube-scheduler that elects itself (the shipped
-layout).
+"""kube-scheduler's Lease, as the extender beside it sees it (``--no-leader-elect``, the shipped
+layout): whether this pod's kube-scheduler holds it (what ``dra_extender_leader`` reports), and
+which holding is current (``term``: a new one is a handover, see ``scheduling.settle.Handover``).
 
 kube-scheduler's holderIdentity is ``<hostname>_<uuid>``; the hostname of a pod is its name, so
 this replica's scheduler holds the Lease when the part before the last ``_`` is this pod's name
-(``$POD_NAME``, else the hostname). The Lease is read with GET every ``period`` seconds; an answer
+(``$POD_NAME``, else the hostname). The Lease is read with GET every ``period`` seconds (1 s: a
+handover is noticed within it, docs/reliability.md "Handover"); an answer
 older than ``stale_after`` seconds (the API server unreachable) counts as not holding it, so a
 replica cut off from the cluster never reports a leader.
 """
@@ -34,7 +35,7 @@ def holder_host(holder_identity: str) -> str:
 
 class SchedulerLease:
     def __init__(self, client: RawClient, *, namespace: str, name: str, hostname: str | None = None,
-                 period: float = 5.0, stale_after: float = 30.0,
+                 period: float = 1.0, stale_after: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self.namespace, self.name = namespace, name
