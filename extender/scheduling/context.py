@@ -50,9 +50,10 @@ class SchedulingContext:
     # With --kube --no-leader-elect: whether the kube-scheduler beside this replica holds its
     # Lease, which is what dra_extender_leader reports then (extender/kube/scheduler_lease.py).
     scheduler_leader: Callable[[], bool] | None = None
-    # With --scheduler-lease: the current holding of that Lease, whoever holds it (None: not
-    # read lately). A new one is a handover: allocations wait (``handover``).
-    scheduler_term: Callable[[], str | None] | None = None
+    # The current holding of the Lease that decides which replica schedules: kube-scheduler's
+    # (--scheduler-lease, whoever holds it; None: not read lately) or this extender's own
+    # (--leader-elect; None: not leading). A new one is a handover: allocations wait (``handover``).
+    lease_term: Callable[[], str | None] | None = None
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
     events: PodEvents | None = None
     # With --kube: pods turned away, for kube-scheduler to be told when to retry them.
@@ -83,7 +84,7 @@ class SchedulingContext:
         )
         self.releases = Releases()
         self.handover = Handover(
-            self.state, self.binder, term=self.scheduler_term, leading=self.scheduler_leader,
+            self.state, self.binder, term=self.lease_term, leading=self.scheduler_leader or self.is_leader,
             quiet_s=bind_timeout, give_up_s=self.config.fence_after_s,
         )
 

@@ -384,8 +384,8 @@ class Handover:
         if term == self._done_term:
             return None
         self._start(term)
-        return ("this replica's kube-scheduler took over scheduling: new allocations wait until the "
-                "previous replica's claim writes can no longer land (the scheduler retries)")
+        return ("this replica took over scheduling (a new holding of the Lease): new allocations wait "
+                "until the previous leader's claim writes can no longer land (the scheduler retries)")
 
     async def watch(self) -> None:
         """Start the takeover as soon as this replica's scheduler is seen holding the Lease, not
@@ -409,8 +409,8 @@ class Handover:
 
     async def _take_over(self, term: str) -> None:
         started = time.monotonic()
-        log.info("kube-scheduler took over (%s): new allocations wait %gs, then every unallocated claim "
-                 "is fenced", term, self._quiet_s)
+        log.info("took over scheduling (Lease holding %s): new allocations wait %gs, then every "
+                 "unallocated claim is fenced", term, self._quiet_s)
         await asyncio.sleep(self._quiet_s)
         while not self._state.synced:
             await asyncio.sleep(self._poll_s)

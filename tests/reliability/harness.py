@@ -40,17 +40,17 @@ FAST = Backoff(initial=0.05, cap=0.2)
 @contextlib.asynccontextmanager
 async def extender(
     server: ApiServer, *, wait_ready: bool = True, request_timeout: float = 5.0,
-    scheduler_term: Callable[[], str | None] | None = None, **config: Any
+    lease_term: Callable[[], str | None] | None = None, **config: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState, SchedulingContext]]:
     client = RawClient(server.api_client(), request_timeout=request_timeout)
     state = ClusterState()
     cfg = replace(Config(kube=True), **config)
     binder = KubeBinder(client, retry_delay=0.001)
     ctx = SchedulingContext(
-        cfg, state, binder, Metrics(), Environment.create(), scheduler_term=scheduler_term
+        cfg, state, binder, Metrics(), Environment.create(), lease_term=lease_term
     )
     background = [KubeSource(client, state, backoff=FAST).run]
-    if scheduler_term is not None:
+    if lease_term is not None:
         background.append(ctx.handover.watch)
     app = create_app(ctx, background=background)
     async with app.router.lifespan_context(app):

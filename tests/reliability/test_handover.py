@@ -48,7 +48,7 @@ async def test_a_write_of_the_previous_replica_landing_after_the_lease_moved_is_
     one_gpu_two_pods(apiserver)
     term: list[str | None] = [None]
     old = extender(apiserver, bind_timeout_s=0.5)  # it does not fence by itself within the test
-    new = extender(apiserver, scheduler_term=lambda: term[0], bind_timeout_s=QUIET, fence_after_s=5.0)
+    new = extender(apiserver, lease_term=lambda: term[0], bind_timeout_s=QUIET, fence_after_s=5.0)
     async with old as (old_http, _, _), new as (new_http, new_state, new_ctx):
         assert (await filter_nodes(old_http, apiserver, "a"))["NodeNames"] == ["node-a"]
         held = apiserver.faults.hold("update", "resourceclaims", subresource="status")
