@@ -16,9 +16,14 @@ import time
 
 import pytest
 
+from extender.kube.binder import KubeBinder
+from extender.kube.client import RawClient
+from extender.model.kinds import KIND_NAMES
+from extender.scheduling.settle import Handover
+from extender.state import ClusterState
 from tests.apiserver.server import ApiServer
 from tests.reliability.figures import record
-from tests.reliability.harness import audit, bind, extender, filter_nodes
+from tests.reliability.harness import CLAIM, audit, bind, extender, filter_nodes
 from tests.reliability.test_late_writes import held_twice, one_gpu_two_pods
 
 pytestmark = pytest.mark.anyio
@@ -88,3 +93,54 @@ async def test_without_the_handover_wait_the_same_write_is_a_double_allocation(a
         held.set()
         await asyncio.sleep(0.5)
         assert held_twice(apiserver) != []
+
+
+async def handover_over(apiserver: ApiServer, give_up_s: float) -> tuple[Handover, KubeBinder]:
+    """A Handover over the test API server's claims, with no wait before its fencing."""
+    state = ClusterState()
+    claims, _ = apiserver.store.list(CLAIM, None)
+    for obj in claims:
+        state.apply("ResourceClaim", obj)
+    for kind in KIND_NAMES:
+        state.mark_synced(kind)
+    binder = KubeBinder(RawClient(apiserver.api_client(), request_timeout=2.0), retry_delay=0.001)
+    return Handover(state, binder, term=lambda: "t", quiet_s=0.0, give_up_s=give_up_s, poll_s=0.05), binder
+
+
+async def wait_done(handover: Handover, within: float) -> float:
+    started = time.monotonic()
+    assert handover.blocks_allocation() is not None  # the first bind of the term starts the takeover
+    while handover.blocks_allocation() is not None:
+        assert time.monotonic() - started < within, "the takeover never ended"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+async def test_a_fence_refused_for_a_while_is_tried_again(apiserver: ApiServer) -> None:
+    one_gpu_two_pods(apiserver)
+    before = {c["metadata"]["name"]: int(c["metadata"]["resourceVersion"])
+              for c in apiserver.store.list(CLAIM, None)[0]}
+    apiserver.faults.fail("update", "resourceclaims", 500, times=2)
+    handover, binder = await handover_over(apiserver, give_up_s=30.0)
+    try:
+        await wait_done(handover, within=10.0)
+    finally:
+        binder.close()
+    assert handover.fenced == 2
+    after = {c["metadata"]["name"]: int(c["metadata"]["resourceVersion"])
+             for c in apiserver.store.list(CLAIM, None)[0]}
+    assert all(after[name] > version for name, version in before.items())
+
+
+async def test_a_claim_that_cannot_be_fenced_is_waited_out_for_the_request_timeout(
+    apiserver: ApiServer,
+) -> None:
+    one_gpu_two_pods(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 500, times=10_000)
+    handover, binder = await handover_over(apiserver, give_up_s=1.0)
+    try:
+        took = await wait_done(handover, within=10.0)
+    finally:
+        binder.close()
+    # Not before the request timeout: until then a write sent before the fence may still land.
+    assert handover.fenced == 0 and took >= 1.0
