@@ -464,6 +464,7 @@ class _KubeParts:
     background: list[Callable[[], Awaitable[None]]]
     is_leader: Callable[[], bool] | None
     scheduler_leader: Callable[[], bool] | None
+    lease_term: Callable[[], str | None] | None
     events: EventRecorder
     retry: RetryBook
     client: RawClient  # the one the parts above write with (requests counted in the metrics)
@@ -497,24 +498,25 @@ def _kube_parts(
 
     background: list[Callable[[], Awaitable[None]]] = [watch]
     is_leader = None
+    lease_term: Callable[[], str | None] | None = None
     identity = default_identity()
     if config.leader_elect:
         elector = LeaderElector(
             raw, name=config.lease_name, namespace=config.lease_namespace, identity=identity, metrics=metrics
         )
         background.append(elector.run)
-        is_leader = elector.is_leader
+        is_leader, lease_term = elector.is_leader, elector.term
     scheduler_leader = None
     if not config.leader_elect and config.scheduler_lease:
         namespace, _, name = config.scheduler_lease.partition("/")
         lease = SchedulerLease(raw, namespace=namespace, name=name)
         background.append(lease.run)
-        scheduler_leader = lease.holds
+        scheduler_leader, lease_term = lease.holds, lease.term
     recorder = EventRecorder(raw, instance=identity)
     binder = KubeBinder(api_client, is_leader=is_leader, metrics=metrics)
     book = RetryBook(state)
     background.append(PodRetrier(raw, book, metrics, is_leader=is_leader).run)
-    return _KubeParts(binder, background, is_leader, scheduler_leader, recorder, book, raw)
+    return _KubeParts(binder, background, is_leader, scheduler_leader, lease_term, recorder, book, raw)
 
 
 def _evict_mode(ctx: SchedulingContext, parts: _KubeParts) -> None:
@@ -571,8 +573,9 @@ def build_app(config: Config, debug_endpoints: bool | None = None) -> FastAPI:
         parts = _kube_parts(config, state, api_client, metrics)
         ctx = SchedulingContext(
             config, state, parts.binder, metrics, cel, is_leader=parts.is_leader, events=parts.events,
-            retry=parts.retry, scheduler_leader=parts.scheduler_leader,
+            retry=parts.retry, scheduler_leader=parts.scheduler_leader, lease_term=parts.lease_term,
         )
+        parts.background.append(ctx.handover.watch)
         if config.preemption == "evict":
             _evict_mode(ctx, parts)
         if unanswered is None:

@@ -116,7 +116,7 @@ def create_app(
         finally:
             for task in tasks:
                 task.cancel()
-            await ctx.settler.close()
+            await ctx.close()
 
     app = ExtenderApp(
         title="dra-extender", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None

@@ -4,8 +4,9 @@ Per claim, as the plugin's PreBind does: add the delete-protection finalizer wit
 one status update setting ``allocation`` and appending the pod to ``reservedFor``, guarded by the
 resourceVersion; on a conflict re-read, re-validate and retry (5 attempts, like client-go's
 DefaultRetry). Then the pod's Binding. Every step is idempotent so that a retry after a lost
-reply converges instead of failing or duplicating. Blocking client calls run in a private thread
-pool so that slow writes never starve the event loop's default executor.
+reply converges instead of failing or duplicating; every retry follows one :class:`RetryPolicy`.
+Blocking client calls run in a private thread pool so that slow writes never starve the event
+loop's default executor.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import kubernetes
@@ -26,11 +28,9 @@ from extender.metrics import Metrics
 from extender.model import ResourceClaim
 from extender.model.extended import is_extended_claim_of
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef, resource_version
-from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
+from extender.scheduling.binder import NOT_THE_LEADER, BindError, BindingUncertain, WriteUncertain
 
 log = logging.getLogger(__name__)
-
-NOT_THE_LEADER = "this extender replica is not the leader; it does not commit binds"
 # Set and removed again by a fence (see _fence_claim): its value is the version fenced off.
 FENCE_ANNOTATION = "dra-extender.k8s.io/fenced-resource-version"
 
@@ -40,6 +40,59 @@ T = TypeVar("T")
 def _retryable(exc: KubeApiError) -> bool:
     """Conflicts, throttling, server and transport errors may pass on a fresh attempt."""
     return exc.status in (0, 409, 429) or exc.status >= 500
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    number: int  # 0 for the first
+    remaining: float | None  # seconds left before the deadline (None: no deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """The binder's one way to try again.
+
+    Up to ``attempts`` attempts, the pause before each growing with its number (``delay`` times
+    number, plus up to 10 % jitter); none starts after the deadline, none while this replica
+    does not lead. An attempt ends the run with its result, with a :class:`BindError` (a
+    definite answer), or with a :class:`KubeApiError`: conflicts, throttling, server and
+    transport errors are worth another attempt, any other answer ends the run at once.
+    """
+
+    attempts: int = 5
+    delay: float = 0.01
+    is_leader: Callable[[], bool] | None = None
+
+    def run(
+        self,
+        what: str,
+        attempt: Callable[[Attempt], T],
+        deadline: float | None = None,
+        failure: Callable[[str], BindError] = BindError,
+    ) -> T:
+        """``attempt`` until it returns; the error that ends a run unsuccessfully is ``failure``
+        of a message starting with ``what``."""
+        last: KubeApiError | None = None
+        tries = 0
+        for number in range(self.attempts):
+            if number:
+                time.sleep(self.delay * (1 + 0.1 * random.random()) * number)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            if self.is_leader is not None and not self.is_leader():
+                raise failure(NOT_THE_LEADER)
+            tries += 1
+            try:
+                return attempt(Attempt(number, remaining))
+            except KubeApiError as exc:
+                if not _retryable(exc):
+                    raise failure(f"{what} failed: {exc}") from exc
+                log.info("%s: %s (attempt %d)", what, exc, number + 1)
+                last = exc
+        if last is None:
+            raise failure(f"{what} failed: no time left before the bind deadline")
+        raise failure(f"{what} failed after {tries} attempts: {last}")
 
 
 def _same_allocation(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -74,9 +127,8 @@ class KubeBinder:
         if not isinstance(api_client, RawClient):
             api_client = RawClient(api_client, request_timeout, metrics=metrics)
         self._client = api_client
-        self._is_leader = is_leader
+        self._retry = RetryPolicy(attempts, retry_delay, is_leader)
         self._attempts = attempts
-        self._retry_delay = retry_delay
         self._request_timeout = request_timeout
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-binder")
 
@@ -97,8 +149,11 @@ class KubeBinder:
     async def fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
         return await self._run(self._fence_claim, claim)
 
-    async def bind_pod(self, pod: PodRef, node: str) -> None:
-        await self._run(self._bind_pod, pod, node)
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._run(self._read_pod, namespace, name)
+
+    async def bind_pod(self, pod: PodRef, node: str, deadline: float | None = None) -> None:
+        await self._run(self._bind_pod, pod, node, deadline)
 
     async def release_claim(
         self, claim: ResourceClaim, pod: PodRef, deallocate: bool
@@ -122,13 +177,6 @@ class KubeBinder:
 
     # ----- blocking implementations ------------------------------------------------------
 
-    def _check_leader(self) -> None:
-        if self._is_leader is not None and not self._is_leader():
-            raise BindError(NOT_THE_LEADER)
-
-    def _pause(self, attempt: int) -> None:
-        time.sleep(self._retry_delay * (1 + 0.1 * random.random()) * attempt)
-
     def _write_claim(
         self, claim: ResourceClaim, allocation: dict[str, Any] | None, pod: PodRef, deadline: float
     ) -> dict[str, Any]:
@@ -142,39 +190,30 @@ class KubeBinder:
         """
         path = _claim_path(claim.namespace, claim.name)
         current = _plain(claim.raw)
-        last: KubeApiError | None = None
-        uncertain = tries = 0
-        for attempt in range(self._attempts):
-            if attempt:
-                self._pause(attempt)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            if self._is_leader is not None and not self._is_leader():
-                raise _failure(NOT_THE_LEADER, uncertain)
-            tries += 1
+        uncertain = 0
+
+        def attempt(at: Attempt) -> dict[str, Any]:
+            nonlocal current, uncertain
+            timeout = self._client.request_timeout if at.remaining is None else min(
+                self._client.request_timeout, at.remaining
+            )
             try:
-                if attempt:
-                    current = self._client.request(
-                        "GET", path, timeout=min(self._client.request_timeout, remaining)
-                    )
+                if at.number:
+                    current = self._client.request("GET", path, timeout=timeout)
                 return self._try_write_claim(path, claim, current, allocation, pod, deadline)
             except _Sent as sent:
-                exc = sent.error
-                if _maybe_applied(exc):
+                if _maybe_applied(sent.error):
                     uncertain = max(uncertain, sent.resource_version)
+                exc = sent.error
             except KubeApiError as err:
                 exc = err
             if exc.not_found:
                 raise BindError(f"claim {claim.key} got deleted in the meantime") from exc
-            if not _retryable(exc):
-                raise _failure(f"writing claim {claim.key} failed: {exc}", uncertain) from exc
-            log.info("writing claim %s: %s (attempt %d)", claim.key, exc, attempt + 1)
-            last = exc
-        if last is None:
-            what = "no time left before the bind deadline"
-            raise _failure(f"writing claim {claim.key} failed: {what}", uncertain)
-        raise _failure(f"writing claim {claim.key} failed after {tries} attempts: {last}", uncertain)
+            raise exc
+
+        return self._retry.run(
+            f"writing claim {claim.key}", attempt, deadline, lambda message: _failure(message, uncertain)
+        )
 
     def _read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -183,6 +222,14 @@ class KubeBinder:
             if exc.not_found:
                 return None
             raise BindError(f"reading claim {namespace}/{name} failed: {exc}") from exc
+
+    def _read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._client.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise BindError(f"reading pod {namespace}/{name} failed: {exc}") from exc
 
     def _fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
         """Two metadata updates: a marker annotation in, then out again.
@@ -264,7 +311,7 @@ class KubeBinder:
         status["reservedFor"] = [*reserved, consumer.entry()]
         return self._put(path + "/status", current, deadline)
 
-    def _bind_pod(self, pod: PodRef, node: str) -> None:
+    def _bind_pod(self, pod: PodRef, node: str, deadline: float | None) -> None:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/binding"
         body = {
             "apiVersion": "v1",
@@ -273,49 +320,62 @@ class KubeBinder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
 
-        # Set once an attempt got no definite answer: that Binding may be in, whatever a retry hears.
+        # Set once an attempt got no definite answer: that Binding may be in, or land later,
+        # whatever a retry hears.
         unanswered = False
 
-        def attempt() -> None:
+        def attempt(at: Attempt) -> None:
             nonlocal unanswered
+            timeout = None if at.remaining is None else min(self._client.request_timeout, at.remaining)
             try:
-                self._client.request("POST", path, body=body)
+                self._client.request("POST", path, body=body, timeout=timeout)
             except KubeApiError as exc:
                 unanswered = unanswered or _maybe_applied(exc)
                 if exc.not_found:
-                    raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc
+                    raise BindError(f"pod {pod} no longer exists") from exc
                 if not exc.conflict:
                     raise
                 self._check_already_bound(pod, node, exc)
 
-        what = f"binding pod {pod.namespace}/{pod.name}"
+        what = f"binding pod {pod}"
         try:
-            self._retrying(what, attempt)
+            self._retry.run(what, attempt, deadline)
         except BindError as failed:
             if not unanswered:
                 raise
-            # Reporting a failure now would make bind roll back the claims of a pod that may be
-            # bound: only the pod itself can tell.
-            try:
-                bound = self._bound_to(pod, node)
-            except KubeApiError as exc:
-                raise BindingUncertain(
-                    f"{failed}; an earlier attempt went unanswered and re-reading the pod failed: {exc}"
-                ) from exc
-            if not bound:
-                raise
-            log.info("%s: an earlier attempt whose reply was lost went through (%s)", what, failed)
+            self._settle_unanswered(pod, node, failed)
+
+    def _settle_unanswered(self, pod: PodRef, node: str, failed: BindError) -> None:
+        """The last attempts failed, but an earlier one went unanswered: only the pod can tell.
+
+        Bound there: success. Gone, replaced, being deleted or bound elsewhere: the Binding can
+        never land, ``failed`` stands. Otherwise the unanswered request may still be applied (the
+        API server can hold it up to its request timeout): :class:`BindingUncertain`.
+        """
+        try:
+            current = self._client.request("GET", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}")
+        except KubeApiError as exc:
+            if exc.not_found:
+                raise failed from None
+            raise BindingUncertain(
+                f"{failed}; an earlier attempt went unanswered and re-reading the pod failed: {exc}"
+            ) from exc
+        meta, spec = current.get("metadata") or {}, current.get("spec") or {}
+        if meta.get("uid") == pod.uid and spec.get("nodeName") == node:
+            log.info("binding pod %s: an earlier attempt whose reply was lost went through (%s)", pod, failed)
+            return
+        if meta.get("uid") != pod.uid or spec.get("nodeName") or meta.get("deletionTimestamp"):
+            raise failed
+        raise BindingUncertain(f"{failed}; an earlier attempt went unanswered and may still land")
 
     def _check_already_bound(self, pod: PodRef, node: str, conflict: KubeApiError) -> None:
         """A conflict is success when an earlier attempt (whose reply we lost) bound the pod there."""
         try:
             bound = self._bound_to(pod, node)
         except KubeApiError as exc:
-            raise BindError(
-                f"binding pod {pod.namespace}/{pod.name} failed: {conflict}; re-reading it: {exc}"
-            ) from exc
+            raise BindError(f"binding pod {pod} failed: {conflict}; re-reading it: {exc}") from exc
         if not bound:
-            raise BindError(f"binding pod {pod.namespace}/{pod.name} to {node} failed: {conflict.message}")
+            raise BindError(f"binding pod {pod} to {node} failed: {conflict.message}")
 
     def _bound_to(self, pod: PodRef, node: str) -> bool:
         """Whether this very pod (same UID) is bound to ``node`` now; raises KubeApiError if unreadable."""
@@ -344,50 +404,33 @@ class KubeBinder:
 
         Returns the claim as last seen, or None when it is gone.
         """
-        for attempt in range(self._attempts):
-            status = current.get("status") or {}
-            if (
-                (current.get("metadata") or {}).get("uid") != claim.uid
-                or status.get("reservedFor")
-                or status.get("allocation") is None
-            ):
-                return current
-            cleared = copy.deepcopy(current)
-            for field in ("allocation", "reservedFor", "devices"):
-                (cleared.get("status") or {}).pop(field, None)
+        seen: dict[str, Any] | None = current
+
+        def attempt(at: Attempt) -> dict[str, Any] | None:
+            nonlocal seen
             try:
+                if at.number:
+                    seen = self._client.request("GET", _claim_path(claim.namespace, claim.name))
+                assert seen is not None
+                status = seen.get("status") or {}
+                if (
+                    (seen.get("metadata") or {}).get("uid") != claim.uid
+                    or status.get("reservedFor")
+                    or status.get("allocation") is None
+                ):
+                    return seen
+                cleared = copy.deepcopy(seen)
+                for field in ("allocation", "reservedFor", "devices"):
+                    (cleared.get("status") or {}).pop(field, None)
                 return self._client.request("PUT", path, body=cleared)
             except KubeApiError as exc:
                 if exc.not_found:
                     return None
-                if not _retryable(exc) or attempt == self._attempts - 1:
-                    raise BindError(f"deallocating claim {claim.key} failed: {exc}") from exc
-                self._pause(attempt + 1)
-                try:
-                    current = self._client.request("GET", _claim_path(claim.namespace, claim.name))
-                except KubeApiError as exc2:
-                    if exc2.not_found:
-                        return None
-                    raise BindError(f"deallocating claim {claim.key} failed: {exc2}") from exc2
-        return current
+                raise
+
+        return self._retry.run(f"deallocating claim {claim.key}", attempt)
 
     # ----- the pod's extended-resource claim (DRAExtendedResource), created at bind ----------
-
-    def _retrying(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn`` under the binder's retry policy; non-retryable API errors end it at once."""
-        last: KubeApiError | None = None
-        for attempt in range(self._attempts):
-            self._check_leader()
-            if attempt:
-                self._pause(attempt)
-            try:
-                return fn()
-            except KubeApiError as exc:
-                if not _retryable(exc):
-                    raise BindError(f"{what} failed: {exc}") from exc
-                log.info("%s: %s (attempt %d)", what, exc, attempt + 1)
-                last = exc
-        raise BindError(f"{what} failed after {self._attempts} attempts: {last}")
 
     def _extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
         listed = self._client.request("GET", _claims_path(pod.namespace))
@@ -401,12 +444,11 @@ class KubeBinder:
                 return existing[0]
             return self._client.request("POST", _claims_path(pod.namespace), body=body)
 
-        what = f"creating the extended-resource claim of pod {pod.namespace}/{pod.name}"
-        return self._retrying(what, attempt)
+        return self._retry.run(f"creating the extended-resource claim of pod {pod}", lambda _: attempt())
 
     def _delete_extended_claims(self, pod: PodRef) -> list[dict[str, Any]]:
-        what = f"deleting the extended-resource claim of pod {pod.namespace}/{pod.name}"
-        claims = self._retrying(what, lambda: self._extended_claims(pod))
+        what = f"deleting the extended-resource claim of pod {pod}"
+        claims = self._retry.run(what, lambda _: self._extended_claims(pod))
         return [obj for obj in (self._delete_claim(c, what) for c in claims) if obj is not None]
 
     def _delete_claim(self, claim: dict[str, Any], what: str) -> dict[str, Any] | None:
@@ -415,7 +457,7 @@ class KubeBinder:
         path = _claim_path(meta["namespace"], meta["name"])
         current = claim
 
-        def attempt() -> dict[str, Any] | None:
+        def attempt(_: Attempt) -> dict[str, Any] | None:
             nonlocal current
             try:
                 finalizers = current["metadata"].get("finalizers") or []
@@ -435,7 +477,7 @@ class KubeBinder:
                     current = self._client.request("GET", path)  # re-read, then try again
                 raise
 
-        return self._retrying(what, attempt)
+        return self._retry.run(what, attempt)
 
     def _patch_pod_status(self, pod: PodRef, status: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
@@ -443,7 +485,7 @@ class KubeBinder:
         # patch replaces lists whole: an empty nodeAllocatableResourceClaimStatuses clears it.
         patch = {"metadata": {"uid": pod.uid}, "status": status}
 
-        def attempt() -> None:
+        def attempt(_: Attempt) -> None:
             try:
                 self._client.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
             except KubeApiError as exc:
@@ -451,7 +493,7 @@ class KubeBinder:
                     raise BindError(f"pod {pod.namespace}/{pod.name} no longer exists") from exc
                 raise
 
-        self._retrying(f"patching the status of pod {pod.namespace}/{pod.name}", attempt)
+        self._retry.run(f"patching the status of pod {pod}", attempt)
 
 
 class _Sent(Exception):

@@ -67,6 +67,14 @@ class LeaderElector:
         renewed = self._renewed_at
         return renewed is not None and self._clock() - renewed < self._renew_deadline
 
+    def term(self) -> str | None:
+        """Which holding of the Lease this replica has while it leads (None otherwise): a new one
+        is a handover (``scheduling.settle.Handover``)."""
+        if not self.is_leader():
+            return None
+        spec = self._observed_record or {}
+        return f"{spec.get('holderIdentity')}#{spec.get('leaseTransitions') or 0}"
+
     async def run(self) -> None:
         """Campaign, lead, and campaign again after losing the lease, until cancelled (then release)."""
         try:

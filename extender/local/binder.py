@@ -63,7 +63,8 @@ class LocalBinder:
             reserved.append(consumer.entry())
         return self.cluster.write("ResourceClaim", obj)
 
-    async def bind_pod(self, pod: PodRef, node: str) -> None:
+    async def bind_pod(self, pod: PodRef, node: str, deadline: float | None = None) -> None:
+        # Answered at once and for certain, like the claim writes: the deadline never matters.
         held = self.cluster.state.pod(pod.namespace, pod.name)
         if held is None or held.uid != pod.uid:
             raise BindError(f"pod {pod.namespace}/{pod.name} with UID {pod.uid} does not exist")
@@ -77,6 +78,10 @@ class LocalBinder:
         conditions[:] = [c for c in conditions if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
         self.cluster.write("Pod", obj)
+
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        held = self.cluster.state.pod(namespace, name)
+        return None if held is None else clone(dict(held.raw))
 
     async def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         held = self.cluster.state.claim(namespace, name)

@@ -75,6 +75,14 @@ class AllocationResult:
     devices: tuple[DeviceResult, ...]
     config: tuple[ConfigEntry, ...]
     node_selector: NodeSelector | None
+    # status.allocation.allocationTimestamp (RFC 3339; "" when unset): when binding conditions
+    # started to count against the binding timeout.
+    allocated_at: str = ""
+
+    @property
+    def node_name(self) -> str | None:
+        """The single node the allocation is bound to, when its node selector names exactly one."""
+        return None if self.node_selector is None else self.node_selector.single_node()
 
     def device_ids(self) -> Iterator[DeviceID]:
         return (r.id for r in self.devices)
@@ -86,6 +94,8 @@ class AllocationResult:
         out: dict[str, Any] = {"devices": devices}
         if self.node_selector is not None:
             out["nodeSelector"] = self.node_selector.to_api()
+        if self.allocated_at:
+            out["allocationTimestamp"] = self.allocated_at
         return out
 
 
@@ -171,6 +181,7 @@ def parse_allocation_with(f: Fields, obj: Any, field: str) -> AllocationResult:
         ),
         config=tuple(config),
         node_selector=None if selector is None else parse_node_selector(f, selector, f"{field}.nodeSelector"),
+        allocated_at=f.string(obj.get("allocationTimestamp"), f"{field}.allocationTimestamp"),
     )
 
 

@@ -90,6 +90,14 @@ class NodeSelector:
     def to_api(self) -> dict[str, Any]:
         return {"nodeSelectorTerms": [t.to_api() for t in self.terms]}
 
+    def single_node(self) -> str | None:
+        """The node a ``metadata.name In [one]`` field requirement pins the selector to, if any."""
+        for term in self.terms:
+            for req in term.match_fields:
+                if req.key == "metadata.name" and req.operator == "In" and len(req.values) == 1:
+                    return req.values[0]
+        return None
+
 
 def _term_matches(term: SelectorTerm, node: Node) -> bool:
     # An empty term selects nothing (nodeaffinity semantics).

@@ -8,6 +8,7 @@ from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model.extended import integer_quantity, is_dra_extended_name
+from extender.model.refs import PodRef
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,11 @@ class PodInfo:
     start_time: str = ""  # status.startTime (RFC 3339): among equal priorities, older pods matter more
     # spec.preemptionPolicy ("" when absent: PreemptLowerPriority, the API default).
     preemption_policy: str = ""
+    # spec.schedulingGroup.podGroupName ("" when the pod belongs to no PodGroup), and why the
+    # field could not be read ("" when it could): such a pod waits with that reason when
+    # DRAWorkloadResourceClaims is on, and is scheduled as any other pod when it is off.
+    group_name: str = ""
+    group_problem: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -73,6 +79,11 @@ class PodInfo:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def pod_ref(self) -> PodRef:
+        """How the binders address the pod (its UID guards against a re-created namesake)."""
+        return PodRef(self.namespace, self.name, self.uid)
 
     @property
     def finished(self) -> bool:
@@ -144,20 +155,7 @@ def _container(item: Any, init: bool, path: str, pod: str) -> ContainerResources
     )
 
 
-def parse_pod(obj: Any) -> PodInfo:
-    """Parse a pod; raises ValueError naming the pod and field for malformed input."""
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"Pod: must be an object, got {type(obj).__name__}")
-    meta = _map(obj.get("metadata"), "metadata", "<unnamed>")
-    name = _str(meta.get("name"), "metadata.name", "<unnamed>")
-    if not name:
-        raise ValueError("Pod <unnamed>: metadata.name: required")
-    namespace = _str(meta.get("namespace"), "metadata.namespace", name) or "default"
-    ref = f"{namespace}/{name}"
-    check_metadata(Fields("Pod", ref), meta)
-    spec = _map(obj.get("spec"), "spec", ref)
-    status = _map(obj.get("status"), "status", ref)
-    scheduler = spec.get("schedulerName")
+def _pod_claims(spec: Mapping[str, Any], ref: str) -> tuple[PodClaim, ...]:
     claims = []
     for i, item in enumerate(_list(spec.get("resourceClaims"), "spec.resourceClaims", ref)):
         item = _map(item, f"spec.resourceClaims[{i}]", ref)
@@ -177,6 +175,11 @@ def parse_pod(obj: Any) -> PodInfo:
                 ),
             )
         )
+    return tuple(claims)
+
+
+def _claim_statuses(status: Mapping[str, Any], ref: str) -> dict[str, str]:
+    """status.resourceClaimStatuses: pod claim name -> generated claim name."""
     statuses: dict[str, str] = {}
     for i, item in enumerate(_list(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses", ref)):
         item = _map(item, f"status.resourceClaimStatuses[{i}]", ref)
@@ -184,6 +187,25 @@ def parse_pod(obj: Any) -> PodInfo:
         statuses[entry] = _str(
             item.get("resourceClaimName"), f"status.resourceClaimStatuses[{i}].resourceClaimName", ref
         )
+    return statuses
+
+
+def parse_pod(obj: Any) -> PodInfo:
+    """Parse a pod; raises ValueError naming the pod and field for malformed input."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"Pod: must be an object, got {type(obj).__name__}")
+    meta = _map(obj.get("metadata"), "metadata", "<unnamed>")
+    name = _str(meta.get("name"), "metadata.name", "<unnamed>")
+    if not name:
+        raise ValueError("Pod <unnamed>: metadata.name: required")
+    namespace = _str(meta.get("namespace"), "metadata.namespace", name) or "default"
+    ref = f"{namespace}/{name}"
+    check_metadata(Fields("Pod", ref), meta)
+    spec = _map(obj.get("spec"), "spec", ref)
+    status = _map(obj.get("status"), "status", ref)
+    scheduler = spec.get("schedulerName")
+    claims = _pod_claims(spec, ref)
+    statuses = _claim_statuses(status, ref)
     containers = [
         _container(item, True, f"spec.initContainers[{i}]", ref)
         for i, item in enumerate(_list(spec.get("initContainers"), "spec.initContainers", ref))
@@ -198,6 +220,10 @@ def parse_pod(obj: Any) -> PodInfo:
     elif isinstance(priority, bool) or not isinstance(priority, int):
         raise ValueError(f"Pod {ref}: spec.priority: must be an integer, got {type(priority).__name__}")
     labels = _map(meta.get("labels"), "metadata.labels", ref)  # check_metadata checked the values
+    try:
+        group_name, group_problem = pod_group_name(obj), ""
+    except ValueError as exc:
+        group_name, group_problem = "", str(exc)
     extended_status = _map(
         status.get("extendedResourceClaimStatus"), "status.extendedResourceClaimStatus", ref
     )
@@ -209,7 +235,7 @@ def parse_pod(obj: Any) -> PodInfo:
         node_name=_str(spec.get("nodeName"), "spec.nodeName", ref),
         phase=_str(status.get("phase"), "status.phase", ref),
         deleting=meta.get("deletionTimestamp") is not None,
-        claims=tuple(claims),
+        claims=claims,
         claim_statuses=statuses,
         containers=tuple(containers),
         extended_claim_name=_str(
@@ -223,6 +249,8 @@ def parse_pod(obj: Any) -> PodInfo:
         labels=dict(labels),
         start_time=_str(status.get("startTime"), "status.startTime", ref),
         preemption_policy=_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy", ref),
+        group_name=group_name,
+        group_problem=group_problem,
     )
 
 

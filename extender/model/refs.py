@@ -44,6 +44,10 @@ class PodRef:
     # for a claim the group shares (DRAWorkloadResourceClaims).
     consumer: Consumer | None = None
 
+    def __str__(self) -> str:
+        """ "namespace/name", how messages name the pod."""
+        return f"{self.namespace}/{self.name}"
+
     @property
     def reservation(self) -> Consumer:
         return self.consumer or Consumer("", "pods", self.name, self.uid)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.model._fields import Fields, check_metadata, metadata_name
@@ -11,6 +11,7 @@ from extender.model._shared import ContentMemo
 from extender.model.allocation import AllocationResult, parse_allocation_with
 from extender.model.device_class import parse_config_items, parse_selectors
 from extender.model.quantity import Quantity
+from extender.model.refs import resource_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,26 @@ class ConsumerRef:
     uid: str
 
 
+@dataclass(frozen=True, slots=True)
+class Controller:
+    """The owner reference marked ``controller: true`` (metav1.GetControllerOf)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+    @property
+    def api_group(self) -> str:
+        """The group of ``apiVersion`` ("" for the core group): any version of it counts."""
+        group, slash, _ = self.api_version.rpartition("/")
+        return group if slash else ""
+
+
+# status.devices: (driver, pool, device) -> condition type -> its status ("True", "False", ...).
+DeviceConditions = Mapping[tuple[str, str, str], Mapping[str, str]]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ResourceClaim:
     namespace: str
@@ -75,11 +96,25 @@ class ResourceClaim:
     allocation: AllocationResult | None
     reserved_for: tuple[ConsumerRef, ...]
     raw: Mapping[str, Any]
+    # metadata.resourceVersion as a number (0 when absent): what a conditional write is based on.
+    resource_version: int = 0
+    deleting: bool = False  # metadata.deletionTimestamp is set
+    controller: Controller | None = None
+    # The conditions the drivers report per allocated device (binding conditions among them).
+    device_conditions: DeviceConditions = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         """ "ns/name", or just the name without a namespace (klog.KObj rendering)."""
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    def controlled_by(self, uid: str) -> bool:
+        """Whether the controller owner reference names ``uid`` (metav1.IsControlledBy)."""
+        return self.controller is not None and self.controller.uid == uid
+
+    def reserved_for_uid(self, uid: str) -> bool:
+        """Whether ``uid`` (a pod's, or a PodGroup's) is among the consumers."""
+        return any(ref.uid == uid for ref in self.reserved_for)
 
 
 def _tolerations(f: Fields, raw: Any, path: str) -> tuple[Toleration, ...]:
@@ -190,6 +225,25 @@ def _parse_claim_spec(f: Fields, raw: Any, path: str) -> _ClaimSpec:
     return requests, tuple(constraints), tuple(config)
 
 
+def _controller(meta: Mapping[str, Any]) -> Controller | None:
+    """The controller reference; ``check_metadata`` has checked the owner references' types."""
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller") is True:
+            return Controller(ref["apiVersion"], ref["kind"], ref["name"], ref["uid"])
+    return None
+
+
+def _device_conditions(f: Fields, raw: Any) -> DeviceConditions:
+    out: dict[tuple[str, str, str], Mapping[str, str]] = {}
+    for where, entry in f.mappings(raw, "status.devices"):
+        device = tuple(f.string(entry.get(k), f"{where}.{k}") for k in ("driver", "pool", "device"))
+        out[(device[0], device[1], device[2])] = {
+            f.string(c.get("type"), f"{w}.type"): f.string(c.get("status"), f"{w}.status")
+            for w, c in f.mappings(entry.get("conditions"), f"{where}.conditions")
+        }
+    return out
+
+
 def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
     meta, name = metadata_name(obj, "ResourceClaim")
     namespace = meta.get("namespace") or ""
@@ -209,6 +263,10 @@ def parse_resource_claim(obj: dict[str, Any]) -> ResourceClaim:
             )
         )
     return ResourceClaim(
+        resource_version=resource_version(obj),
+        deleting=meta.get("deletionTimestamp") is not None,
+        controller=_controller(meta),
+        device_conditions=_device_conditions(f, status.get("devices")),
         namespace=f.string(namespace, "metadata.namespace"),
         name=name,
         uid=f.string(meta.get("uid"), "metadata.uid"),

@@ -1,5 +1,10 @@
 """bind: commit in memory, write the claims, bind the pod; undo everything on failure.
 
+A bind is one :class:`BindTransaction`: ``begin`` decides the allocation and commits it in
+memory, ``run`` writes the claims, the pod's status and the Binding, and ends in ``commit``
+(the pod is bound) or ``rollback`` (every write undone). Writes whose fate is unknown are not
+undone but handed to the settler (``settle.py``), which holds what they may still take.
+
 Why no device is ever committed twice: the commit step (check that nothing the placement
 was computed from has changed, then register the claims as in flight) runs without any
 ``await``, so on the single event loop no other filter or bind can interleave with it, and
@@ -14,15 +19,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from extender.logs import decision_fields, note
 from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
+from extender.model.pods import PodInfo
 from extender.model.refs import Consumer, PodRef
-from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
+from extender.scheduling.binder import NOT_THE_LEADER, BindError, BindingUncertain, WriteUncertain
 from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.extended_resources.claim import IN_MEMORY_NAME
@@ -32,6 +38,8 @@ from extender.state import InFlight
 from extender.state.pod_requests import ClaimFootprint, in_units, pod_requests
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class BindFailed(Exception):
@@ -46,67 +54,418 @@ class UnknownPod(LookupError):
     """
 
 
+Outcome = Literal["bound", "refused", "rejected", "failed", "waiting"]
+
+
+@dataclass(frozen=True, slots=True)
+class BindResult:
+    """How a bind ended: ``outcome`` is the ``dra_extender_bind_outcomes_total`` label; ``error``
+    the reply's Error ("" when bound)."""
+
+    outcome: Outcome
+    error: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class _Write:
     claim: ResourceClaim
-    allocation: dict[str, Any] | None  # None: already allocated, only reserve
+    result: AllocationResult | None  # None: already allocated, only reserve
     newly_allocated: bool
     # The extended-resource claim exists only in memory: it is created from this body first.
     create: dict[str, Any] | None = None
     consumer: Consumer | None = None  # reserved for the pod's PodGroup rather than the pod
 
 
-@dataclass(frozen=True, slots=True)
-class _Commit:
-    writes: list[_Write]
-    status: ExtendedStatus | None = None
-    footprints: tuple[ClaimFootprint, ...] = ()  # pod.status.nodeAllocatableResourceClaimStatuses
+async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, node: str) -> str:
+    """Bind one pod; returns "" on success, else the error text for the reply.
 
-    @property
-    def creates_claim(self) -> bool:
-        return any(w.create is not None for w in self.writes)
+    Every refusal is such a text, an unknown pod included: kube-scheduler re-queues the pod
+    either way, and only a 200 reply gets its reason into the scheduler's log and events.
+    """
+    if not ctx.leading:
+        return _refused(ctx, NOT_THE_LEADER)
+    memory = ctx.memory
+    memory.expire()
+    pod = ctx.state.pod(namespace, name)
+    if pod is None:
+        return _refused(ctx, f"pod {namespace}/{name} is not known to the extender")
+    if uid and pod.uid != uid:
+        return _refused(ctx, f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
+    if not handles(ctx.config, pod):
+        # Filter let it pass untouched, so nothing was decided for its claims: binding it would
+        # leave them unallocated (or race the allocator of the scheduler it belongs to).
+        names = ", ".join(ctx.config.handled_scheduler_names or ())
+        return _refused(
+            ctx,
+            f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds only pods of {names}",
+        )
+    if ctx.releases.running(pod.uid):
+        return _refused(ctx, f"claims of pod {pod.ref} that no node could use are being released")
+    if not memory.begin_bind(pod.uid):
+        return _refused(ctx, f"a bind of pod {pod.ref} is already in progress")
+    try:
+        if pod.node_name and pod.node_name != node:
+            return _refused(ctx, f"pod {pod.ref} is already bound to node {pod.node_name}")
+        # An earlier Binding of unknown fate is this bind's now: it adopts the claims that one
+        # holds, and follows its own Binding.
+        ctx.settler.stop_following_binding(pod.uid)
+        result = await _bind(ctx, pod, node)
+    except Exception:
+        _outcome(ctx, "error")  # a bug: the request answers 500
+        raise
+    finally:
+        memory.end_bind(pod.uid)
+    _outcome(ctx, result.outcome)
+    if result.error and ctx.events is not None:
+        ctx.events.bind_failed(pod.pod_ref, result.error)
+    return result.error
 
 
-def _allocation_api(ctx: SchedulingContext, result: AllocationResult) -> dict[str, Any]:
-    api = result.to_api()
-    if ctx.features.binding and not api.get("allocationTimestamp"):
+def _outcome(ctx: SchedulingContext, outcome: str) -> None:
+    ctx.metrics.bind_outcomes.labels(outcome).inc()
+    note(outcome=outcome)
+
+
+def _refused(ctx: SchedulingContext, reason: str) -> str:
+    """A bind turned down before it starts: nothing was committed or written."""
+    _outcome(ctx, "refused")
+    return reason
+
+
+async def _bind(ctx: SchedulingContext, pod: PodInfo, node: str) -> BindResult:
+    try:
+        transaction = await BindTransaction.begin(ctx, pod, node)
+    except (PodWaits, BindFailed) as exc:
+        return BindResult("rejected", str(exc))
+    try:
+        return await transaction.run()
+    finally:
+        transaction.close()
+
+
+class BindTransaction:
+    """One bind's side effects, from the in-memory commit to the Binding.
+
+    What it tracks is what ``rollback`` must undo: the claims written (``written``), the
+    extended-resource claim created (``created``, by the in-memory claim's UID), whether the
+    pod's status got footprints; and what it must leave alone: claim writes of unknown fate
+    (``unknown``), whose devices the settler holds until their fate is known.
+    """
+
+    def __init__(
+        self,
+        ctx: SchedulingContext,
+        pod: PodInfo,
+        node: str,
+        writes: list[_Write],
+        deadline: float,
+        plan: PodPlan | None = None,
+        status: ExtendedStatus | None = None,
+        footprints: tuple[ClaimFootprint, ...] = (),
+    ) -> None:
+        self._ctx = ctx
+        self._pod = pod
+        self._ref = pod.pod_ref
+        self._node = node
+        self._writes = writes
+        # No claim write starts after this: the bind's start plus bind_timeout_s, which is what
+        # a replica taking over waits for (``settle.Handover``).
+        self._deadline = deadline
+        self._plan = plan
+        self._status = status
+        self._footprints = footprints  # pod.status.nodeAllocatableResourceClaimStatuses
+        self._written: list[_Write] = []
+        self._created: dict[str, ResourceClaim] = {}
+        self._unknown: set[str] = set()
+        self._footprints_written = False
+        self._delete_extended = any(w.create is not None for w in writes)
+
+    # --- begin: the in-memory commit ------------------------------------------------------
+
+    @classmethod
+    async def begin(cls, ctx: SchedulingContext, pod: PodInfo, node_name: str) -> BindTransaction:
+        """Decide the allocation on ``node_name`` and register it in flight.
+
+        A placement that must be recomputed may take turns with other requests; it is committed
+        only if nothing it was computed from changed meanwhile (otherwise the scheduler retries),
+        and the commit itself never awaits. Raises PodWaits or BindFailed.
+        """
+        deadline = time.monotonic() + ctx.config.bind_timeout_s
+        if not wants_devices(pod):
+            return cls(ctx, pod, node_name, [], deadline)
+        plan = PodPlan.build(ctx, pod)
+        state = ctx.state
+        node = state.nodes.get(node_name)
+        if node is None:
+            raise BindFailed(f"node {node_name} is not known to the extender")
+        signature = state.node_signature(node_name)
+        placement = await in_turns(plan.placement, node)
+        if isinstance(placement, str):
+            raise BindFailed(placement)
+        if _moved(ctx, plan, node, signature):
+            raise BindFailed(
+                f"pod {pod.ref}: the claims or the devices of node {node_name} changed while its "
+                "allocation was computed; the scheduler retries"
+            )
+        if placement.results and (waiting := ctx.handover.blocks_allocation()) is not None:
+            raise BindFailed(f"pod {pod.ref}: {waiting}")
+        # From here to the return: no await, so no other request sees half of it.
+        writes = []
+        expires = time.monotonic() + ctx.config.inflight_ttl_s
+        extended = placement.variant.extended
+        consumers = plan.claims.consumers
+        for claim, result in zip(placement.variant.claims, placement.results, strict=True):
+            state.add_inflight(InFlight(claim.uid, pod.uid, result, expires))
+            create = placement.create if extended is not None and claim is extended.claim else None
+            writes.append(_Write(claim, _stamped(ctx, result), True, create, consumers.get(claim.uid)))
+        writes.extend(_Write(c, None, False, consumer=consumers.get(c.uid)) for c in placement.reserve)
+        return cls(ctx, pod, node_name, writes, deadline, plan, placement.status, placement.footprints)
+
+    # --- run: the writes, in order ----------------------------------------------------------
+
+    async def run(self) -> BindResult:
+        """Write everything; ``commit`` on success, ``rollback`` on a definite failure."""
+        if (fields := decision_fields()) is not None:
+            fields["allocation"] = self.chosen()
+        try:
+            await self._write_claims()
+            if self._status is not None or self._footprints:
+                await self._record_pod_status()
+            waiting = await self._check_readiness()
+            if waiting is not None:
+                return BindResult("waiting", waiting)  # claims stay allocated and reserved for the retry
+            await self._bind_pod()
+        except BindFailed as exc:
+            await self.rollback()
+            return BindResult("failed", str(exc))
+        except _BindingUnsettled as exc:
+            return self._follow_binding(exc.reason)
+        self.commit()
+        return BindResult("bound")
+
+    async def _write_claims(self) -> None:
+        """Every claim write at once; raises BindFailed naming each that failed."""
+        metrics = self._ctx.metrics
+        timeout = max(0.0, self._deadline - time.monotonic())
+        outcomes = await _run_all(
+            [self._write(w, self._deadline) for w in self._writes], timeout, self._ctx.config.bind_timeout_s
+        )
+        errors = []
+        for write, outcome in zip(self._writes, outcomes, strict=True):
+            if not isinstance(outcome, BaseException):
+                metrics.claim_writes.labels("ok").inc()
+                self._written.append(write)
+                continue
+            errors.append(f"claim {write.claim.key}: {outcome}")
+            if not isinstance(outcome, Unfinished | WriteUncertain):
+                metrics.claim_writes.labels("error").inc()
+                continue
+            metrics.claim_writes.labels("unknown").inc()
+            if write.newly_allocated:
+                self._follow_write(write, outcome)
+            else:
+                self._written.append(write)  # only a reservation: released best effort, holds no devices
+        if errors:
+            raise BindFailed("; ".join(errors))
+
+    async def _write(self, write: _Write, deadline: float) -> object:
+        """Write one claim; the result counts as committed at once, before any watch echo."""
+        ctx, claim, ref = self._ctx, write.claim, self._ref
+        if write.create is not None:
+            obj = await ctx.binder.create_extended_claim(write.create, ref)
+            try:
+                claim = parse_resource_claim(dict(obj))
+            except ValueError as exc:
+                raise BindError(f"the created extended-resource claim is malformed: {exc}") from None
+            self._created[write.claim.uid] = claim
+            ctx.state.assume_claim_unless_older(obj)
+        if write.consumer is not None:
+            ref = replace(ref, consumer=write.consumer)
+        allocation = None if write.result is None else write.result.to_api()
+        written = await ctx.binder.write_claim(claim, allocation, ref, deadline)
+        ctx.state.assume_claim_unless_older(written)
+        return written
+
+    def _follow_write(self, write: _Write, outcome: Unfinished | WriteUncertain) -> None:
+        """Hand a new allocation's write of unknown fate to the settler, which holds its devices."""
+        claim = self._created.get(write.claim.uid, write.claim)
+        task = outcome.task if isinstance(outcome, Unfinished) else None
+        version = outcome.resource_version if isinstance(outcome, WriteUncertain) else 0
+        self._ctx.settler.follow(claim, self._ref, task, version, inflight_uid=write.claim.uid)
+        self._unknown.add(write.claim.uid)
+
+    async def _record_pod_status(self) -> None:
+        """PreBind's write of the pod's status, in one patch: its extended-resource claim and what
+        the claims cost the node. That claim goes by the name it got when bind created it."""
+        created_name = next(iter(self._created.values())).name if self._created else ""
+        fields: dict[str, Any] = {}
+        recorded = []
+        if self._status is not None:
+            name = self._status.claim_name or created_name
+            fields.update(self._status.fields(name))
+            recorded.append(f"claim {self._ref.namespace}/{name}")
+        if self._footprints:
+            self._footprints_written = True  # even a failed patch may have landed
+            real_name = created_name or IN_MEMORY_NAME
+            fields["nodeAllocatableResourceClaimStatuses"] = [
+                (replace(f, claim_name=real_name) if f.claim_name == IN_MEMORY_NAME else f).to_api()
+                for f in self._footprints
+            ]
+            recorded.append("what the claims use of node resources")
+        try:
+            await self._in_time(self._ctx.binder.patch_pod_status(self._ref, fields))
+        except Exception as exc:
+            what = " and ".join(recorded)
+            raise BindFailed(f"recording {what} in the status of pod {self._ref.name}: {exc}") from None
+
+    async def _check_readiness(self) -> str | None:
+        """With the binding gates: why the pod must wait for its devices (None: ready). Claims
+        whose binding failed are released, the extended-resource claim deleted (BindFailed)."""
+        plan = self._plan
+        if plan is None or not self._ctx.features.binding:
+            return None
+        state = self._ctx.state
+        held = (state.claim(c.namespace, c.name) for c in (*plan.claims.claims, *self._created.values()))
+        readiness = first_problem(c for c in held if c is not None)
+        if readiness.failed:
+            # Everything reserved for the pod goes, also what earlier binds left to it.
+            self._written = self._ours_to_release(plan)
+            self._delete_extended = self._delete_extended or plan.extended is not None
+            raise BindFailed(readiness.message)
+        return None if readiness.ready else readiness.message
+
+    def _ours_to_release(self, plan: PodPlan) -> list[_Write]:
+        """Every user claim reserved for the pod; those nobody else uses are deallocated too.
+
+        The extended-resource claim is not among them: it is deleted instead.
+        """
+        out = []
+        for claim in plan.claims.claims:
+            if claim is plan.claims.extended:
+                continue
+            held = self._ctx.state.claim(claim.namespace, claim.name)
+            if held is not None and reserved_for(held, self._ref.uid):
+                alone = all(r.uid == self._ref.uid for r in held.reserved_for)
+                out.append(_Write(held, None, alone))
+        return out
+
+    async def _bind_pod(self) -> None:
+        """The Binding; raises BindFailed when it was refused, _BindingUnsettled when it may land."""
+        ctx, ref, node = self._ctx, self._ref, self._node
+        deadline = time.monotonic() + ctx.config.bind_timeout_s
+        try:
+            await self._in_time(ctx.binder.bind_pod(ref, node, deadline))
+        except (TimeoutError, BindingUncertain) as exc:
+            what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
+            raise _BindingUnsettled(f"binding pod {ref} to node {node}: {what_happened}") from None
+        except Exception as exc:
+            raise BindFailed(f"binding pod {ref} to node {node}: {exc}") from None
+
+    def _follow_binding(self, reason: str) -> BindResult:
+        """The Binding may still land: releasing the claims now could leave the pod bound without
+        them (kubelet would never start it). They stay reserved until the settler knows: the pod
+        bound there (kept), or the Binding unable to land (``rollback``, unless a retry of the
+        pod has taken over meanwhile). A retry adopts them, with nothing left to write."""
+        memory, uid = self._ctx.memory, self._ref.uid
+        memory.binding_unknown(uid)
+
+        async def undo() -> None:
+            if not memory.begin_bind(uid):
+                return  # a bind of the pod runs: it has taken the claims over
+            try:
+                await self.rollback()
+                memory.not_bound(uid)
+            finally:
+                memory.end_bind(uid)
+
+        self._ctx.settler.follow_binding(self._ref, self._node, undo)
+        return BindResult("failed", f"{reason}; its claims stay reserved for the retry until it is settled")
+
+    # --- the two ends -------------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """The pod is bound: memory forgets its filter results, its node counts its resources."""
+        ctx, pod = self._ctx, self._pod
+        ctx.memory.bound(pod.uid)
+        if self._footprints and ctx.state.node_requests is not None:
+            # Counted on the node at once, as kube-scheduler assumes a pod: until the watch shows
+            # it bound, the next pod must not get the same CPU or memory.
+            units = in_units(pod_requests(pod.raw, self._footprints, use_status=True))
+            ctx.state.node_requests.assume(pod.key, self._node, units)
+
+    async def rollback(self) -> None:
+        """Undo what was written (upstream's Unreserve): reservations removed, new allocations
+        cleared, the extended-resource claim deleted, the pod's footprints cleared."""
+        ctx = self._ctx
+        if self._delete_extended:
+            try:
+                await self._in_time(delete_extended_claims(ctx, self._ref))
+            except Exception as exc:
+                log.error("rollback: deleting the extended-resource claim of pod %s failed: %s",
+                          self._ref, exc)
+        undo = [w for w in self._written if w.create is None]
+        outcomes = await _run_all(
+            [ctx.binder.release_claim(w.claim, self._ref, deallocate=w.newly_allocated) for w in undo],
+            ctx.config.bind_timeout_s,
+        )
+        for write, outcome in zip(undo, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.error("rollback of claim %s failed: %s", write.claim.key, outcome)
+            elif outcome is not None:
+                # Cached at once, like a write: until the watch echoes the rollback, a retry of the
+                # pod would otherwise find its old reservation and bind without writing the claim.
+                ctx.state.assume_claim_unless_older(outcome)
+        if self._footprints_written:
+            await self._clear_footprints()
+
+    async def _clear_footprints(self) -> None:
+        """An empty list, not an absent field, so that the API server does not keep the old value
+        for a client that does not know the field."""
+        try:
+            await self._in_time(
+                self._ctx.binder.patch_pod_status(self._ref, {"nodeAllocatableResourceClaimStatuses": []})
+            )
+        except Exception as exc:
+            log.error("rollback: clearing nodeAllocatableResourceClaimStatuses of pod %s failed: %s",
+                      self._ref, exc)
+
+    def close(self) -> None:
+        """The in-flight entries end: a written claim is in the cache, a refused one holds
+        nothing; only writes of unknown fate keep theirs, with the settler."""
+        for write in self._writes:
+            if write.newly_allocated and write.claim.uid not in self._unknown:
+                self._ctx.state.remove_inflight(write.claim.uid)
+
+    def chosen(self) -> dict[str, dict[str, list[str]]]:
+        """The devices the bind allocates, per claim and request:
+        {"ns/claim": {"gpu": ["driver/pool/dev"]}}."""
+        out: dict[str, dict[str, list[str]]] = {}
+        for write in self._writes:
+            if write.result is None:
+                continue
+            per_request = out.setdefault(write.claim.key, {})
+            for result in write.result.devices:
+                per_request.setdefault(result.request, []).append("/".join(result.id))
+        return out
+
+    async def _in_time(self, work: Awaitable[T]) -> T:
+        return await asyncio.wait_for(work, self._ctx.config.bind_timeout_s)
+
+
+class _BindingUnsettled(Exception):
+    """The Binding may have landed, or may still: its fate is for the settler to find out."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _stamped(ctx: SchedulingContext, result: AllocationResult) -> AllocationResult:
+    if ctx.features.binding and not result.allocated_at:
         # PreBind stamps the allocation when both binding gates are on (upstream's
         # DynamicResources PreBind, bindClaim).
-        api["allocationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return api
-
-
-async def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Commit:
-    """Decide the allocation on ``node_name`` and register it in flight.
-
-    A placement that must be recomputed may take turns with other requests; it is committed
-    only if nothing it was computed from changed meanwhile (otherwise the scheduler retries),
-    and the commit itself never awaits.
-    """
-    state = ctx.state
-    node = state.nodes.get(node_name)
-    if node is None:
-        raise BindFailed(f"node {node_name} is not known to the extender")
-    signature = state.node_signature(node_name)
-    placement = await in_turns(plan.placement, node)
-    if isinstance(placement, str):
-        raise BindFailed(placement)
-    if _moved(ctx, plan, node, signature):
-        raise BindFailed(
-            f"pod {plan.pod.ref}: the claims or the devices of node {node_name} changed while its "
-            "allocation was computed; the scheduler retries"
-        )
-    writes = []
-    expires = time.monotonic() + ctx.config.inflight_ttl_s
-    extended = placement.variant.extended
-    for claim, result in zip(placement.variant.claims, placement.results, strict=True):
-        ctx.state.add_inflight(InFlight(claim.uid, plan.pod.uid, result, expires))
-        create = placement.create if extended is not None and claim is extended.claim else None
-        consumer = plan.claims.consumers.get(claim.uid)
-        writes.append(_Write(claim, _allocation_api(ctx, result), True, create, consumer))
-    consumers = plan.claims.consumers
-    writes.extend(_Write(c, None, False, consumer=consumers.get(c.uid)) for c in placement.reserve)
-    return _Commit(writes, placement.status, placement.footprints)
+        return replace(result, allocated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return result
 
 
 def _moved(ctx: SchedulingContext, plan: PodPlan, node: Node, signature: int) -> bool:
@@ -135,8 +494,11 @@ class Unfinished(Exception):
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
-async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
-    """Run concurrently; each entry is the result, the exception, or :class:`Unfinished`.
+async def _run_all(
+    coros: list[Coroutine[Any, Any, Any]], timeout: float, budget: float | None = None
+) -> list[Any]:
+    """Run concurrently; each entry is the result, the exception, or :class:`Unfinished`
+    (whose message names ``budget``, the whole time allowed, by default ``timeout``).
 
     Nothing is cancelled at the deadline: a cancelled coroutine would not stop a request already
     sent, only our knowledge of its fate. The caller decides what follows an unfinished one.
@@ -148,7 +510,7 @@ async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
     out: list[Any] = []
     for task in tasks:
         if task in pending:
-            out.append(Unfinished(task, timeout))
+            out.append(Unfinished(task, timeout if budget is None else budget))
         elif task.exception() is not None:
             out.append(task.exception())
         else:
@@ -156,300 +518,20 @@ async def _run_all(coros: list[Any], timeout: float) -> list[Any]:
     return out
 
 
-async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, node: str) -> str:
-    """Bind one pod; returns "" on success, else the error text for the reply.
+async def delete_extended_claims(ctx: SchedulingContext, ref: PodRef) -> None:
+    """Delete the pod's extended-resource claims and forget them: the one cleanup of a bind's
+    rollback and of a stale release.
 
-    Every refusal is such a text, an unknown pod included: kube-scheduler re-queues the pod
-    either way, and only a 200 reply gets its reason into the scheduler's log and events.
+    The claims are looked up by owner and annotation rather than by name, so a create whose
+    reply was lost still gets cleaned up. Each is gone from the cache at once (a retry must
+    neither adopt it nor count its devices) and remembered as deleted (a watch event still in
+    transit must not bring it back for adoption). Raises what the binder raises.
     """
-    if not ctx.leading:
-        return _refused(ctx, "this dra-extender replica is not the leader; binds go to the leader")
-    memory = ctx.memory
-    memory.expire()
-    pod = ctx.state.pod(namespace, name)
-    if pod is None:
-        return _refused(ctx, f"pod {namespace}/{name} is not known to the extender")
-    if uid and pod.uid != uid:
-        return _refused(ctx, f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
-    if not handles(ctx.config, pod):
-        # Filter let it pass untouched, so nothing was decided for its claims: binding it would
-        # leave them unallocated (or race the allocator of the scheduler it belongs to).
-        names = ", ".join(ctx.config.handled_scheduler_names or ())
-        return _refused(
-            ctx,
-            f"pod {pod.ref} has schedulerName {pod.scheduler_name}; this extender binds only pods of {names}",
-        )
-    if not memory.begin_bind(pod.uid):
-        return _refused(ctx, f"a bind of pod {pod.ref} is already in progress")
-    ref = PodRef(namespace, name, pod.uid)
-    try:
-        if pod.node_name and pod.node_name != node:
-            return _refused(ctx, f"pod {pod.ref} is already bound to node {pod.node_name}")
-        error = await _bind(ctx, pod.ref, ref, node)
-    except Exception:
-        _outcome(ctx, "error")  # a bug: the request answers 500
-        raise
-    finally:
-        memory.end_bind(pod.uid)
-    if error and ctx.events is not None:
-        ctx.events.bind_failed(ref, error)
-    return error
-
-
-def _outcome(ctx: SchedulingContext, outcome: str) -> None:
-    ctx.metrics.bind_outcomes.labels(outcome).inc()
-    note(outcome=outcome)
-
-
-def _refused(ctx: SchedulingContext, reason: str) -> str:
-    """A bind turned down before it starts: nothing was committed or written."""
-    _outcome(ctx, "refused")
-    return reason
-
-
-def _chosen(writes: list[_Write]) -> dict[str, dict[str, list[str]]]:
-    """The devices a bind allocates, per claim and request: {"ns/claim": {"gpu": ["driver/pool/dev"]}}."""
-    out: dict[str, dict[str, list[str]]] = {}
-    for write in writes:
-        if write.allocation is None:
-            continue
-        per_request = out.setdefault(f"{write.claim.namespace}/{write.claim.name}", {})
-        for result in (write.allocation.get("devices") or {}).get("results") or ():
-            device = f"{result['driver']}/{result['pool']}/{result['device']}"
-            per_request.setdefault(result["request"], []).append(device)
-    return out
-
-
-async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) -> str:
-    pod = ctx.state.pod(ref.namespace, ref.name)
-    assert pod is not None  # checked by the caller without an await in between
-    metrics = ctx.metrics
-    plan = None
-    try:
-        if wants_devices(pod):
-            plan = PodPlan.build(ctx, pod)
-            commit = await _commit(ctx, plan, node)
-        else:
-            commit = _Commit([])
-    except (PodWaits, BindFailed) as exc:
-        _outcome(ctx, "rejected")
-        return str(exc)
-
-    writes = commit.writes
-    if (fields := decision_fields()) is not None:
-        fields["allocation"] = _chosen(writes)
-    written: list[_Write] = []
-    # The extended-resource claim this bind created (by temporary UID): rollback deletes it.
-    created: dict[str, ResourceClaim] = {}
-    # Claims whose write may still land: a rollback now could run before it, so the settler
-    # follows each to its end and their devices stay in flight until then.
-    unknown: set[str] = set()
-    footprints_written = False
-    try:
-        deadline = time.monotonic() + ctx.config.bind_timeout_s
-        outcomes = await _run_all(
-            [_write(ctx, w, ref, created, deadline) for w in writes], ctx.config.bind_timeout_s
-        )
-        errors = []
-        for write, outcome in zip(writes, outcomes, strict=True):
-            if not isinstance(outcome, BaseException):
-                metrics.claim_writes.labels("ok").inc()
-                written.append(write)
-                continue
-            errors.append(f"claim {write.claim.namespace}/{write.claim.name}: {outcome}")
-            if not isinstance(outcome, Unfinished | WriteUncertain):
-                metrics.claim_writes.labels("error").inc()
-                continue
-            metrics.claim_writes.labels("unknown").inc()
-            if write.newly_allocated:
-                _follow(ctx, write, ref, outcome, created)
-                unknown.add(write.claim.uid)
-            else:
-                written.append(write)  # only a reservation: released best effort, holds no devices
-        if errors:
-            raise BindFailed("; ".join(errors))
-        if commit.status is not None or commit.footprints:
-            footprints_written = bool(commit.footprints)  # even a failed patch may have landed
-            await _record_pod_status(ctx, ref, commit, created)
-        if plan is not None and ctx.features.binding:
-            readiness = first_problem(_current_claims(ctx, plan, created))
-            if readiness.failed:
-                await _release(ctx, ref, _ours_to_release(ctx, plan, ref), plan.extended is not None)
-                written = []
-                raise BindFailed(readiness.message)
-            if not readiness.ready:
-                _outcome(ctx, "waiting")
-                return readiness.message  # claims stay allocated and reserved for the retry
+    for obj in await ctx.binder.delete_extended_claims(ref):
         try:
-            await asyncio.wait_for(ctx.binder.bind_pod(ref, node), ctx.config.bind_timeout_s)
-        except (TimeoutError, BindingUncertain) as exc:
-            # The Binding may still land, or may be in. Releasing the claims now could leave the pod
-            # bound without them (kubelet would never start it), so they stay reserved: the
-            # scheduler's retry adopts them (nothing left to write), and a deleted pod's
-            # reservations are dropped by the resourceclaim controller.
-            _outcome(ctx, "failed")
-            ctx.memory.binding_unknown(ref.uid)
-            what_happened = str(exc) or f"no answer within {ctx.config.bind_timeout_s:g}s"
-            return (
-                f"binding pod {pod_ref} to node {node}: {what_happened}; "
-                "its claims stay reserved for the retry"
-            )
-        except Exception as exc:
-            raise BindFailed(f"binding pod {pod_ref} to node {node}: {exc}") from None
-    except BindFailed as exc:
-        await _release(ctx, ref, [w for w in written if w.create is None], commit.creates_claim)
-        if footprints_written:
-            await _clear_footprints(ctx, ref)
-        _outcome(ctx, "failed")
-        return str(exc)
-    finally:
-        for write in writes:
-            if write.newly_allocated and write.claim.uid not in unknown:
-                ctx.state.remove_inflight(write.claim.uid)
-    ctx.memory.bound(ref.uid)
-    if commit.footprints and ctx.state.node_requests is not None:
-        # Counted on the node at once, as kube-scheduler assumes a pod: until the watch shows
-        # it bound, the next pod must not get the same CPU or memory.
-        units = in_units(pod_requests(pod.raw, commit.footprints, use_status=True))
-        ctx.state.node_requests.assume(pod.key, node, units)
-    _outcome(ctx, "bound")
-    return ""
-
-
-async def _record_pod_status(
-    ctx: SchedulingContext, ref: PodRef, commit: _Commit, created: Mapping[str, ResourceClaim]
-) -> None:
-    """PreBind's write of the pod's status, in one patch: its extended-resource claim and what
-    the claims cost the node. That claim goes by the name it got when bind created it."""
-    created_name = next(iter(created.values())).name if created else ""
-    fields: dict[str, Any] = {}
-    recorded = []
-    if commit.status is not None:
-        name = commit.status.claim_name or created_name
-        fields.update(commit.status.fields(name))
-        recorded.append(f"claim {ref.namespace}/{name}")
-    if commit.footprints:
-        real_name = created_name or IN_MEMORY_NAME
-        fields["nodeAllocatableResourceClaimStatuses"] = [
-            (replace(f, claim_name=real_name) if f.claim_name == IN_MEMORY_NAME else f).to_api()
-            for f in commit.footprints
-        ]
-        recorded.append("what the claims use of node resources")
-    try:
-        await asyncio.wait_for(ctx.binder.patch_pod_status(ref, fields), ctx.config.bind_timeout_s)
-    except Exception as exc:
-        what = " and ".join(recorded)
-        raise BindFailed(f"recording {what} in the status of pod {ref.name}: {exc}") from None
-
-
-async def _clear_footprints(ctx: SchedulingContext, ref: PodRef) -> None:
-    """Rollback (upstream's Unreserve): an empty list, not an absent field, so that the API
-    server does not keep the old value for a client that does not know the field."""
-    try:
-        await asyncio.wait_for(
-            ctx.binder.patch_pod_status(ref, {"nodeAllocatableResourceClaimStatuses": []}),
-            ctx.config.bind_timeout_s,
-        )
-    except Exception as exc:
-        log.error(
-            "rollback: clearing nodeAllocatableResourceClaimStatuses of pod %s/%s failed: %s",
-            ref.namespace,
-            ref.name,
-            exc,
-        )
-
-
-def _current_claims(
-    ctx: SchedulingContext, plan: PodPlan, created: Mapping[str, ResourceClaim]
-) -> list[Mapping[str, Any]]:
-    held = (ctx.state.claim(c.namespace, c.name) for c in (*plan.claims.claims, *created.values()))
-    return [c.raw for c in held if c is not None]
-
-
-def _ours_to_release(ctx: SchedulingContext, plan: PodPlan, ref: PodRef) -> list[_Write]:
-    """Every user claim reserved for the pod; those nobody else uses are deallocated too.
-
-    The extended-resource claim is not among them: it is deleted instead.
-    """
-    out = []
-    for claim in plan.claims.claims:
-        if claim is plan.claims.extended:
-            continue
-        held = ctx.state.claim(claim.namespace, claim.name)
-        if held is not None and reserved_for(held, ref.uid):
-            alone = all(r.uid == ref.uid for r in held.reserved_for)
-            out.append(_Write(held, None, alone))
-    return out
-
-
-def _follow(
-    ctx: SchedulingContext,
-    write: _Write,
-    ref: PodRef,
-    outcome: Unfinished | WriteUncertain,
-    created: Mapping[str, ResourceClaim],
-) -> None:
-    """Hand a new allocation's write of unknown fate to the settler, which holds its devices."""
-    claim = created.get(write.claim.uid, write.claim)
-    task = outcome.task if isinstance(outcome, Unfinished) else None
-    version = outcome.resource_version if isinstance(outcome, WriteUncertain) else 0
-    ctx.settler.follow(claim, ref, task, version, inflight_uid=write.claim.uid)
-
-
-async def _write(
-    ctx: SchedulingContext, write: _Write, ref: PodRef, created: dict[str, ResourceClaim], deadline: float
-) -> Mapping[str, Any]:
-    """Write one claim; the result counts as committed at once, before any watch echo."""
-    claim = write.claim
-    if write.create is not None:
-        obj = await ctx.binder.create_extended_claim(write.create, ref)
-        try:
-            claim = parse_resource_claim(dict(obj))
+            claim = parse_resource_claim(obj)
         except ValueError as exc:
-            raise BindError(f"the created extended-resource claim is malformed: {exc}") from None
-        created[write.claim.uid] = claim
-        ctx.state.assume_claim_unless_older(obj)
-    if write.consumer is not None:
-        ref = replace(ref, consumer=write.consumer)
-    obj = await ctx.binder.write_claim(claim, write.allocation, ref, deadline)
-    ctx.state.assume_claim_unless_older(obj)
-    return obj
-
-
-async def _release(ctx: SchedulingContext, ref: PodRef, written: list[_Write], delete_extended: bool) -> None:
-    """Undo the writes; with ``delete_extended`` also delete the pod's extended-resource claim.
-
-    That claim is looked up by owner and annotation rather than by name: a create whose reply
-    was lost still gets cleaned up.
-    """
-    if delete_extended:
-        await _delete_extended_claims(ctx, ref)
-    outcomes = await _run_all(
-        [ctx.binder.release_claim(w.claim, ref, deallocate=w.newly_allocated) for w in written],
-        ctx.config.bind_timeout_s,
-    )
-    for write, outcome in zip(written, outcomes, strict=True):
-        if isinstance(outcome, BaseException):
-            log.error("rollback of claim %s/%s failed: %s", write.claim.namespace, write.claim.name, outcome)
-        elif outcome is not None:
-            # Cached at once, like a write: until the watch echoes the rollback, a retry of the pod
-            # would otherwise find its old reservation and bind without writing the claim again.
-            ctx.state.assume_claim_unless_older(outcome)
-
-
-async def _delete_extended_claims(ctx: SchedulingContext, ref: PodRef) -> None:
-    try:
-        deleted = await asyncio.wait_for(ctx.binder.delete_extended_claims(ref), ctx.config.bind_timeout_s)
-    except Exception as exc:
-        log.error(
-            "rollback: deleting the extended-resource claim of pod %s/%s failed: %s",
-            ref.namespace,
-            ref.name,
-            exc,
-        )
-        return
-    for obj in deleted:
-        meta = obj.get("metadata") or {}
-        ctx.memory.claim_deleted(str(meta.get("uid")))
-        # Gone from the cache at once: a retry must neither adopt it nor count its devices.
-        ctx.state.delete("ResourceClaim", dict(obj))
+            log.error("pod %s: a deleted extended-resource claim is malformed: %s", ref, exc)
+            continue
+        ctx.memory.claim_deleted(claim.uid)
+        ctx.state.delete("ResourceClaim", obj)

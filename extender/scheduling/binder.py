@@ -14,14 +14,18 @@ from typing import Any, Protocol
 from extender.model import ResourceClaim
 from extender.model.refs import PodRef
 
+# What a standby replica answers a bind with, and what stops its binder's writes.
+NOT_THE_LEADER = "this dra-extender replica is not the leader; binds go to the leader"
+
 
 class BindError(Exception):
     """A write the binder could not perform; the message is shown to the user as is."""
 
 
 class BindingUncertain(BindError):
-    """A Binding whose fate is unknown: an attempt went unanswered, no later one succeeded, and
-    the pod could not be re-read. The pod may be bound; its claims must stay reserved."""
+    """A Binding whose fate is unknown: an attempt went unanswered and no later one succeeded,
+    and the pod is not (yet) seen bound there, nor bound elsewhere or gone. The unanswered
+    request may still land: the pod's claims must stay reserved until it is settled."""
 
 
 class WriteUncertain(BindError):
@@ -66,7 +70,15 @@ class Binder(Protocol):
         """
         ...
 
-    async def bind_pod(self, pod: PodRef, node: str) -> None: ...
+    async def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as the API server holds it now (None: it does not exist)."""
+        ...
+
+    async def bind_pod(self, pod: PodRef, node: str, deadline: float | None = None) -> None:
+        """Bind the pod to ``node`` (a Binding); no attempt starts after ``deadline`` (as for
+        ``write_claim``). Raises :class:`BindingUncertain` when an attempt went unanswered and
+        the pod is not seen bound, :class:`BindError` when the Binding was refused."""
+        ...
 
     async def release_claim(
         self, claim: ResourceClaim, pod: PodRef, deallocate: bool

@@ -18,14 +18,8 @@ from typing import Any
 
 from extender.allocator import Features
 from extender.allocator.search import OPTIONAL_NODE_OPERATIONS
-from extender.model import ExactRequest, Node, ResourceClaim, controlled_by
-from extender.model.pods import (
-    POD_GROUP_API_GROUP,
-    POD_GROUP_RESOURCE,
-    PodInfo,
-    parse_pod,
-    pod_group_name,
-)
+from extender.model import ExactRequest, Node, ResourceClaim
+from extender.model.pods import POD_GROUP_API_GROUP, POD_GROUP_RESOURCE, PodInfo, parse_pod
 from extender.model.refs import RESERVED_FOR_MAX, Consumer
 from extender.state import ClusterState
 
@@ -85,25 +79,27 @@ def _group_name(features: Features, pod: PodInfo) -> str:
     malformed ``spec.schedulingGroup``."""
     if not features.workload_resource_claims:
         return ""
-    return pod_group_name(pod.raw)
+    if pod.group_problem:
+        raise ValueError(pod.group_problem)
+    return pod.group_name
 
 
 def _owner_problem(claim: ResourceClaim, pod: PodInfo, group: str) -> str | None:
     """Upstream's resourceclaim.IsForPod for a claim generated from a template: the pod must
     control it, or with DRAWorkloadResourceClaims the pod's PodGroup (any API version)."""
-    if controlled_by(claim.raw, pod.uid):
+    if claim.controlled_by(pod.uid):
         return None
     what = f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod {pod.ref}"
     if not group:
         return f"{what} (Pod is not owner)"
-    for ref in (claim.raw.get("metadata") or {}).get("ownerReferences") or ():
-        if (
-            ref.get("controller") is True
-            and ref.get("kind") == "PodGroup"
-            and str(ref.get("apiVersion")).split("/")[0] == POD_GROUP_API_GROUP
-            and ref.get("name") == group
-        ):
-            return None
+    owner = claim.controller
+    if (
+        owner is not None
+        and owner.kind == "PodGroup"
+        and owner.api_group == POD_GROUP_API_GROUP
+        and owner.name == group
+    ):
+        return None
     return f"{what} (neither Pod nor PodGroup {group} is the owner)"
 
 
@@ -149,7 +145,7 @@ def resolve(state: ClusterState, pod: PodInfo) -> PodClaims:
             raise PodWaits(f'pod "{pod.ref}": ResourceClaim {pod.namespace}/{name} not found')
         if entry.template_name and (problem := _owner_problem(claim, pod, group)) is not None:
             raise PodWaits(problem)
-        if (claim.raw.get("metadata") or {}).get("deletionTimestamp"):
+        if claim.deleting:
             raise PodWaits(f'resourceclaim "{name}" is being deleted')
         claims.setdefault(name, claim)
         shared.append((entry.name, claim))
@@ -239,7 +235,7 @@ def lacks_node_operations(claim: ResourceClaim, node: Node) -> str | None:
 def reserved_for(claim: ResourceClaim, pod_uid: str) -> bool:
     """Whether the pod itself is a consumer: what releasing the pod's reservations undoes (a
     reservation for its PodGroup stays, other pods of the group may use it; upstream's Unreserve)."""
-    return any(ref.uid == pod_uid for ref in claim.reserved_for)
+    return claim.reserved_for_uid(pod_uid)
 
 
 def reserved_for_pod(features: Features, claim: ResourceClaim, pod: PodInfo) -> bool:
@@ -268,7 +264,7 @@ def unusable_reason(state: ClusterState, features: Features, claim: ResourceClai
     if claim.allocation is None:
         return None
     if features.binding:
-        readiness = claim_readiness(claim.raw)
+        readiness = claim_readiness(claim)
         if readiness.failed:
             return readiness.message
     for device in claim.allocation.devices:
@@ -303,54 +299,46 @@ class Readiness:
 READY = Readiness(True, False, "")
 
 
-def _conditions(status: Mapping[str, Any], driver: str, pool: str, device: str) -> dict[str, str]:
-    for entry in status.get("devices") or ():
-        if (entry.get("driver"), entry.get("pool"), entry.get("device")) == (driver, pool, device):
-            return {c.get("type"): c.get("status") for c in entry.get("conditions") or ()}
-    return {}
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
+def _timestamp(value: str) -> datetime | None:
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
 
 
-def claim_readiness(raw: Mapping[str, Any], now: datetime | None = None) -> Readiness:
+def claim_readiness(claim: ResourceClaim, now: datetime | None = None) -> Readiness:
     """Whether an allocated claim's devices may be used yet."""
-    status = raw.get("status") or {}
-    allocation = status.get("allocation") or {}
-    name = f"{(raw.get('metadata') or {}).get('namespace')}/{(raw.get('metadata') or {}).get('name')}"
+    allocation = claim.allocation
+    if allocation is None:
+        return READY
     pending: list[str] = []
-    for result in (allocation.get("devices") or {}).get("results") or ():
-        wanted, failing = result.get("bindingConditions") or (), result.get("bindingFailureConditions") or ()
+    for result in allocation.devices:
+        wanted, failing = result.binding_conditions, result.binding_failure_conditions
         if not wanted and not failing:
             continue
-        device = f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}"
-        conditions = _conditions(status, result.get("driver"), result.get("pool"), result.get("device"))
+        device = "/".join(result.id)
+        conditions = claim.device_conditions.get(result.id, {})
         for condition in failing:
             if conditions.get(condition) == "True":
                 return Readiness(
-                    False, True, f"claim {name} binding failed: device {device}: {condition} is True"
+                    False, True, f"claim {claim.key} binding failed: device {device}: {condition} is True"
                 )
         pending.extend(f"{device}: {c}" for c in wanted if conditions.get(c) != "True")
     if not pending:
         return READY
-    started = _timestamp(allocation.get("allocationTimestamp"))
+    started = _timestamp(allocation.allocated_at)
     now = now or datetime.now(UTC)
     if started is not None and (now - started).total_seconds() > BINDING_TIMEOUT_S:
-        return Readiness(False, True, f"claim {name}: device binding timeout ({', '.join(pending)})")
-    return Readiness(False, False, f"claim {name}: waiting for binding conditions ({', '.join(pending)})")
+        return Readiness(False, True, f"claim {claim.key}: device binding timeout ({', '.join(pending)})")
+    waiting = ", ".join(pending)
+    return Readiness(False, False, f"claim {claim.key}: waiting for binding conditions ({waiting})")
 
 
-def first_problem(claims: Iterable[Mapping[str, Any]]) -> Readiness:
+def first_problem(claims: Iterable[ResourceClaim]) -> Readiness:
     """The first claim that is not ready (failed ones first), or READY."""
     waiting = None
-    for raw in claims:
-        readiness = claim_readiness(raw)
+    for claim in claims:
+        readiness = claim_readiness(claim)
         if readiness.failed:
             return readiness
         if not readiness.ready and waiting is None:

@@ -25,7 +25,7 @@ from extender.scheduling.memory import SchedulerMemory
 from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.preemption.nominated import held_views
 from extender.scheduling.retry import RetryBook
-from extender.scheduling.settle import Settler
+from extender.scheduling.settle import Handover, Releases, Settler
 from extender.scheduling.turns import pause
 from extender.state import ClusterState
 
@@ -50,6 +50,10 @@ class SchedulingContext:
     # With --kube --no-leader-elect: whether the kube-scheduler beside this replica holds its
     # Lease, which is what dra_extender_leader reports then (extender/kube/scheduler_lease.py).
     scheduler_leader: Callable[[], bool] | None = None
+    # The current holding of the Lease that decides which replica schedules: kube-scheduler's
+    # (--scheduler-lease, whoever holds it; None: not read lately) or this extender's own
+    # (--leader-elect; None: not leading). A new one is a handover: allocations wait (``handover``).
+    lease_term: Callable[[], str | None] | None = None
     # With --kube: bind failures and "no node fits" become Events on the pod (rate-limited).
     events: PodEvents | None = None
     # With --kube: pods turned away, for kube-scheduler to be told when to retry them.
@@ -62,8 +66,12 @@ class SchedulingContext:
     clock: Callable[[], float] = time.monotonic
     features: Features = field(init=False)
     memory: SchedulerMemory = field(init=False)
-    # Claim writes that outlived their bind, followed until their fate is known.
+    # Claim writes and Bindings that outlived their bind, followed until their fate is known.
     settler: Settler = field(init=False)
+    # Stale-claim releases under way (scheduling/stale.py).
+    releases: Releases = field(init=False)
+    # What a replica taking over waits for before it allocates (settle.Handover).
+    handover: Handover = field(init=False)
 
     def __post_init__(self) -> None:
         self.features = self.config.feature_gates
@@ -74,6 +82,17 @@ class SchedulingContext:
             write_timeout_s=bind_timeout, readback_s=min(2.0, max(0.1, bind_timeout / 2)),
             fence_after_s=self.config.fence_after_s,
         )
+        self.releases = Releases()
+        self.handover = Handover(
+            self.state, self.binder, term=self.lease_term, leading=self.scheduler_leader or self.is_leader,
+            quiet_s=bind_timeout, give_up_s=self.config.fence_after_s,
+        )
+
+    async def close(self) -> None:
+        """Stop the background work of scheduling (the app's shutdown): nothing outlives the app."""
+        await self.releases.close()
+        await self.handover.close()
+        await self.settler.close()
 
     def use_release(self, config: Config) -> None:
         """``config`` (the same, with the release the API server named after start) in force

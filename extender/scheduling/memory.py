@@ -190,6 +190,10 @@ class SchedulerMemory:
         """The pod's Binding went unanswered: it may be bound."""
         self._bound[pod_uid] = True
 
+    def not_bound(self, pod_uid: str) -> None:
+        """The pod's unanswered Binding was proven unable to land, and its bind undone."""
+        self._bound.pop(pod_uid, None)
+
     def may_be_bound(self, pod_uid: str) -> bool:
         """Whether a bind of ours bound the pod, or may have, lately (whatever the cache says)."""
         return pod_uid in self._bound

@@ -15,9 +15,9 @@ cycle created. kube-scheduler has no PostFilter for extenders, so filter calls
 * Never a claim reserved for another pod, one whose binding conditions are still pending
   within the binding timeout, one in flight, or anything of a pod that is already bound, or
   that a bind of ours bound or may have bound while the cache does not show it yet.
-* filter never waits for it: the release runs as a task. The task holds the pod's bind slot
-  (``memory.begin_bind``), so no bind of the pod runs meanwhile; while one runs (or another
-  release), nothing is started.
+* filter never waits for it: the release runs as a task of ``ctx.releases`` (``settle.Releases``,
+  one per pod, cancelled when the app closes). It is not started while a bind of the pod runs,
+  and a bind of the pod is refused while it runs.
 * A claim is re-read before it is written and left alone unless it is still at the
   resourceVersion it was judged at; the binder conditions the deallocation itself on the
   version it reads back after removing the reservation (``Binder.release_claim``).
@@ -32,22 +32,19 @@ per failed filter; the allocation stays, and the next filter judges the claim as
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
-from extender.model import ResourceClaim
-from extender.model.pods import POD_GROUP_API_GROUP, POD_GROUP_RESOURCE, PodGroup, PodInfo, pod_group_name
-from extender.model.refs import PodRef, resource_version
+from extender.model import ResourceClaim, parse_resource_claim
+from extender.model.pods import POD_GROUP_API_GROUP, POD_GROUP_RESOURCE, PodGroup, PodInfo
+from extender.model.refs import PodRef
+from extender.scheduling.bind import delete_extended_claims
 from extender.scheduling.claims import PodWaits, claim_readiness, resolve, unusable_reason
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.extended_resources.claim import find_extended_claim, leftover_reason
 from extender.scheduling.extended_resources.needs import ExtendedNeeds
 
 log = logging.getLogger(__name__)
-
-# Releases under way. The event loop keeps only weak references to tasks.
-_running: set[asyncio.Task[None]] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +71,7 @@ def find_stale(ctx: SchedulingContext, pod: PodInfo) -> list[Stale]:
             out.append(Stale(claim, why, extended=False))
     if ExtendedNeeds.of(held, state.classes) is not None:
         existing = find_extended_claim(state.claims.values(), held)
-        if (
-            existing is not None
-            and not ctx.memory.was_deleted(existing.uid)
-            and not (existing.raw.get("metadata") or {}).get("deletionTimestamp")
-        ):
+        if existing is not None and not ctx.memory.was_deleted(existing.uid) and not existing.deleting:
             why = _why_stale(ctx, existing, held.uid, extended=True)
             if why is not None:
                 out.append(Stale(existing, why, extended=True))
@@ -90,7 +83,7 @@ def _why_stale(ctx: SchedulingContext, claim: ResourceClaim, pod_uid: str, exten
     if any(ref.uid != pod_uid for ref in claim.reserved_for) or claim.uid in state.inuse.inflight:
         return None
     if claim.allocation is not None and features.binding:
-        readiness = claim_readiness(claim.raw)
+        readiness = claim_readiness(claim)
         if not readiness.ready and not readiness.failed:
             return None  # the driver may still be preparing the devices
     if extended:
@@ -125,16 +118,13 @@ def find_group_reservations(ctx: SchedulingContext, pod: PodInfo) -> GroupReserv
     if not ctx.features.workload_resource_claims:
         return None
     state, memory = ctx.state, ctx.memory
-    try:
-        name = pod_group_name(pod.raw)
-    except ValueError:
-        return None
+    name = pod.group_name
     group = state.pod_group(pod.namespace, name) if name else None
     if group is None:
         return None
     expected = memory.placements()
     for other in state.pods.values():
-        if other.namespace != pod.namespace or _group_of(other) != name:
+        if other.namespace != pod.namespace or other.group_name != name:
             continue
         if (
             (other.node_name and not other.finished)
@@ -160,60 +150,41 @@ def find_group_reservations(ctx: SchedulingContext, pod: PodInfo) -> GroupReserv
     return GroupReservations(group, claims) if claims else None
 
 
-def _group_of(pod: PodInfo) -> str:
-    try:
-        return pod_group_name(pod.raw)
-    except ValueError:
-        return ""
-
-
 def release_stale(ctx: SchedulingContext, pod: PodInfo) -> None:
     """Start releasing the pod's stale claims (and its group's unused reservations), unless
-    there are none or a bind of it is running.
+    there are none, or a bind or a release of the pod is running.
 
     Called by filter when no candidate fits. Only the leader writes.
     """
-    if not ctx.leading:
+    if not ctx.leading or ctx.memory.binding(pod.uid) or ctx.releases.running(pod.uid):
         return
     stale = find_stale(ctx, pod)
     held = ctx.state.pod(pod.namespace, pod.name)
     reservations = find_group_reservations(ctx, held) if held is not None and held.uid == pod.uid else None
-    if (not stale and reservations is None) or not ctx.memory.begin_bind(pod.uid):
-        return
-    ref = PodRef(pod.namespace, pod.name, pod.uid)
-    task = asyncio.get_running_loop().create_task(_release(ctx, ref, stale, reservations))
-    _running.add(task)
-    task.add_done_callback(_running.discard)
+    if stale or reservations is not None:
+        ctx.releases.start(pod.uid, _release(ctx, pod.pod_ref, stale, reservations))
 
 
 async def _release(
     ctx: SchedulingContext, ref: PodRef, stale: list[Stale], reservations: GroupReservations | None = None
 ) -> None:
-    try:
-        if reservations is not None:
-            await _unreserve_group(ctx, reservations)
-        for item in stale:
-            try:
-                await _release_one(ctx, ref, item)
-            except Exception as exc:
-                log.error(
-                    "releasing stale claim %s of pod %s/%s failed: %s",
-                    item.claim.key,
-                    ref.namespace,
-                    ref.name,
-                    exc,
-                )
-    finally:
-        ctx.memory.end_bind(ref.uid)
+    if reservations is not None:
+        await _unreserve_group(ctx, reservations)
+    for item in stale:
+        try:
+            await _release_one(ctx, ref, item)
+        except Exception as exc:
+            log.error("releasing stale claim %s of pod %s failed: %s", item.claim.key, ref, exc)
 
 
 async def _as_judged(ctx: SchedulingContext, claim: ResourceClaim) -> bool:
     """Whether the API server still holds the claim as it was judged; otherwise the next filter
     judges it again on what it says now."""
-    current = await ctx.binder.read_claim(claim.namespace, claim.name)
-    if current is None or (current.get("metadata") or {}).get("uid") != claim.uid:
+    obj = await ctx.binder.read_claim(claim.namespace, claim.name)
+    current = None if obj is None else parse_resource_claim(obj)
+    if current is None or current.uid != claim.uid:
         return False
-    if resource_version(current) != resource_version(claim.raw):
+    if current.resource_version != claim.resource_version:
         log.info("claim %s changed since it was judged; left alone", claim.key)
         return False
     return True
@@ -223,11 +194,9 @@ async def _release_one(ctx: SchedulingContext, ref: PodRef, item: Stale) -> None
     claim = item.claim
     if not await _as_judged(ctx, claim):
         return
-    log.info("releasing claim %s of pod %s/%s: %s", claim.key, ref.namespace, ref.name, item.why)
+    log.info("releasing claim %s of pod %s: %s", claim.key, ref, item.why)
     if item.extended:
-        for obj in await ctx.binder.delete_extended_claims(ref):
-            ctx.memory.claim_deleted(str((obj.get("metadata") or {}).get("uid")))
-            ctx.state.delete("ResourceClaim", obj)
+        await delete_extended_claims(ctx, ref)
         return
     left = await ctx.binder.release_claim(claim, ref, deallocate=True)
     if left is not None:

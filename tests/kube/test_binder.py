@@ -264,15 +264,30 @@ async def test_a_binding_whose_reply_was_lost_is_success_when_the_pod_is_bound_t
     assert writes(apiserver) == [("create", "pods", "binding")] * 2
 
 
-async def test_an_unanswered_binding_that_did_not_land_still_fails(apiserver: ApiServer,
-                                                                  client: RawClient) -> None:
+async def test_an_unanswered_binding_not_seen_landed_is_uncertain_not_failed(apiserver: ApiServer,
+                                                                            client: RawClient) -> None:
     pod = make_pod(apiserver)
-    # The API server's own timeout: the Binding may or may not be in (here it is not) ...
+    # The API server's own timeout: the Binding may or may not be in, or may land later (here it
+    # is not in yet) ... and the retries are refused. Only the pod bound elsewhere, gone, or
+    # unchanged past the API server's request timeout proves it cannot land: not for the binder
+    # to decide now, and bind must not roll the claims back (issue 28).
     apiserver.faults.fail("create", "pods", 504, subresource="binding")
-    apiserver.faults.fail("create", "pods", 403, subresource="binding")  # ... and the retry is refused
-    with pytest.raises(BindError, match="403"):
+    apiserver.faults.fail("create", "pods", 403, subresource="binding")
+    with pytest.raises(BindingUncertain, match=r"403.*may still land"):
         await binder(client).bind_pod(pod, "node-a")
     assert "nodeName" not in apiserver.store.get(POD, "default", "trainer")["spec"]
+
+
+async def test_an_unanswered_binding_of_a_pod_bound_elsewhere_has_failed(apiserver: ApiServer,
+                                                                        client: RawClient) -> None:
+    pod = make_pod(apiserver)
+    held = apiserver.store.get(POD, "default", "trainer")
+    held["spec"]["nodeName"] = "node-b"  # another scheduler's Binding got there first
+    apiserver.store.update(POD, "default", "trainer", held)
+    apiserver.faults.fail("create", "pods", 504, subresource="binding")
+    with pytest.raises(BindError, match="node-a") as raised:
+        await binder(client).bind_pod(pod, "node-a")
+    assert not isinstance(raised.value, BindingUncertain)  # a pod is bound once: this cannot land
 
 
 async def test_an_unanswered_binding_whose_pod_cannot_be_read_is_uncertain_not_failed(

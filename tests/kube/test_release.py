@@ -84,10 +84,14 @@ def test_an_unsupported_cluster_stops_the_start(
 
 
 def start(kubeconfig: Path, port: int) -> tuple[FastAPI, list[uvicorn.Server]]:
-    """``dra-extender serve --kube`` as main builds it, listening on ``port``."""
+    """``dra-extender serve --kube`` as main builds it, listening on ``port``.
+
+    No kube-scheduler Lease is followed (``--scheduler-lease ''``): these tests are about the
+    release, and a first term of that Lease would hold new allocations back for the takeover's
+    wait (tests/reliability/test_handover.py)."""
     args = cli._parser().parse_args(
         ["serve", "--kube", "--kubeconfig", str(kubeconfig), "--cel-engine", "python", "--no-leader-elect",
-         "--enable-debug-endpoints", "--port", str(port)]
+         "--scheduler-lease", "", "--enable-debug-endpoints", "--port", str(port)]
     )
     app = cli.build_app(cli.config_from_args(args), args.enable_debug_endpoints)
     listeners = servers(app, "127.0.0.1", port, log_level="warning")

@@ -75,3 +75,25 @@ def test_the_flag_defaults_to_the_shipped_lease_and_is_checked() -> None:
             config_from_args(_parser().parse_args(["serve", "--kube", "--scheduler-lease", bad]))
     off = _parser().parse_args(["serve", "--kube", "--scheduler-lease", ""])
     assert config_from_args(off).scheduler_lease == ""
+
+
+def test_each_holding_is_its_own_term_whoever_holds_it(apiserver: ApiServer, client: RawClient) -> None:
+    now = [0.0]
+    mine = watcher(client, now)
+    assert mine.term() is None  # nothing read yet
+    mine.read_once()
+    assert mine.term() == ""  # no Lease: no kube-scheduler elects itself, one term
+    apiserver.store.seed(LEASE, lease("dra-extender-7d9f-abcde_1"))
+    mine.read_once()
+    first = mine.term()
+    apiserver.store.update(LEASE, "dra-system", "dra-extender-scheduler", lease("dra-extender-7d9f-fghij_2"))
+    mine.read_once()
+    other = mine.term()
+    assert not mine.holds() and other not in (None, "", first)  # another pod's scheduler: its own term
+    again = lease("dra-extender-7d9f-abcde_1")
+    again["spec"]["leaseTransitions"] = 2
+    apiserver.store.update(LEASE, "dra-system", "dra-extender-scheduler", again)
+    mine.read_once()
+    assert mine.term() not in (None, first, other)  # held again by the same process: a new term
+    now[0] += 31.0
+    assert mine.term() is None  # an answer gone stale tells nothing

@@ -57,7 +57,12 @@ def _scrape(tmp: Path) -> str:
                     await http.post("/filter", json={"Pod": pod, "NodeNames": ["node-a"]})
                     bind = {"PodName": "pod-0", "PodNamespace": "default",
                             "PodUID": pod["metadata"]["uid"], "Node": "node-a"}
-                    assert (await http.post("/bind", json=bind)).json() == {"Error": ""}
+                    # A new leader's first allocation waits for its takeover (docs/reliability.md,
+                    # "Handover"); kube-scheduler retries, as here.
+                    while error := (await http.post("/bind", json=bind)).json()["Error"]:
+                        assert "took over scheduling" in error, error
+                        assert asyncio.get_running_loop().time() < deadline + 30, "never bound"
+                        await asyncio.sleep(0.5)
                     return (await http.get("/metrics")).text
 
         return asyncio.run(run())

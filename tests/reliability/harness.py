@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -39,14 +39,20 @@ FAST = Backoff(initial=0.05, cap=0.2)
 
 @contextlib.asynccontextmanager
 async def extender(
-    server: ApiServer, *, wait_ready: bool = True, request_timeout: float = 5.0, **config: Any
+    server: ApiServer, *, wait_ready: bool = True, request_timeout: float = 5.0,
+    lease_term: Callable[[], str | None] | None = None, **config: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, ClusterState, SchedulingContext]]:
     client = RawClient(server.api_client(), request_timeout=request_timeout)
     state = ClusterState()
     cfg = replace(Config(kube=True), **config)
     binder = KubeBinder(client, retry_delay=0.001)
-    ctx = SchedulingContext(cfg, state, binder, Metrics(), Environment.create())
-    app = create_app(ctx, background=[KubeSource(client, state, backoff=FAST).run])
+    ctx = SchedulingContext(
+        cfg, state, binder, Metrics(), Environment.create(), lease_term=lease_term
+    )
+    background = [KubeSource(client, state, backoff=FAST).run]
+    if lease_term is not None:
+        background.append(ctx.handover.watch)
+    app = create_app(ctx, background=background)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://extender") as http:

@@ -7,6 +7,7 @@ bind deadline (``Faults.hold``), so the extender cannot know whether it will lan
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from dataclasses import replace
 
@@ -162,4 +163,78 @@ async def test_a_long_api_outage_never_hands_the_gpu_out_twice(apiserver: ApiSer
             assert held_twice(apiserver) == []
         bound = [p for p in ("a", "b") if pod_obj(apiserver, p)["spec"].get("nodeName")]
         assert len(bound) == 1
+        await audit(apiserver, state)
+
+
+def binding_unanswered_then_refused(server: ApiServer) -> threading.Event:
+    """The next Binding sits in the API server past the client's timeout (it may land later:
+    set the returned event); the binder's four retries are answered 500 (issue 28, item 3)."""
+    held = server.faults.hold("create", "pods", subresource="binding")
+    server.faults.fail("create", "pods", 500, times=4, subresource="binding")
+    return held
+
+
+def reserved_for(server: ApiServer, claim: str) -> list[str]:
+    status = server.store.get(CLAIM, "default", claim).get("status") or {}
+    return [r["uid"] for r in status.get("reservedFor") or ()] if status.get("allocation") else []
+
+
+async def test_a_binding_that_lands_after_the_bind_gave_up_finds_its_claims_kept(
+    apiserver: ApiServer,
+) -> None:
+    one_gpu_two_pods(apiserver)
+    config = {"bind_timeout_s": 5.0, "fence_after_s": 30.0}
+    async with extender(apiserver, request_timeout=1.0, **config) as (http, state, ctx):
+        held = binding_unanswered_then_refused(apiserver)
+        error = await bind(http, apiserver, "a", "node-a")
+        uid = pod_obj(apiserver, "a")["metadata"]["uid"]
+        # Not rolled back: the Binding may still land.
+        assert reserved_for(apiserver, "ca") == [uid]
+        assert "500" in error and "stay reserved" in error
+        assert await fits(http, apiserver, "b") == []
+        held.set()  # ... and it lands
+        await eventually(lambda: pod_obj(apiserver, "a")["spec"].get("nodeName") == "node-a",
+                         what="the late Binding to land")
+        await eventually(lambda: ctx.settler.unsettled == 0, what="the Binding to be settled")
+        assert reserved_for(apiserver, "ca") == [uid]  # the pod is bound with its claim
+        await audit(apiserver, state)
+
+
+async def test_a_binding_that_can_no_longer_land_has_its_bind_undone(apiserver: ApiServer) -> None:
+    one_gpu_two_pods(apiserver)
+    config = {"bind_timeout_s": 5.0, "fence_after_s": 1.0}
+    async with extender(apiserver, request_timeout=1.0, **config) as (http, state, ctx):
+        binding_unanswered_then_refused(apiserver)  # never released: the API server gave up on it
+        error = await bind(http, apiserver, "a", "node-a")
+        assert reserved_for(apiserver, "ca") == [pod_obj(apiserver, "a")["metadata"]["uid"]]
+        assert "stay reserved" in error
+        assert await fits(http, apiserver, "b") == []
+        # Still unbound when read back fence_after_s later: that request was answered (or dropped)
+        # by the API server long ago. The claim is released and the GPU is free for b.
+        await eventually(lambda: not reserved_for(apiserver, "ca"), what="the bind of a to be undone",
+                         timeout=10.0)
+        await eventually(lambda: ctx.settler.unsettled == 0, what="the Binding to be settled")
+        without_deadline_pressure(ctx)
+        assert await fits(http, apiserver, "b") == ["node-a"]
+        assert await bind(http, apiserver, "b", "node-a") == ""
+        await audit(apiserver, state)
+
+
+async def test_a_retry_of_the_pod_takes_over_an_unsettled_binding(apiserver: ApiServer) -> None:
+    one_gpu_two_pods(apiserver)
+    config = {"bind_timeout_s": 5.0, "fence_after_s": 1.0}
+    async with extender(apiserver, request_timeout=1.0, **config) as (http, state, ctx):
+        held = binding_unanswered_then_refused(apiserver)
+        error = await bind(http, apiserver, "a", "node-a")
+        assert reserved_for(apiserver, "ca") == [pod_obj(apiserver, "a")["metadata"]["uid"]]
+        assert "stay reserved" in error
+        # kube-scheduler's retry adopts the reserved claim and binds: nothing is undone later.
+        assert await fits(http, apiserver, "a") == ["node-a"]
+        assert await bind(http, apiserver, "a", "node-a") == ""
+        assert ctx.settler.unsettled == 0
+        held.set()  # the old Binding lands on a bound pod: refused, harmless
+        await asyncio.sleep(1.5)
+        uid = pod_obj(apiserver, "a")["metadata"]["uid"]
+        assert pod_obj(apiserver, "a")["spec"]["nodeName"] == "node-a"
+        assert reserved_for(apiserver, "ca") == [uid]
         await audit(apiserver, state)

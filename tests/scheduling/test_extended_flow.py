@@ -181,7 +181,7 @@ def test_failed_binding_deletes_the_created_claim_and_frees_its_devices():
     p = svc.pod("p")
     original = svc.ctx.binder.bind_pod
 
-    async def refuse(ref: PodRef, node_name: str) -> None:
+    async def refuse(ref: PodRef, node_name: str, deadline: float | None = None) -> None:
         raise BindError("binding refused")
 
     svc.ctx.binder.bind_pod = refuse  # type: ignore[method-assign]
@@ -215,7 +215,7 @@ def test_claim_left_allocated_by_an_earlier_attempt_is_adopted_not_duplicated():
     p = svc.pod("p")
     original = svc.ctx.binder.bind_pod
 
-    async def no_answer(ref: PodRef, node_name: str) -> None:
+    async def no_answer(ref: PodRef, node_name: str, deadline: float | None = None) -> None:
         await asyncio.Event().wait()
 
     svc.ctx.binder.bind_pod = no_answer  # type: ignore[method-assign]

@@ -241,7 +241,7 @@ class SlowBinder:
         await asyncio.sleep(self.delay)
         return await self.inner.write_claim(claim, allocation, pod_ref)
 
-    async def bind_pod(self, pod_ref, node_name):
+    async def bind_pod(self, pod_ref, node_name, deadline=None):
         await asyncio.sleep(self.delay)
         await self.inner.bind_pod(pod_ref, node_name)
 
@@ -314,7 +314,7 @@ class FailingPodBinder:
     async def write_claim(self, claim, allocation, pod_ref, deadline=None):
         return await self.inner.write_claim(claim, allocation, pod_ref)
 
-    async def bind_pod(self, pod_ref, node_name):
+    async def bind_pod(self, pod_ref, node_name, deadline=None):
         raise self.error
 
     async def release_claim(self, claim, pod_ref, deallocate):

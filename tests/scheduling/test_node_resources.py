@@ -235,7 +235,7 @@ def test_a_pod_bound_while_the_watch_lags_counts_at_once():
     # have assumed it on the node, and so does the extender.
     svc = Service(with_claims(cluster({"node-0": "5"}), worker("a"), worker("b")), feature_gates=ON)
 
-    async def lagging_watch(ref, node_name):
+    async def lagging_watch(ref, node_name, deadline=None):
         return None
 
     svc.ctx.binder.bind_pod = lagging_watch  # type: ignore[method-assign]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from extender.model import ResourceClaim, parse_resource_claim
 from extender.scheduling.claims import READY, claim_readiness, first_problem
 
 
 def claim(
     conditions: dict[str, str], stamp: datetime | None = None, wanted=("attached",), failing=("broken",)
-):
+) -> ResourceClaim:
     result = {"request": "r", "driver": "d", "pool": "p", "device": "x"}
     if wanted:
         result["bindingConditions"] = list(wanted)
@@ -26,10 +27,10 @@ def claim(
             "conditions": [{"type": t, "status": s} for t, s in conditions.items()],
         }
     ]
-    return {
+    return parse_resource_claim({
         "metadata": {"namespace": "ns", "name": "c"},
         "status": {"allocation": allocation, "devices": devices},
-    }
+    })
 
 
 def test_ready_when_every_binding_condition_is_true():

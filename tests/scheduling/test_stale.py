@@ -14,6 +14,7 @@ from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from tests.scheduling.cluster import (
     DRIVER,
     Service,
+    bind_call,
     claim,
     device_class,
     filter_call,
@@ -283,7 +284,44 @@ def test_never_a_claim_that_changed_since_it_was_judged():
 
     binder.read_claim = read_newer  # type: ignore[method-assign]
     assert _kept(svc)["status"]["allocation"]
-    assert svc.ctx.memory.begin_bind(UID)  # the release ended and freed the pod's bind slot
+    assert not svc.ctx.releases.running(UID)  # the release ended: the pod may be bound again
+
+
+def test_a_release_under_way_refuses_the_pods_bind_and_ends_when_the_app_closes():
+    svc = Service(
+        [
+            *gated("node-0"),
+            node_slice("gone", gpus(1)),
+            allocated(claim("c"), "gone", ["gpu-0"]),
+            user_pod(c="c"),
+        ]
+    )
+    reading = asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def read_forever(namespace: str, name: str) -> dict[str, Any] | None:
+        reading.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return None
+
+    svc.ctx.binder.read_claim = read_forever  # type: ignore[method-assign]
+
+    async def flow(client):
+        assert (await filter_call(client, svc.pod("p"), ["node-0"]))["NodeNames"] == []
+        await asyncio.wait_for(reading.wait(), 2.0)
+        assert svc.ctx.releases.running(UID)
+        error = await bind_call(client, svc.pod("p"), "node-0")
+        assert "being released" in error
+        await svc.ctx.close()  # what the app's shutdown does
+        assert not svc.ctx.releases.running(UID)
+        assert cancelled == [True]
+
+    svc.run(flow)
+    assert svc.claims()["c"]["status"]["allocation"]  # nothing was written
 
 
 def test_never_anything_of_a_pod_that_is_already_bound():
