@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from extender.allocator.alike import AlikeResults, GatheredPools, ShapeMemo
 from extender.allocator.counters import CounterValues, PoolKey
 from extender.allocator.diagnose import explain_failure
-from extender.allocator.errors import AllocationTimeout, NodeAllocationFailure
+from extender.allocator.outcome import TIMED_OUT, AllocationError, Failure
 from extender.allocator.requests import validate_claims
 from extender.allocator.result import build_config, build_result
 from extender.allocator.search import Search
@@ -60,7 +60,6 @@ class Allocator:
         self.node_timeout = node_timeout
         # Called every few milliseconds of a search: the service lets other requests run there.
         self.pause = pause
-        self.last_failure = ""
         self._selectors = SelectorCache(cel)
         self._counters: dict[PoolKey, CounterValues] = {}
         self.shapes = ShapeMemo(allocated) if share_shapes else None
@@ -70,15 +69,22 @@ class Allocator:
 
     def allocate(
         self, node: Node | None, claims: Sequence[ResourceClaim]
-    ) -> Sequence[AllocationResult] | None:
-        """One result per claim, or None when the claims cannot be satisfied on this node.
+    ) -> Sequence[AllocationResult] | Failure:
+        """One result per claim, or why the claims cannot be allocated on this node.
 
-        A node alike to one searched before gets ``AlikeResults``, built when first read.
-
-        Raises AllocationError (fatal for the pod), NodeAllocationFailure (this node has
-        invalid pools and nothing fitted) or AllocationTimeout.
+        A node alike to one searched before gets ``AlikeResults``, built when first read. The
+        failure is "nofit" (its reason names the claims by position: ``Failure.naming``),
+        "unavailable" (this node has invalid pools and nothing fitted), "timeout" or "fatal"
+        (the claims as such: no node can help).
         """
-        self.last_failure = ""
+        try:
+            return self._allocate(node, claims)
+        except AllocationError as exc:
+            return Failure(exc.kind, exc.message)
+
+    def _allocate(
+        self, node: Node | None, claims: Sequence[ResourceClaim]
+    ) -> Sequence[AllocationResult] | Failure:
         deadline = self.deadline
         if self.node_timeout is not None:
             # Upstream's limit covers the whole Allocate call, gathering the pools included.
@@ -93,7 +99,7 @@ class Allocator:
             if answer is not None:
                 if deadline is not None and time.monotonic() > deadline:
                     # A spent budget stops a search at its first step: so it does here.
-                    raise AllocationTimeout("filter operation aborted: context deadline exceeded")
+                    return Failure("timeout", TIMED_OUT)
                 return AlikeResults(answer, node, claims, gathered, self.features)
         search = Search(
             self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
@@ -104,9 +110,8 @@ class Allocator:
             invalid = [p for p in pools if p.invalid is not None]
             if invalid:
                 details = "; ".join(f"{p.driver}/{p.name}: {p.invalid}" for p in invalid)
-                raise NodeAllocationFailure(f"invalid resource pools were encountered: {details}")
-            self.last_failure = explain_failure(search)
-            return None
+                return Failure("unavailable", f"invalid resource pools were encountered: {details}")
+            return Failure("nofit", explain_failure(search))
         here = gathered.only_here() if node is not None else None
         results = tuple(
             build_result(

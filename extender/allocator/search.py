@@ -15,7 +15,7 @@ from extender.allocator.capacity import capacity_fits, consumed_capacity
 from extender.allocator.compatibility import GroupLedger
 from extender.allocator.constraints import ConstraintState, new_state
 from extender.allocator.counters import CounterLedger, CounterValues, PoolKey
-from extender.allocator.errors import AllocationError, AllocationTimeout
+from extender.allocator.outcome import TIMED_OUT, AllocationError
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
 from extender.allocator.result import Pick
@@ -192,7 +192,7 @@ class Search:
 
     def _checkpoint(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise AllocationTimeout("filter operation aborted: context deadline exceeded")
+            raise AllocationError(TIMED_OUT, kind="timeout")
         if self.pause is not None:
             self.pause()
         self._check_at = self._next_check(time.monotonic())

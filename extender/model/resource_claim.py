@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model._shared import ContentMemo
 from extender.model.allocation import AllocationResult, parse_allocation_with
@@ -80,6 +82,16 @@ class ResourceClaim:
     def key(self) -> str:
         """ "ns/name", or just the name without a namespace (klog.KObj rendering)."""
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @property
+    def deleting(self) -> bool:
+        """Whether the claim is being deleted (``metadata.deletionTimestamp`` is set)."""
+        return bool((self.raw.get("metadata") or {}).get("deletionTimestamp"))
+
+    def spec_key(self) -> bytes:
+        """The claim's spec as canonical JSON: equal exactly for claims that ask for the same
+        devices the same way (what the scheduler shares node verdicts by)."""
+        return orjson.dumps(self.raw.get("spec"), option=orjson.OPT_SORT_KEYS)
 
 
 def _tolerations(f: Fields, raw: Any, path: str) -> tuple[Toleration, ...]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from extender.allocator import Failure
 from extender.logs import decision_fields, note
 from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
 from extender.model.refs import Consumer, PodRef
@@ -26,8 +27,9 @@ from extender.scheduling.binder import BindError, BindingUncertain, WriteUncerta
 from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.extended_resources.claim import IN_MEMORY_NAME
-from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan, handles, wants_devices
 from extender.scheduling.turns import in_turns
+from extender.scheduling.verdicts import ExtendedStatus
 from extender.state import InFlight
 from extender.state.pod_requests import ClaimFootprint, in_units, pod_requests
 
@@ -88,9 +90,9 @@ async def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Com
     if node is None:
         raise BindFailed(f"node {node_name} is not known to the extender")
     signature = state.node_signature(node_name)
-    placement = await in_turns(plan.placement, node)
-    if isinstance(placement, str):
-        raise BindFailed(placement)
+    placement = await in_turns(plan.verdicts.placement, node)
+    if isinstance(placement, Failure):
+        raise BindFailed(placement.reason)
     if _moved(ctx, plan, node, signature):
         raise BindFailed(
             f"pod {plan.pod.ref}: the claims or the devices of node {node_name} changed while its "

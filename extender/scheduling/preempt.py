@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from extender.allocator import Failure
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan, handles, wants_devices
 from extender.scheduling.preemption.nominated import holds
 from extender.scheduling.preemption.victims import NodePods, Victims, select_victims
 
@@ -46,10 +47,9 @@ def preempt(
         node = state.nodes.get(name)
         if node is None:
             continue
-        try:
-            chosen = select_victims(ctx, plan, node, uids, pdb, cluster, held.get(name, ()))
-        except FatalAllocation:
-            return {}
-        if chosen is not None:
+        chosen = select_victims(ctx, plan, node, uids, pdb, cluster, held.get(name, ()))
+        if not isinstance(chosen, Failure):
             kept[name] = chosen
+        elif chosen.kind == "fatal":
+            return {}
     return kept

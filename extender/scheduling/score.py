@@ -107,7 +107,7 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     # A node's verdict is this pod's filter result while the node is unchanged, else decided
     # afresh: binds of earlier pods land between this pod's filter and prioritize, and scoring
     # a node on a stale result would send the pod to devices that are gone.
-    from_table, own, table = plan.fitting(names, phase="prioritize")
+    from_table, own, table = plan.verdicts.fitting(names, phase="prioritize")
     plan.flush_metrics()
     keys: dict[str, tuple[int, int, int]] = {}
     if table is not None and from_table:

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, Pool, device_matches_node
 from extender.allocator.requests import RequestData
 from extender.allocator.result import Takes

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from extender.allocator import Failure
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
-from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan, handles, wants_devices
 from extender.scheduling.preemption.nominated import HoldWiring, holds, importance
 from extender.scheduling.preemption.victims import NodePods, select_victims, violating
 
@@ -60,11 +61,10 @@ def choose(ctx: HoldWiring, pod: PodInfo, nodes: Sequence[str]) -> Choice | NoCh
         node = state.nodes.get(name)
         if node is None:
             continue
-        try:
-            chosen = select_victims(ctx, plan, node, (), 0, cluster, held.get(name, ()))
-        except FatalAllocation as exc:
-            return NoChoice(f"allocation error: {exc}")
-        if chosen is None:
+        chosen = select_victims(ctx, plan, node, (), 0, cluster, held.get(name, ()))
+        if isinstance(chosen, Failure):
+            if chosen.kind == "fatal":
+                return NoChoice(f"allocation error: {chosen.reason}")
             continue
         if not chosen.uids:
             return NoChoice("fits")

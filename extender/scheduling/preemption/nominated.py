@@ -26,7 +26,7 @@ from extender.allocator import AllocatedState
 from extender.model import AllocationResult, Holdings, Node, holdings
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
-from extender.scheduling.plan import FatalAllocation, PodPlan, Wiring, handles, wants_devices
+from extender.scheduling.plan import PodPlan, Wiring, handles, wants_devices
 from extender.scheduling.preemption.book import EvictionBook
 from extender.state import ClusterState
 from extender.state.inuse import Owner
@@ -138,12 +138,7 @@ def _expected(
         return ()
     if not plan.may_allocate:
         return ()
-    what_if = plan.what_if()
-    what_if.use_allocator(ctx.allocator(view, plan.deadline))
-    try:
-        verdict = what_if.evaluate(node, phase="hold")
-    except FatalAllocation:
-        return ()
-    finally:
-        what_if.flush_metrics()
-    return verdict.results if verdict.fits else ()
+    what_if = plan.what_if(ctx.allocator(view, plan.deadline))
+    verdict = what_if.verdicts.verdict(node, phase="hold")
+    what_if.flush_metrics()
+    return verdict.results  # none where it does not fit

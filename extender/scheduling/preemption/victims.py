@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, Failure
 from extender.model import Holdings, Node, ResourceClaim
 from extender.model.disruption import PodDisruptionBudget
 from extender.model.pods import PodInfo
@@ -77,25 +77,29 @@ def select_victims(
     given_pdb_violations: int,
     cluster: NodePods,
     held: Sequence[Holdings],
-) -> Victims | None:
-    """The victims on ``node`` that let ``plan``'s claims fit, or None if no set of them does.
+) -> Victims | Failure:
+    """The victims on ``node`` that let ``plan``'s claims fit, or why none do: "nofit" when no
+    set of them makes room, the "fatal" failure of the claims as such."""
 
-    Raises ``FatalAllocation`` like ``PodPlan.evaluate``.
-    """
-
-    def fits(victims: set[str]) -> bool:
+    def failure(victims: set[str]) -> Failure | None:
         devices, shared, capacity = ctx.state.inuse.without(cluster.freed_by(victims))
-        what_if = plan.what_if()
         view = with_holdings(AllocatedState(devices, shared, capacity), held)
-        what_if.use_allocator(ctx.allocator(view, plan.deadline))
+        what_if = plan.what_if(ctx.allocator(view, plan.deadline))
         try:
-            return what_if.evaluate(node, phase="preempt").fits
+            return what_if.verdicts.verdict(node, phase="preempt").failure
         finally:
             what_if.flush_metrics()
 
     kept = set(given)
-    if fits(kept):
+    first = failure(kept)
+    if first is None:
         return Victims(tuple(given), given_pdb_violations)
+    if first.kind == "fatal":
+        return first
+
+    def fits(victims: set[str]) -> bool:
+        return failure(victims) is None
+
     on_node = cluster.by_node.get(node.name, ())
     # Only pods holding claims can free devices; pods already going are not evicted twice.
     potential = sorted(
@@ -108,7 +112,7 @@ def select_victims(
     )
     victims = kept | {p.uid for p in potential}
     if not potential or not fits(victims):
-        return None
+        return Failure("nofit", f"evicting pods of lower priority than {plan.pod.priority} makes no room")
     given_pods = [p for p in on_node if p.uid in kept]
     breaking = violating(sorted([*given_pods, *potential], key=importance), cluster.budgets)
     added: list[PodInfo] = []
