@@ -11,13 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from extender.allocator.alike import AlikeResults, GatheredPools, ShapeMemo
-from extender.allocator.counters import CounterValues, PoolKey
+from extender.allocator.alike import AlikeResults, GatheredPools, Searched, ShapeMemo
 from extender.allocator.diagnose import explain_failure
 from extender.allocator.outcome import TIMED_OUT, AllocationError, Failure
 from extender.allocator.requests import validate_claims
 from extender.allocator.result import build_config, build_result
-from extender.allocator.search import Search
+from extender.allocator.search import Search, Setting
 from extender.allocator.selection import SelectorCache
 from extender.allocator.sources import SliceSource
 from extender.allocator.state import AllocatedState
@@ -58,10 +57,10 @@ class Allocator:
         self.deadline = deadline
         # Seconds one ``allocate`` may take before ``deadline`` (DRASchedulerFilterTimeout).
         self.node_timeout = node_timeout
-        # Called every few milliseconds of a search: the service lets other requests run there.
-        self.pause = pause
-        self._selectors = SelectorCache(cel)
-        self._counters: dict[PoolKey, CounterValues] = {}
+        # What its searches share (compiled selectors, the pools' available counters) and
+        # ``pause``, called every few milliseconds of a search (the service lets other requests
+        # run there).
+        self._setting = Setting(features, allocated, SelectorCache(cel), {}, pause)
         self.shapes = ShapeMemo(allocated) if share_shapes else None
         if gathered is None or gathered.slices is not slices or gathered.features != features:
             gathered = GatheredPools(slices, features)  # others' pools would not be this allocator's
@@ -101,10 +100,7 @@ class Allocator:
                     # A spent budget stops a search at its first step: so it does here.
                     return Failure("timeout", TIMED_OUT)
                 return AlikeResults(answer, node, claims, gathered, self.features)
-        search = Search(
-            self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
-            deadline, self.pause,
-        )
+        search = Search(self._setting, node, pools, claims, deadline)
         search.prepare(validate_claims(claims, self.features, self.classes, search.fill_all))
         if not search.run():
             invalid = [p for p in pools if p.invalid is not None]
@@ -120,5 +116,5 @@ class Allocator:
             for c, claim in enumerate(claims)
         )
         if shape is not None and memo is not None:
-            memo.record(shape, search, pools, results)
+            memo.record(shape, Searched(search.results, claims, search.read_bound), pools, results)
         return results
