@@ -113,7 +113,7 @@ class PodVerdicts:
         self.cache_hits: Counter[str] = Counter()  # by phase, published with the plan's metrics
         # A shared failure as this pod reads it, by the failure: in a filling cluster most
         # candidates fail alike, and each would otherwise be rewritten anew.
-        self._named: dict[Failure, Failure] = {}
+        self._named: dict[int, tuple[Failure, tuple[str, ...], Failure]] = {}
 
     def remembered(self, node_name: str) -> Remembered | None:
         """This pod's filter result on the node, while the node is unchanged."""
@@ -187,9 +187,15 @@ class PodVerdicts:
         return NodeVerdict.failing(self._naming(failure, variant))
 
     def _naming(self, failure: Failure, variant: Variant) -> Failure:
-        named = self._named.get(failure)
-        if named is None:
-            named = self._named[failure] = failure.naming(variant.keys)
+        """``failure`` naming ``variant``'s claims, once per failure object: by identity, as a
+        dataclass's hash is computed anew on every lookup (the entry keeps the failure alive,
+        so its id is not reused)."""
+        keys = variant.keys
+        hit = self._named.get(id(failure))
+        if hit is not None and hit[0] is failure and hit[1] is keys:
+            return hit[2]
+        named = failure.naming(keys)
+        self._named[id(failure)] = (failure, keys, named)
         return named
 
     def placement(self, node: Node) -> Placement | Failure:

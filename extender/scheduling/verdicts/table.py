@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from extender.allocator import Failure
 from extender.scheduling.verdicts.values import Remembered, SharedVerdict
 
 
@@ -22,12 +23,15 @@ class SpecVerdicts:
     keeps what readers compute from a fitting entry (prioritize's figures), dropped with it.
     """
 
-    __slots__ = ("_base", "_synced", "derived", "entries", "fits")
+    __slots__ = ("_base", "_failures", "_synced", "derived", "entries", "fits")
 
     def __init__(self) -> None:
         self.entries: dict[str, SharedVerdict] = {}
         self.fits: set[str] = set()
         self.derived: dict[str, tuple[int, int, int]] = {}
+        # Each distinct failure once: nodes that fail alike then share one object, which a
+        # pod reads with its claims' names once (``PodVerdicts``), not once per node.
+        self._failures: dict[Failure, Failure] = {}
         self._base = -1
         self._synced = -1
 
@@ -55,6 +59,11 @@ class SpecVerdicts:
         """Keep ``shared`` for ``name`` if it was computed at the node's ``version`` (current)."""
         if shared.version != version:
             return
+        failure = shared.verdict.failure
+        if failure is not None:
+            known = self._failures.setdefault(failure, failure)
+            if known is not failure:
+                shared = SharedVerdict(shared.version, shared.verdict._replace(failure=known))
         self.entries[name] = shared
         self.derived.pop(name, None)
         if shared.verdict.fits:
@@ -63,6 +72,7 @@ class SpecVerdicts:
             self.fits.discard(name)
 
     def clear(self) -> None:
+        self._failures.clear()
         self.entries.clear()
         self.fits.clear()
         self.derived.clear()
