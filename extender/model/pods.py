@@ -32,6 +32,7 @@ class ContainerResources:
     # names them).
     request_names: tuple[str, ...]
     extended: Mapping[str, int]  # DRA-backable names -> whole amount (zero kept)
+    claims: tuple[str, ...] = ()  # the pod's claims it uses (``resources.claims[].name``)
 
 
 # Phases after which a pod holds nothing on its node any more.
@@ -135,12 +136,16 @@ def _container(item: Any, init: bool, path: str, pod: str) -> ContainerResources
         if is_dra_extended_name(key)
     }
     restart_policy = _str(item.get("restartPolicy"), f"{path}.restartPolicy", pod)
+    claims = _list(resources.get("claims"), f"{path}.resources.claims", pod)
     return ContainerResources(
         name=_str(item.get("name"), f"{path}.name", pod),
         init=init,
         sidecar=init and restart_policy == "Always",
         request_names=tuple(sorted(requests)),
         extended=extended,
+        claims=tuple(
+            str(_map(ref, f"{path}.resources.claims[{i}]", pod).get("name")) for i, ref in enumerate(claims)
+        ),
     )
 
 

@@ -12,7 +12,9 @@ from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model._shared import ContentMemo
 from extender.model.allocation import AllocationResult, parse_allocation_with
 from extender.model.device_class import parse_config_items, parse_selectors
+from extender.model.extended import is_extended_claim_of
 from extender.model.quantity import Quantity
+from extender.model.refs import resource_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,15 @@ class ResourceClaim:
     def deleting(self) -> bool:
         """Whether the claim is being deleted (``metadata.deletionTimestamp`` is set)."""
         return bool((self.raw.get("metadata") or {}).get("deletionTimestamp"))
+
+    @property
+    def resource_version(self) -> int:
+        """``metadata.resourceVersion`` as a number (-1 when absent)."""
+        return resource_version(self.raw)
+
+    def extended_for(self, pod_name: str, pod_uid: str) -> bool:
+        """Whether this is the claim a scheduler made for the pod's extended resources."""
+        return is_extended_claim_of(self.raw, pod_name, pod_uid)
 
     def spec_key(self) -> bytes:
         """The claim's spec as canonical JSON: equal exactly for claims that ask for the same
