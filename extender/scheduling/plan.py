@@ -37,6 +37,7 @@ from extender.scheduling.claims import (
     lacks_node_operations,
     reserved_for_pod,
     resolve,
+    unusable_reason,
 )
 from extender.scheduling.extended_resources.claim import (
     ExtendedClaim,
@@ -47,6 +48,7 @@ from extender.scheduling.extended_resources.claim import (
 )
 from extender.scheduling.extended_resources.needs import ExtendedNeeds
 from extender.scheduling.node_resources import NodeResourcesOutcome, check, sharing_problem
+from extender.scheduling.turns import pause
 from extender.scheduling.verdicts import (
     TIMEOUT,
     ExtendedStatus,
@@ -176,7 +178,7 @@ class PodPlan:
         # Where this pod's filter results go for bind: memory's (handed out by ``build``), or
         # a throw-away one.
         kept = results if results is not None and remember else PodResults()
-        self.verdicts = PodVerdicts(self, ctx.state, ctx.memory.shared_verdicts, kept, remember)
+        self.verdicts = PodVerdicts(self, ctx.state, ctx.memory.shared_verdicts, kept, remember, pause)
 
     @classmethod
     def build(cls, ctx: Wiring, pod: PodInfo, holds: bool = True) -> PodPlan:
@@ -391,7 +393,7 @@ def _with_existing_extended_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) 
         return claims
     if existing.deleting:
         raise PodWaits(f'resourceclaim "{existing.name}" is being deleted')
-    leftover = leftover_reason(ctx.state, ctx.features, existing, pod.uid)
+    leftover = leftover_reason(existing, pod.uid, unusable_reason(ctx.state, ctx.features, existing))
     if leftover is not None:
         raise PodWaits(leftover)  # filter has it deleted (``stale``)
     return claims.with_extended(existing)

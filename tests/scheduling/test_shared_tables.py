@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from extender.model import parse_allocation
+from extender.scheduling import plan as plan_module
 from extender.scheduling.claims import pod_for_request
 from extender.scheduling.filter import filter_nodes
-from extender.scheduling.verdicts import pod as verdicts_module
 from extender.state import InFlight
 from tests.scheduling.cluster import DRIVER, claim, gpu_cluster, local_context, pod, template
 
@@ -43,7 +43,7 @@ def test_a_verdict_that_went_stale_during_a_filter_is_decided_again(monkeypatch:
             ctx.state.add_inflight(InFlight(held.uid, "another-pod", allocation, expires_at=float("inf")))
         evaluated.append("pause")
 
-    monkeypatch.setattr(verdicts_module, "pause", another_bind_meanwhile)
+    monkeypatch.setattr(plan_module, "pause", another_bind_meanwhile)
     second = ctx.state.pod("default", "p1")
     assert second is not None
     result = filter_nodes(ctx, pod_for_request(ctx.state, dict(second.raw)), ["node-2", "node-1", "node-0"])
@@ -55,7 +55,7 @@ def test_a_verdict_that_went_stale_during_a_filter_is_decided_again(monkeypatch:
 def test_a_filter_where_nothing_moved_decides_each_node_once(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx, _ = local_context(_cluster())
     evaluated: list[str] = []
-    monkeypatch.setattr(verdicts_module, "pause", lambda: evaluated.append("pause"))
+    monkeypatch.setattr(plan_module, "pause", lambda: evaluated.append("pause"))
     for name in ("p0", "p1"):
         info = ctx.state.pod("default", name)
         assert info is not None

@@ -16,11 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model import Features, ResourceClaim, parse_resource_claim
+from extender.model import ResourceClaim, parse_resource_claim
 from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from extender.model.pods import ContainerResources, PodInfo
-from extender.scheduling.claims import unusable_reason
-from extender.state import ClusterState
 
 # Deliberately not a valid object name, as upstream's, so it can never clash with a real claim.
 IN_MEMORY_NAME = "<extended-resources>"
@@ -203,25 +201,22 @@ def find_extended_claim(claims: Iterable[ResourceClaim], pod: PodInfo) -> Resour
     return None
 
 
-def leftover_reason(
-    state: ClusterState, features: Features, claim: ResourceClaim, pod_uid: str
-) -> str | None:
+def leftover_reason(claim: ResourceClaim, pod_uid: str, unusable: str | None) -> str | None:
     """Why the claim an earlier attempt created for the pod cannot be taken over, or None.
 
     Upstream refuses every such claim and its PostFilter deletes it: its PreBind waits for the
     binding conditions and its Unreserve deletes the claim, so a later cycle only ever finds a
     stale one. Here bind leaves it allocated and reserved for the pod on purpose while binding
     conditions are pending, or when the Binding's fate is unknown, and the retry takes it over;
-    anything else (not allocated, not reserved for the pod, or of no use on any node: see
-    ``claims.unusable_reason``) is a leftover.
+    anything else (not allocated, not reserved for the pod, or of no use on any node:
+    ``unusable``, the caller's ``claims.unusable_reason`` of it) is a leftover.
     """
     if claim.allocation is None:
         why = "it was created by an earlier attempt and is not allocated"
     elif not any(ref.uid == pod_uid for ref in claim.reserved_for):
         why = "it was created by an earlier attempt and is not reserved for the pod"
+    elif unusable is None:
+        return None
     else:
-        unusable = unusable_reason(state, features, claim)
-        if unusable is None:
-            return None
         why = unusable
     return f"{CANNOT_SCHEDULE} {claim.key}: {why}"

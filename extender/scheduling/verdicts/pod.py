@@ -22,7 +22,6 @@ from typing import Protocol
 
 from extender.allocator import AllocatedState, Failure
 from extender.model import Node
-from extender.scheduling.turns import pause
 from extender.scheduling.verdicts.table import PodResults, SpecVerdicts
 from extender.scheduling.verdicts.values import (
     FITS,
@@ -99,8 +98,12 @@ class PodVerdicts:
         tables: Callable[[bytes], SpecVerdicts],
         results: PodResults,
         remember: bool,
+        pause: Callable[[], None],
     ) -> None:
         self._judge = judge
+        # Called before each node is decided: a long candidate list lets other requests run
+        # between nodes (``turns.pause``).
+        self._pause = pause
         self._state = state
         self._tables = tables
         # A what-if plan (preemption, explain) must neither leave results bind could reuse
@@ -139,7 +142,7 @@ class PodVerdicts:
 
         This runs for every candidate node of every filter call: keep it lean.
         """
-        pause()  # a long candidate list lets other requests run between nodes
+        self._pause()
         judge = self._judge
         variant = judge.variant(node)
         if isinstance(variant, Failure):
