@@ -6,7 +6,7 @@ its own, device-blind dry run found victims; a pod short only of devices "fits" 
 so no candidate is left and nobody is evicted. Here, every ``interval`` seconds (the leader's job
 alone), the pods ``EvictionBook.due`` hands out — filtered out with devices held on some nodes,
 no ``preempt`` call for them within the book's grace — get a decision
-(``scheduling.preemption.evict.choose``: the verb's rules, checked with the allocator). The
+(``scheduling.evict.choose``: the verb's rules, checked with the allocator). The
 preemption is recorded as in flight and its hold starts *before* the first eviction, so nothing
 evicts twice and nobody else takes the devices; then each victim is evicted
 (``POST pods/<name>/eviction``, policy/v1: the API server checks PodDisruptionBudgets and the pod
@@ -31,8 +31,8 @@ from extender.logs import decisions, log_line
 from extender.model.pods import PodInfo
 from extender.model.refs import PodRef
 from extender.scheduling.context import SchedulingContext
+from extender.scheduling.evict import Choice, choose
 from extender.scheduling.preemption.book import EvictionBook
-from extender.scheduling.preemption.evict import Choice, choose
 from extender.scheduling.turns import in_turns
 
 log = logging.getLogger(__name__)

@@ -90,6 +90,11 @@ class PodInfo:
         return self.preemption_policy != "Never"
 
     @property
+    def wants_devices(self) -> bool:
+        """Whether the pod asks for anything DRA might provide (claims, or extended resources)."""
+        return bool(self.claims or self.extended_requests)
+
+    @property
     def extended_requests(self) -> frozenset[str]:
         """DRA-backable resources with a non-zero pod-level request.
 

@@ -27,7 +27,7 @@ from extender.scheduling.binder import BindError, BindingUncertain, WriteUncerta
 from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.extended_resources.claim import IN_MEMORY_NAME
-from extender.scheduling.plan import PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.turns import in_turns
 from extender.scheduling.verdicts import ExtendedStatus
 from extender.state import InFlight
@@ -173,7 +173,7 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
         return _refused(ctx, f"pod {namespace}/{name} is not known to the extender")
     if uid and pod.uid != uid:
         return _refused(ctx, f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
-    if not handles(ctx.config, pod):
+    if not ctx.config.handles(pod):
         # Filter let it pass untouched, so nothing was decided for its claims: binding it would
         # leave them unallocated (or race the allocator of the scheduler it belongs to).
         names = ", ".join(ctx.config.handled_scheduler_names or ())
@@ -228,7 +228,7 @@ async def _bind(ctx: SchedulingContext, pod_ref: str, ref: PodRef, node: str) ->
     metrics = ctx.metrics
     plan = None
     try:
-        if wants_devices(pod):
+        if pod.wants_devices:
             plan = PodPlan.build(ctx, pod)
             commit = await _commit(ctx, plan, node)
         else:

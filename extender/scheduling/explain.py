@@ -8,6 +8,7 @@ victims ``/preempt`` would add to a candidate kube-scheduler proposed without an
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from extender.allocator import AllocationResult, Failure
@@ -15,9 +16,8 @@ from extender.model import Holdings, Node, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.preemption.book import EvictionBook
-from extender.scheduling.preemption.nominated import holds
 from extender.scheduling.preemption.victims import NodePods, select_victims
 from extender.scheduling.verdicts import Variant
 
@@ -27,13 +27,13 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
     out: dict[str, Any] = {"pod": pod.ref, "uid": pod.uid, "nodeName": pod.node_name or None}
     if ctx.evictions is not None:
         out["evictionPreemption"] = _eviction(ctx.evictions, pod)
-    if not handles(ctx.config, pod):
+    if not ctx.config.handles(pod):
         out["verdict"] = (
             f"schedulerName {pod.scheduler_name!r} is not handled by this extender: passes untouched"
         )
         return out
     untouched = "no resource claims or DRA-backed extended resources: passes every node untouched"
-    if not wants_devices(pod):
+    if not pod.wants_devices:
         out["verdict"] = untouched
         return out
     try:
@@ -136,10 +136,10 @@ class _Preemption:
         if self._cluster is None:
             budgets = list(state.disruption_budgets.values())
             self._cluster = NodePods.gather(state.pods.values(), state.claims.values(), budgets)
-            self._held = holds(self.ctx, self.plan.pod)
-        victims = select_victims(
-            self.ctx, self.plan, node, (), 0, self._cluster, self._held.get(node.name, ())
-        )
+            self._held = self.plan.nominated_holds()
+        over = partial(self.plan.failure_over, node=node)
+        held = self._held.get(node.name, ())
+        victims = select_victims(self.ctx.state, self.plan.pod, node, (), 0, self._cluster, held, over)
         if isinstance(victims, Failure):
             return victims.reason
         by_uid = {p.uid: p.ref for p in self._cluster.by_node.get(node.name, ())}

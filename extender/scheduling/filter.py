@@ -28,7 +28,7 @@ from extender.model.pods import PodInfo
 from extender.model.refs import PodRef
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.stale import release_stale
 
 
@@ -85,7 +85,7 @@ def _filter(
 ) -> FilterOutcome:
     ctx.memory.expire()
     out = FilterOutcome()
-    if not handles(ctx.config, pod) or not wants_devices(pod):
+    if not ctx.config.handles(pod) or not pod.wants_devices:
         out.passed = list(names)
         return out
     if not ctx.state.synced:

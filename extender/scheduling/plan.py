@@ -23,12 +23,11 @@ pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go), each a ``
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from functools import partial
 
-from extender.allocator import AllocatedState, Allocator, Failure, Features
-from extender.metrics import Metrics
-from extender.model import AllocationResult, Node, ResourceClaim
+from extender.allocator import AllocatedState, Allocator, Failure
+from extender.model import AllocationResult, Holdings, Node
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import (
     PodClaims,
@@ -39,6 +38,7 @@ from extender.scheduling.claims import (
     resolve,
     unusable_reason,
 )
+from extender.scheduling.context import SchedulingContext
 from extender.scheduling.extended_resources.claim import (
     ExtendedClaim,
     find_extended_claim,
@@ -48,6 +48,7 @@ from extender.scheduling.extended_resources.claim import (
 )
 from extender.scheduling.extended_resources.needs import ExtendedNeeds
 from extender.scheduling.node_resources import NodeResourcesOutcome, check, sharing_problem
+from extender.scheduling.preemption.nominated import held_views, holds
 from extender.scheduling.turns import pause
 from extender.scheduling.verdicts import (
     TIMEOUT,
@@ -56,74 +57,12 @@ from extender.scheduling.verdicts import (
     Placement,
     PodResults,
     PodVerdicts,
-    SpecVerdicts,
     Variant,
 )
-from extender.state import ClusterState
 from extender.state.pod_requests import ClaimFootprint
-
-if TYPE_CHECKING:
-    from extender.config import Config
 
 # The metrics' name of each kind of failure (``dra_extender_allocation_attempts_total``).
 _OUTCOME = {"nofit": "nofit", "unavailable": "unavailable", "timeout": "timeout", "fatal": "error"}
-
-
-class PlanMemory(Protocol):
-    """What a plan reads from, and leaves in, the scheduler's memory (``memory.SchedulerMemory``)."""
-
-    def results_for(self, pod_uid: str) -> PodResults: ...
-
-    def shared_verdicts(self, spec: bytes, /) -> SpecVerdicts:
-        """The verdicts shared for a claim spec (created empty on first use)."""
-        ...
-
-    def placed_with(
-        self, claims: Iterable[ResourceClaim], pod_uid: str
-    ) -> tuple[ResourceClaim, str] | None: ...
-
-    def was_deleted(self, claim_uid: str) -> bool: ...
-
-
-class Wiring(Protocol):
-    """What a plan uses of the ``context.SchedulingContext`` it is given.
-
-    Declared here so that the decision depends on no wiring: memory keeps the plan's records
-    and the context holds memory, so neither may be imported by the plan.
-    """
-
-    @property
-    def state(self) -> ClusterState: ...
-
-    @property
-    def features(self) -> Features: ...
-
-    @property
-    def metrics(self) -> Metrics: ...
-
-    @property
-    def memory(self) -> PlanMemory: ...
-
-    def deadline(self) -> float: ...
-
-    def allocator(
-        self, allocated: AllocatedState | None = None, deadline: float | None = None
-    ) -> Allocator: ...
-
-    def held_for(self, pod: PodInfo) -> Mapping[str, AllocatedState]:
-        """The in-use view ``pod`` gets where nominated pods hold devices, by node name."""
-        ...
-
-
-def handles(config: Config, pod: PodInfo) -> bool:
-    """Pods of another scheduler pass untouched; a pod without schedulerName counts as ours."""
-    names = config.handled_scheduler_names
-    return names is None or pod.scheduler_name is None or pod.scheduler_name in names
-
-
-def wants_devices(pod: PodInfo) -> bool:
-    """Whether the pod asks for anything DRA might provide (claims, or extended resources)."""
-    return bool(pod.claims or pod.extended_requests)
 
 
 def unavailable_on(claims: PodClaims, node: Node) -> str | None:
@@ -149,7 +88,7 @@ class PodPlan:
 
     def __init__(
         self,
-        ctx: Wiring,
+        ctx: SchedulingContext,
         pod: PodInfo,
         claims: PodClaims,
         extended: ExtendedNeeds | None = None,
@@ -181,7 +120,7 @@ class PodPlan:
         self.verdicts = PodVerdicts(self, ctx.state, ctx.memory.shared_verdicts, kept, remember, pause)
 
     @classmethod
-    def build(cls, ctx: Wiring, pod: PodInfo, holds: bool = True) -> PodPlan:
+    def build(cls, ctx: SchedulingContext, pod: PodInfo, holds: bool = True) -> PodPlan:
         """Raises PodWaits when the pod cannot be scheduled on any node yet.
 
         ``holds=False`` ignores the devices held for nominated pods (how a hold is computed).
@@ -210,8 +149,21 @@ class PodPlan:
             )
         plan = cls(ctx, pod, claims, extended, memory.results_for(pod.uid) if keeps_results else None)
         if holds and keeps_results:
-            plan.verdicts.held = ctx.held_for(pod)
+            plan.verdicts.held = held_views(ctx, pod, partial(expected_results, ctx))
         return plan
+
+    def nominated_holds(self) -> dict[str, list[Holdings]]:
+        """What nominated pods this pod must respect hold, by node name (``preemption.nominated``)."""
+        return holds(self.ctx, self.pod, partial(expected_results, self.ctx))
+
+    def failure_over(self, view: AllocatedState, node: Node, phase: str = "preempt") -> Failure | None:
+        """Why the pod would not fit on ``node`` if the devices in use were ``view`` (None: it
+        fits); nothing of it is remembered or shared (preemption's question)."""
+        what_if = self.what_if(self.ctx.allocator(view, self.deadline))
+        try:
+            return what_if.verdicts.verdict(node, phase).failure
+        finally:
+            what_if.flush_metrics()
 
     def what_if(self, allocator: Allocator | None = None) -> PodPlan:
         """The same decision against another state; nothing of it is remembered or shared.
@@ -381,7 +333,7 @@ class PodPlan:
         )
 
 
-def _with_existing_extended_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) -> PodClaims:
+def _with_existing_extended_claim(ctx: SchedulingContext, pod: PodInfo, claims: PodClaims) -> PodClaims:
     """Adopt the claim an earlier bind created for the pod's extended resources.
 
     Allocated and reserved for the pod, it is used like any allocated claim (a bind waiting for
@@ -399,7 +351,7 @@ def _with_existing_extended_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) 
     return claims.with_extended(existing)
 
 
-def _shared_mapped_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) -> str:
+def _shared_mapped_claim(ctx: SchedulingContext, pod: PodInfo, claims: PodClaims) -> str:
     """Why no node can serve the pod: an allocated claim with devices mapped to node resources
     is already another pod's (upstream's validateNodeAllocatableDRAClaimSharing); "" if none."""
     features = ctx.features
@@ -412,3 +364,20 @@ def _shared_mapped_claim(ctx: Wiring, pod: PodInfo, claims: PodClaims) -> str:
 
 def _may_allocate(claims: PodClaims, extended: ExtendedNeeds | None) -> bool:
     return bool(claims.to_allocate) or (extended is not None and claims.extended is None)
+
+
+def expected_results(
+    ctx: SchedulingContext, pod: PodInfo, node: Node, view: AllocatedState
+) -> Sequence[AllocationResult]:
+    """What ``pod`` would be given on ``node`` if the devices in use were ``view`` (nothing if
+    it does not fit there): what a nominated pod holds (``preemption.nominated``)."""
+    try:
+        plan = PodPlan.build(ctx, pod, holds=False)
+    except PodWaits:
+        return ()
+    if not plan.may_allocate:
+        return ()
+    what_if = plan.what_if(ctx.allocator(view, plan.deadline))
+    verdict = what_if.verdicts.verdict(node, phase="hold")
+    what_if.flush_metrics()
+    return verdict.results  # none where it does not fit

@@ -24,7 +24,7 @@ from extender.model import AllocationResult, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.verdicts import NodeVerdict
 
 MAX_SCORE = 10
@@ -82,8 +82,8 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     scores = dict.fromkeys(names, 0)
     if (
         ctx.config.score_policy == "none"
-        or not handles(ctx.config, pod)
-        or not wants_devices(pod)
+        or not ctx.config.handles(pod)
+        or not pod.wants_devices
         or not ctx.state.synced
     ):
         return scores

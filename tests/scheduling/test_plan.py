@@ -1,7 +1,7 @@
 """The plan, table-driven: cluster objects in, the per-node verdicts (or the pod-level reason) out.
 
-Each case runs ``PodPlan.build`` and ``PodPlan.evaluate`` directly on a local cluster, without
-HTTP; the flow tests (test_flow.py and friends) cover the same decisions through the verbs.
+Each case runs ``PodPlan.build`` and the plan's ``verdicts.verdict`` directly on a local
+cluster, without HTTP; the flow tests (test_flow.py and friends) cover the same decisions through the verbs.
 A node's outcome is written the way filter would sort it:
 
 * ``fits: gpu=node-0/gpu-0`` — the devices allocated there, ``request=pool/device`` per
@@ -28,7 +28,7 @@ from extender.model import parse_allocation
 from extender.model.pods import PodInfo, parse_pod
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.verdicts import NodeVerdict
 from extender.state import InFlight
 from tests.scheduling.cluster import (
@@ -618,7 +618,7 @@ def run(case: Case) -> dict[str, str] | str:
         case.setup(ctx)
     info = case.pod(ctx) if callable(case.pod) else ctx.state.pod("default", case.pod)
     assert info is not None
-    if not handles(ctx.config, info) or not wants_devices(info):
+    if not ctx.config.handles(info) or not info.wants_devices:
         return "untouched"
     ctx.memory.expire()  # as every verb does first
     try:
