@@ -70,7 +70,7 @@ class Evictor:
     async def preempt(self, pod: PodInfo, nodes: Sequence[str]) -> str:
         """Preempt for ``pod`` on one of ``nodes`` if evictions make it fit; the outcome."""
         state = self._ctx.state
-        before = {name: state.node_signature(name) for name in nodes}
+        before = {name: state.node_version(name) for name in nodes}
         choice = await in_turns(choose, self._ctx, pod, nodes)
         if not isinstance(choice, Choice):
             if choice.reason == "no_victims":
@@ -89,7 +89,7 @@ class Evictor:
             return choice.reason
         # Worked out across pauses: acted on only if what it read is unchanged, else looked at
         # again in the next round.
-        if state.node_signature(choice.node) != before[choice.node] or not self._current(pod, choice):
+        if state.node_version(choice.node) != before[choice.node] or not self._current(pod, choice):
             self._book.wants(pod, list(nodes))
             return "changed"
         victims = tuple(PodRef(v.namespace, v.name, v.uid) for v in choice.victims)

@@ -89,7 +89,7 @@ async def _commit(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> _Com
     node = state.nodes.get(node_name)
     if node is None:
         raise BindFailed(f"node {node_name} is not known to the extender")
-    signature = state.node_signature(node_name)
+    signature = state.node_version(node_name)
     placement = await in_turns(plan.verdicts.placement, node)
     if isinstance(placement, Failure):
         raise BindFailed(placement.reason)
@@ -119,7 +119,7 @@ def _moved(ctx: SchedulingContext, plan: PodPlan, node: Node, signature: int) ->
     state = ctx.state
     pod = plan.pod
     return (
-        state.node_signature(node.name) != signature
+        state.node_version(node.name) != signature
         or state.nodes.get(node.name) is not node
         or state.pod(pod.namespace, pod.name) is not pod
         or any(state.claim(c.namespace, c.name) is not c for c in plan.claims.claims)

@@ -122,7 +122,7 @@ class PodVerdicts:
         """This pod's filter result on the node, while the node is unchanged."""
         state = self._state
         entry = self._results.get(node_name)
-        if entry is not None and entry[0] == state.node_signature(node_name):
+        if entry is not None and entry[0] == state.node_version(node_name):
             return entry
         shared = self._results.shared
         if shared is None or node_name in self.held:
@@ -154,7 +154,7 @@ class PodVerdicts:
             return NodeVerdict.failing(refusal)
         if not variant.claims:
             return FITS
-        version = self._state.node_signature(node.name)
+        version = self._state.node_version(node.name)
         verdict = self._device_verdict(node, variant, version, phase)
         if verdict.fits:
             verdict = judge.with_node_resources(node, variant, verdict, phase)
@@ -179,7 +179,7 @@ class PodVerdicts:
         failure = verdict.failure
         if table is not None and not verdict.shares and (failure is None or failure.kind != "timeout"):
             # Kept only if the node did not move while it was computed (``put``).
-            table.put(name, SharedVerdict(version, verdict), state.node_signature(name))
+            table.put(name, SharedVerdict(version, verdict), state.node_version(name))
         return self._for_this_pod(verdict, variant)
 
     def _for_this_pod(self, verdict: NodeVerdict, variant: Variant) -> NodeVerdict:
@@ -330,7 +330,7 @@ class PodVerdicts:
         def decide_one(name: str) -> bool:
             looked.add(name)
             entry = self._results.get(name)
-            if entry is not None and entry[0] == state.node_signature(name):
+            if entry is not None and entry[0] == state.node_version(name):
                 own[name] = entry[2]
                 return True
             node = state.nodes.get(name)
