@@ -187,7 +187,8 @@ class PodVerdicts:
         failure = verdict.failure
         if failure is None:
             return verdict
-        return NodeVerdict.failing(self._naming(failure, variant))
+        named = self._naming(failure, variant)
+        return verdict if named is failure else NodeVerdict.failing(named)
 
     def _naming(self, failure: Failure, variant: Variant) -> Failure:
         """``failure`` naming ``variant``'s claims, once per failure object: by identity, as a
