@@ -14,6 +14,7 @@ from pathlib import Path
 
 from extender.cel.engine import ENGINE_CHOICES
 from extender.model.features import DEFAULT_RELEASE, Features, parse_overrides, release_of, view
+from extender.model.pods import PodInfo
 
 SCORE_POLICIES = ("binpack", "spread", "none")
 PREEMPTION_MODES = ("verb", "evict")
@@ -150,7 +151,7 @@ class Config:
     client_allowed_names: tuple[str, ...] = ()
     # Device preemption: "verb" answers kube-scheduler's preempt calls only; "evict" (--kube)
     # also evicts for a pod no node fits when kube-scheduler does not ask
-    # (scheduling/preemption/evict.py). A hold of evict mode not used within
+    # (scheduling/evict.py). A hold of evict mode not used within
     # preemption_hold_s is dropped.
     preemption: str = "verb"
     preemption_hold_s: float = 120.0
@@ -193,6 +194,11 @@ class Config:
         if self.scheduler_names is not None:
             return self.scheduler_names
         return DEFAULT_SCHEDULER_NAMES if self.kube else None
+
+    def handles(self, pod: PodInfo) -> bool:
+        """Pods of another scheduler pass untouched; a pod without schedulerName counts as ours."""
+        names = self.handled_scheduler_names
+        return names is None or pod.scheduler_name is None or pod.scheduler_name in names
 
     @property
     def local(self) -> bool:

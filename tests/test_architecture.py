@@ -1,8 +1,9 @@
 """The house rules of docs/architecture.md, checked on the source tree itself.
 
 Import arrows only point down the layers, no two files import each other (directly or round a
-loop), no folder grows past 15 modules, and comments cite files that exist rather than "§"
-sections of documents that are not in the repository.
+loop), a sub-folder is a layer below its parent folder, cluster objects are read through the
+model, no function grows past 80 lines, no folder past 15 modules, and comments cite files that
+exist rather than "§" sections of documents that are not in the repository.
 """
 
 from __future__ import annotations
@@ -157,6 +158,167 @@ def test_imports_point_down_the_layers() -> None:
 def test_every_room_has_a_layer() -> None:
     for room in {_room(module) for module in MODULES} - {"__init__"}:
         _layer(room)  # raises, naming the room, when LAYERS lacks it
+
+
+# --- sub-folders are layers --------------------------------------------------------------------
+
+# A sub-folder sits below its parent folder's modules: it imports none of them. These are built
+# on a few modules of their parent, which form the parent's base (each module named, and none of
+# them may reach back into the sub-folder, checked below).
+SUBFOLDER_BASES: dict[str, frozenset[str]] = {
+    # The allocator's answers for nodes alike are made of what a search is made of (pools,
+    # requests, results, the allocated state, the failure), never of the search itself.
+    "extender.allocator.alike": frozenset(
+        f"extender.allocator.{m}" for m in ("outcome", "pools", "requests", "result", "sources", "state")
+    ),
+    # The engines implement the engine protocol over the device view, with the package's errors.
+    "extender.cel.cpp": frozenset({"extender.cel", "extender.cel.engine", "extender.cel.device"}),
+    "extender.cel.python": frozenset({"extender.cel", "extender.cel.engine", "extender.cel.device"}),
+}
+
+
+def _folder(module: str) -> str:
+    return module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _resolved(target: str) -> str | None:
+    while target not in MODULES and "." in target:
+        target = target.rsplit(".", 1)[0]
+    return target if target in MODULES else None
+
+
+def test_sub_folders_import_nothing_of_their_parent_but_its_base() -> None:
+    upward = []
+    for module, path in MODULES.items():
+        folder = _folder(module)
+        parent = folder.rsplit(".", 1)[0]
+        if parent in ("", "extender"):
+            continue
+        base = SUBFOLDER_BASES.get(folder, frozenset())
+        for target, line in _imports(module, path):
+            resolved = _resolved(target)
+            if resolved is not None and _folder(resolved) == parent and resolved not in base:
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {resolved}")
+    assert not upward, "sub-folders importing their parent folder:\n" + "\n".join(upward)
+
+
+@pytest.mark.parametrize("folder", sorted(SUBFOLDER_BASES))
+def test_a_sub_folders_base_does_not_reach_back_into_it(folder: str) -> None:
+    graph = _graph()
+    seen: set[str] = set()
+    todo = list(SUBFOLDER_BASES[folder])
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo.extend(t for t in graph.get(module, ()) if t != "extender")
+    inside = sorted(m for m in seen if m == folder or m.startswith(folder + "."))
+    assert not inside, f"{folder}'s base imports it back: {inside}"
+
+
+# --- cluster objects are read through the model -------------------------------------------------
+
+# Rooms that read cluster objects as they come: the model parses them, the sources and the API
+# receive them, the binders write them.
+RAW_READERS = {"model", "kube", "api", "local"}
+_TOP_KEYS = {"metadata", "spec", "status"}
+# Functions that still read a cluster object's dict, each to move to a field of ``model/``.
+RAW_READ_OFFENDERS: dict[str, str] = {
+    # state/ receives objects from the sources and keys them before the model has them:
+    "state/pod_requests.py:__init__": "a pod's metadata, spec and status",
+    "state/pod_requests.py:units_of": "a pod's status and metadata",
+    "state/store.py:_rv": "an incoming object's resourceVersion",
+    "state/store.py:assume_claim_unless_older": "an incoming claim's metadata",
+    # developer tools that write cluster objects of their own:
+    "tools/oracle.py:_slice_name": "a case's slice metadata",
+    "tools/random_cases.py:_classes": "generated classes",
+    "tools/random_cases.py:allocation_case": "generated claims",
+    "tools/simulate.py:_add": "a pod being admitted",
+    "tools/simulate.py:_created": "a pod's creationTimestamp",
+    "tools/simulate.py:_may_preempt": "a pod's preemptionPolicy",
+}
+
+
+def _raw_reads(tree: ast.AST) -> Iterator[ast.expr]:
+    """``x.raw[...]``, ``x.raw.get(...)``, and ``[...]`` or ``.get(...)`` of "metadata", "spec" or
+    "status" on anything: the reads of a cluster object's dict."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            owner, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            owner, key = node.func.value, (node.args[0] if node.args else None)
+        else:
+            continue
+        of_raw = isinstance(owner, ast.Attribute) and owner.attr == "raw"
+        if of_raw or (isinstance(key, ast.Constant) and key.value in _TOP_KEYS):
+            yield node
+
+
+def _functions_reading_raw() -> dict[str, int]:
+    found: dict[str, int] = {}
+    for module, path in MODULES.items():
+        if _room(module) in RAW_READERS:
+            continue
+        tree = ast.parse(path.read_text())
+        functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        for read in _raw_reads(tree):
+            around = [f for f in functions if f.lineno <= read.lineno <= (f.end_lineno or f.lineno)]
+            name = min(around, key=lambda f: (f.end_lineno or f.lineno) - f.lineno).name if around else ""
+            found.setdefault(f"{path.relative_to(PACKAGE).as_posix()}:{name}", read.lineno)
+    return found
+
+
+def test_cluster_objects_are_read_through_the_model() -> None:
+    found = _functions_reading_raw()
+    new = sorted(f"{where} (line {line})" for where, line in found.items() if where not in RAW_READ_OFFENDERS)
+    assert not new, "raw reads of cluster objects outside model/, kube/, api/, local/:\n" + "\n".join(new)
+    gone = sorted(set(RAW_READ_OFFENDERS) - set(found))
+    assert not gone, f"no longer reading raw, strike them from RAW_READ_OFFENDERS: {gone}"
+
+
+# --- functions are short ----------------------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+# Declarative tables: one entry after another, nothing to follow but the list itself.
+DECLARATIVE_TABLES: dict[str, str] = {
+    "metrics.py:Metrics.__init__": "the declaration of every metric of the app's registry",
+    "cel/cpp/library.py:_declarations": "the declaration of every library function of the C++ engine",
+}
+# Longer than that still, each to split (and to strike from here).
+LONG_FUNCTION_OFFENDERS: dict[str, str] = {
+    "cel/python/syntax.py:_rewrite_optional_syntax": "one scanner loop over the expression",
+}
+
+
+def _function_lengths() -> dict[str, int]:
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}{child.name}"
+                lengths[f"{where}:{name}"] = (child.end_lineno or child.lineno) - child.lineno + 1
+                visit(child, f"{name}.", where)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.", where)
+            else:
+                visit(child, prefix, where)
+
+    for path in MODULES.values():
+        visit(ast.parse(path.read_text()), "", path.relative_to(PACKAGE).as_posix())
+    return lengths
+
+
+def test_no_function_is_longer_than_eighty_lines() -> None:
+    lengths = _function_lengths()
+    excused = DECLARATIVE_TABLES.keys() | LONG_FUNCTION_OFFENDERS.keys()
+    long = sorted(
+        f"{name}: {n} lines" for name, n in lengths.items() if n > MAX_FUNCTION_LINES and name not in excused
+    )
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+    short = sorted(name for name in LONG_FUNCTION_OFFENDERS if lengths.get(name, 0) <= MAX_FUNCTION_LINES)
+    assert not short, f"short enough now (or gone), strike them from LONG_FUNCTION_OFFENDERS: {short}"
 
 
 FOLDERS = sorted({p.parent for p in PACKAGE.rglob("*.py")})

@@ -1,7 +1,7 @@
 """The pure structured allocator: no I/O, no globals; feature gates are passed in."""
 
 from extender.allocator.allocator import Allocator
-from extender.allocator.errors import AllocationError, AllocationTimeout, NodeAllocationFailure
+from extender.allocator.outcome import Failure, FailureKind, claim_slot
 from extender.allocator.sources import SliceList, SliceSource
 from extender.allocator.state import AllocatedState
 from extender.model import (
@@ -19,19 +19,19 @@ DeviceRequestAllocationResult = DeviceResult
 
 __all__ = [
     "AllocatedState",
-    "AllocationError",
     "AllocationResult",
-    "AllocationTimeout",
     "Allocator",
     "ConfigEntry",
     "DeviceID",
     "DeviceRequestAllocationResult",
     "DeviceResult",
+    "Failure",
+    "FailureKind",
     "Features",
     "Holdings",
-    "NodeAllocationFailure",
     "SliceList",
     "SliceSource",
+    "claim_slot",
     "holdings",
     "parse_allocation",
 ]

@@ -11,13 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from extender.allocator.alike import AlikeResults, GatheredPools, ShapeMemo
-from extender.allocator.counters import CounterValues, PoolKey
+from extender.allocator.alike import AlikeResults, GatheredPools, Searched, ShapeMemo
 from extender.allocator.diagnose import explain_failure
-from extender.allocator.errors import AllocationTimeout, NodeAllocationFailure
+from extender.allocator.outcome import TIMED_OUT, AllocationError, Failure
 from extender.allocator.requests import validate_claims
 from extender.allocator.result import build_config, build_result
-from extender.allocator.search import Search
+from extender.allocator.search import Search, Setting
 from extender.allocator.selection import SelectorCache
 from extender.allocator.sources import SliceSource
 from extender.allocator.state import AllocatedState
@@ -58,11 +57,10 @@ class Allocator:
         self.deadline = deadline
         # Seconds one ``allocate`` may take before ``deadline`` (DRASchedulerFilterTimeout).
         self.node_timeout = node_timeout
-        # Called every few milliseconds of a search: the service lets other requests run there.
-        self.pause = pause
-        self.last_failure = ""
-        self._selectors = SelectorCache(cel)
-        self._counters: dict[PoolKey, CounterValues] = {}
+        # What its searches share (compiled selectors, the pools' available counters) and
+        # ``pause``, called every few milliseconds of a search (the service lets other requests
+        # run there).
+        self._setting = Setting(features, allocated, SelectorCache(cel), {}, pause)
         self.shapes = ShapeMemo(allocated) if share_shapes else None
         if gathered is None or gathered.slices is not slices or gathered.features != features:
             gathered = GatheredPools(slices, features)  # others' pools would not be this allocator's
@@ -70,15 +68,22 @@ class Allocator:
 
     def allocate(
         self, node: Node | None, claims: Sequence[ResourceClaim]
-    ) -> Sequence[AllocationResult] | None:
-        """One result per claim, or None when the claims cannot be satisfied on this node.
+    ) -> Sequence[AllocationResult] | Failure:
+        """One result per claim, or why the claims cannot be allocated on this node.
 
-        A node alike to one searched before gets ``AlikeResults``, built when first read.
-
-        Raises AllocationError (fatal for the pod), NodeAllocationFailure (this node has
-        invalid pools and nothing fitted) or AllocationTimeout.
+        A node alike to one searched before gets ``AlikeResults``, built when first read. The
+        failure is "nofit" (its reason names the claims by position: ``Failure.naming``),
+        "unavailable" (this node has invalid pools and nothing fitted), "timeout" or "fatal"
+        (the claims as such: no node can help).
         """
-        self.last_failure = ""
+        try:
+            return self._allocate(node, claims)
+        except AllocationError as exc:
+            return Failure(exc.kind, exc.message)
+
+    def _allocate(
+        self, node: Node | None, claims: Sequence[ResourceClaim]
+    ) -> Sequence[AllocationResult] | Failure:
         deadline = self.deadline
         if self.node_timeout is not None:
             # Upstream's limit covers the whole Allocate call, gathering the pools included.
@@ -93,20 +98,16 @@ class Allocator:
             if answer is not None:
                 if deadline is not None and time.monotonic() > deadline:
                     # A spent budget stops a search at its first step: so it does here.
-                    raise AllocationTimeout("filter operation aborted: context deadline exceeded")
+                    return Failure("timeout", TIMED_OUT)
                 return AlikeResults(answer, node, claims, gathered, self.features)
-        search = Search(
-            self.features, self.allocated, node, pools, claims, self._selectors, self._counters,
-            deadline, self.pause,
-        )
+        search = Search(self._setting, node, pools, claims, deadline)
         search.prepare(validate_claims(claims, self.features, self.classes, search.fill_all))
         if not search.run():
             invalid = [p for p in pools if p.invalid is not None]
             if invalid:
                 details = "; ".join(f"{p.driver}/{p.name}: {p.invalid}" for p in invalid)
-                raise NodeAllocationFailure(f"invalid resource pools were encountered: {details}")
-            self.last_failure = explain_failure(search)
-            return None
+                return Failure("unavailable", f"invalid resource pools were encountered: {details}")
+            return Failure("nofit", explain_failure(search))
         here = gathered.only_here() if node is not None else None
         results = tuple(
             build_result(
@@ -115,5 +116,5 @@ class Allocator:
             for c, claim in enumerate(claims)
         )
         if shape is not None and memo is not None:
-            memo.record(shape, search, pools, results)
+            memo.record(shape, Searched(search.results, claims, search.read_bound), pools, results)
         return results

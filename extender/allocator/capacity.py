@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.model import Capacity, Device, RequestPolicy
 from extender.model.quantity import Quantity
 

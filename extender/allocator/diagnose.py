@@ -1,10 +1,14 @@
-"""A short human reason why a node could not satisfy the claims (for events and logs)."""
+"""A short human reason why a node could not satisfy the claims (for events and logs).
+
+The reason names the claims by position (``outcome.claim_slot``): it may be shared with other
+pods whose claims ask alike, and each names its own claims when it is rendered.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError, claim_slot
 from extender.allocator.taints import all_taints_tolerated
 
 if TYPE_CHECKING:
@@ -44,7 +48,7 @@ def _shortfall(search: Search, data: RequestData) -> str | None:
 def explain_failure(search: Search) -> str:
     reason = _first_shortfall(search)
     if reason is None:
-        keys = ", ".join(claim.key for claim in search.claims)
+        keys = ", ".join(claim_slot(c) for c in range(len(search.claims)))
         reason = f"claims {keys}: no combination of devices satisfies all requests and constraints"
     incomplete = [f"{p.driver}/{p.name}" for p in search.pools if p.incomplete]
     if incomplete:
@@ -58,5 +62,5 @@ def _first_shortfall(search: Search) -> str | None:
         for variants in claim_requests:
             reasons = [_shortfall(search, data) for data in variants]
             if all(reasons):
-                return f"claim {search.claims[c].key}, request {variants[0].parent}: {reasons[0]}"
+                return f"claim {claim_slot(c)}, request {variants[0].parent}: {reasons[0]}"
     return None

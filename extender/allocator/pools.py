@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.sources import SliceSource
 from extender.model import CounterSet, Device, Node, NodeSelector, ResourceSlice
 from extender.model.features import Features

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.allocator.constraints import applies
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, Pool
 from extender.model import DeviceClass, ExactRequest, ResourceClaim
 from extender.model.features import Features

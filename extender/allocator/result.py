@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate
 from extender.allocator.requests import RequestData
 from extender.model import (

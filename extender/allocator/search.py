@@ -10,12 +10,13 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
 
 from extender.allocator.capacity import capacity_fits, consumed_capacity
 from extender.allocator.compatibility import GroupLedger
 from extender.allocator.constraints import ConstraintState, new_state
 from extender.allocator.counters import CounterLedger, CounterValues, PoolKey
-from extender.allocator.errors import AllocationError, AllocationTimeout
+from extender.allocator.outcome import TIMED_OUT, AllocationError
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
 from extender.allocator.result import Pick
@@ -24,14 +25,12 @@ from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
 from extender.model import DeviceID, Node, ResourceClaim
 from extender.model.features import Features
+from extender.model.nodes import OPTIONAL_NODE_OPERATIONS
 from extender.model.quantity import Quantity
 
 # visit() outcomes. MAX_SIZE is upstream's "would exceed 32 results" signal: it makes a
 # firstAvailable parent try its next subrequest and is turned into FAIL at claim boundaries.
 FAIL, DONE, MAX_SIZE = 0, 1, 2
-
-# The Node Declared Features name a kubelet publishes when it can skip node operations.
-OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
 
 # How often a long search offers its ``pause`` hook the chance to let other work run.
 PAUSE_EVERY_S = 0.002
@@ -43,29 +42,39 @@ Call = tuple[int, int, int, int, bool, int]
 Frame = Generator[Call, int, int]
 
 
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """What every search of one Allocator shares: the gates, the devices already taken, the
+    compiled selectors, the pools' available counters and the hook that lets others run."""
+
+    features: Features
+    state: AllocatedState
+    selectors: SelectorCache
+    counter_cache: dict[PoolKey, CounterValues]
+    pause: Callable[[], None] | None = None
+
+
 class Search:
-    """All temporary state of one Allocate call."""
+    """All temporary state of one Allocate call: ``claims`` on ``node``'s ``pools``, in
+    ``setting``, until ``deadline``."""
 
     def __init__(
         self,
-        features: Features,
-        state: AllocatedState,
+        setting: Setting,
         node: Node | None,
         pools: Sequence[Pool],
         claims: Sequence[ResourceClaim],
-        selectors: SelectorCache,
-        counter_cache: dict[PoolKey, CounterValues],
         deadline: float | None,
-        pause: Callable[[], None] | None = None,
     ) -> None:
-        self.features = features
-        self.state = state
+        self.features = setting.features
+        self.state = state = setting.state
         self.node = node
         self.pools = pools
         self.claims = claims
-        self.selectors = selectors
+        self.selectors = setting.selectors
         self.deadline = deadline
-        self.pause = pause
+        self.pause = setting.pause
+        counter_cache = setting.counter_cache
         # When the clock is next looked at: the deadline, or sooner to let others run.
         self._check_at = self._next_check(time.monotonic())
         self.candidates: list[Candidate] = [c for p in pools for c in p.candidates]
@@ -192,7 +201,7 @@ class Search:
 
     def _checkpoint(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise AllocationTimeout("filter operation aborted: context deadline exceeded")
+            raise AllocationError(TIMED_OUT, kind="timeout")
         if self.pause is not None:
             self.pause()
         self._check_at = self._next_check(time.monotonic())
@@ -266,44 +275,101 @@ class Search:
     def try_pick(self, c: int, data: RequestData, candidate: Candidate, must: bool) -> Undo | None:
         """Check and record one pick (upstream allocateDevice); the order of checks and what
         stays consumed on a rejection reproduce upstream exactly. Returns the undo action or None
-        when rejected."""
+        when rejected.
+
+        Upstream keeps the counters a rejected pick took, and whatever a constraint or the
+        capacity check left; it rolls back only the compatibility groups the pick folded in,
+        on every rejection after they were taken: ``_consume`` takes them, and this is the one
+        place that gives them back.
+        """
+        device = candidate.device
+        multi = self.features.consumable_capacity and device.allow_multiple_allocations
+        if not self._may_pick(c, data, candidate, multi):
+            return None
+        consumed = self._consume(candidate, multi)
+        if consumed is None:
+            return None
+        counted, ungroup = consumed
+        picked = None
+        try:
+            picked = self._accept(c, data, candidate, multi, must)
+        finally:
+            if picked is None and ungroup is not None:
+                ungroup()
+        if picked is None:
+            return None
+        accepted, pick = picked
+        results = self.results[c]
+        results.append(pick)
+
+        def undo() -> None:
+            for constraint in accepted:
+                constraint.remove(data.parent, device)
+            if ungroup is not None:
+                ungroup()
+            if multi:
+                if pick.consumed:
+                    _add_capacity(self.allocating_capacity[device.id], pick.consumed, -1)
+            else:
+                self.allocating[device.id].discard(c)
+                if counted:
+                    self.counters.release(candidate.pool, device)
+            results.pop()
+
+        return undo
+
+    def _may_pick(self, c: int, data: RequestData, candidate: Candidate, multi: bool) -> bool:
+        """The checks of a pick that change nothing: the device is free for this request, and
+        its slice and counters are allowed by the gates."""
         features = self.features
         device = candidate.device
         dev_id = device.id
-        multi = features.consumable_capacity and device.allow_multiple_allocations
         holders = self.allocating.get(dev_id)
         if not multi and data.admin and holders and c in holders:
-            return None
+            return False
         if not data.admin and (dev_id in self.state.allocated_devices or holders):
-            return None
+            return False
         if (
             candidate.slice.skip_node_operations
             and features.variant == "experimental"
             and not _node_operations_optional(features, self.node)
         ):
-            return None
-        if not features.partitionable_devices and device.consumes_counters:
-            return None
-        counted = False
-        # Undoes the compatibility groups this pick folded in; upstream rolls them back on
-        # every later rejection as well as on backtracking.
-        ungroup: Undo | None = None
-        if device.consumes_counters and not (
+            return False
+        return features.partitionable_devices or not device.consumes_counters
+
+    def _consume(self, candidate: Candidate, multi: bool) -> tuple[bool, Undo | None] | None:
+        """Fold the device into the compatibility groups and take its counters (not again for
+        a device shared by several allocations that is already counted). None when rejected,
+        with the groups rolled back; else whether counters were taken, and the groups' undo."""
+        device = candidate.device
+        dev_id = device.id
+        if not device.consumes_counters or (
             multi and (dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity)
         ):
-            # With the gate off, no slice declaring groups is in any pool (gather_pools).
-            if features.device_compatibility_groups:
-                ungroup = self.groups.try_consume(candidate.pool, device)
-                if ungroup is None:
-                    return None
-            if not self.counters.try_consume(candidate.pool, device):
-                if ungroup is not None:
-                    ungroup()
+            return False, None
+        ungroup: Undo | None = None
+        # With the gate off, no slice declaring groups is in any pool (gather_pools).
+        if self.features.device_compatibility_groups:
+            ungroup = self.groups.try_consume(candidate.pool, device)
+            if ungroup is None:
                 return None
-            counted = True
-        if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
+        if not self.counters.try_consume(candidate.pool, device):
             if ungroup is not None:
                 ungroup()
+            return None
+        return True, ungroup
+
+    def _accept(
+        self, c: int, data: RequestData, candidate: Candidate, multi: bool, must: bool
+    ) -> tuple[list[ConstraintState], Pick] | None:
+        """The checks after the counters (taints, the claim's constraints, capacity), and the
+        device marked as being allocated: the constraints the pick was added to and the pick,
+        or None when rejected. Raises AllocationError where ``must`` (All mode) meets a
+        constraint that refuses the device."""
+        features = self.features
+        device = candidate.device
+        dev_id = device.id
+        if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
             return None
         states = self.constraints[c]
         accepted: list[ConstraintState] = []
@@ -312,8 +378,6 @@ class Search:
             if not constraint.add(data.parent, device):
                 for done in accepted:
                     done.remove(data.parent, device)
-                if ungroup is not None:
-                    ungroup()
                 if must:
                     raise AllocationError(
                         f"claim {data.claim_key}, request {data.exact.name}: cannot add device "
@@ -327,8 +391,6 @@ class Search:
         consumed: dict[str, Quantity] | None = None
         if features.consumable_capacity:
             if not self.fits(data, candidate):
-                if ungroup is not None:
-                    ungroup()
                 return None
             if multi:
                 consumed = consumed_capacity(
@@ -336,24 +398,7 @@ class Search:
                 )
                 share_id = str(uuid.uuid4())
                 _add_capacity(self.allocating_capacity.setdefault(dev_id, {}), consumed, +1)
-        results = self.results[c]
-        results.append(Pick(data, candidate, share_id, consumed))
-
-        def undo() -> None:
-            for constraint in accepted:
-                constraint.remove(data.parent, device)
-            if ungroup is not None:
-                ungroup()
-            if multi:
-                if consumed:
-                    _add_capacity(self.allocating_capacity[dev_id], consumed, -1)
-            else:
-                self.allocating[dev_id].discard(c)
-                if counted:
-                    self.counters.release(candidate.pool, device)
-            results.pop()
-
-        return undo
+        return accepted, Pick(data, candidate, share_id, consumed)
 
     def read_bound(self) -> int:
         """One past the highest candidate index this search has looked at (0: none).

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from extender.allocator.constraints import ConstraintState, MatchAttribute
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, device_matches_node
 from extender.allocator.requests import RequestData
 from extender.allocator.state import AllocatedState

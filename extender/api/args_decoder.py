@@ -195,7 +195,7 @@ class ArgsDecoder:
             same = cluster(node.name)
             if same is not None and same is not node and same == node:
                 # The cluster's own object from now on: a filter whose nodes are all the
-                # cluster's is decided as one by name (PodPlan.decide), without a test per node.
+                # cluster's is decided as one by name (PodVerdicts.decide), without a test per node.
                 node = same
                 self._nodes_by_text.put(text, node)
             by_name[node.name] = node

@@ -17,7 +17,6 @@ from typing import Any
 from extender.logs import decision_fields, decisions, log_line
 from extender.model.pods import PodInfo
 from extender.scheduling.filter import FilterOutcome
-from extender.scheduling.plan import wants_devices
 
 _LEVELS = {"filter": logging.INFO, "prioritize": logging.DEBUG, "bind": logging.INFO, "preempt": logging.INFO}
 # A failing node's reason is a sentence: a few of them say why; all of them would flood the line.
@@ -30,7 +29,7 @@ def start(verb: str) -> dict[str, Any] | None:
 
 
 def _level(pod: PodInfo) -> int:
-    return logging.INFO if wants_devices(pod) else logging.DEBUG
+    return logging.INFO if pod.wants_devices else logging.DEBUG
 
 
 def filtered(pod: PodInfo, nodes: int, out: FilterOutcome) -> None:

@@ -35,7 +35,6 @@ from extender.scheduling.context import SchedulingContext
 from extender.scheduling.explain import explain
 from extender.scheduling.extended_resources.needs import ExtendedNeeds
 from extender.scheduling.filter import filter_nodes, report_no_fit
-from extender.scheduling.plan import handles
 from extender.scheduling.preempt import preempt
 from extender.scheduling.score import score_nodes
 from extender.scheduling.turns import in_turns
@@ -166,7 +165,7 @@ class _Verbs:
         if "spec" not in given.raw and state.pod(info.namespace, info.name) is not info:
             # Only a name, and not one we know: scheduling it as a pod without claims would be a guess.
             raise UnknownPod(f"pod {info.ref} is not known to the extender and the request has no spec")
-        if not info.uid and info.extended_requests and handles(ctx.config, info):
+        if not info.uid and info.extended_requests and ctx.config.handles(info):
             needs = ExtendedNeeds.of(info, state.classes)
             if needs is not None:
                 # The claim made for them is owned by, and known by, the pod's UID: without one

@@ -6,7 +6,7 @@ its own, device-blind dry run found victims; a pod short only of devices "fits" 
 so no candidate is left and nobody is evicted. Here, every ``interval`` seconds (the leader's job
 alone), the pods ``EvictionBook.due`` hands out — filtered out with devices held on some nodes,
 no ``preempt`` call for them within the book's grace — get a decision
-(``scheduling.preemption.evict.choose``: the verb's rules, checked with the allocator). The
+(``scheduling.evict.choose``: the verb's rules, checked with the allocator). The
 preemption is recorded as in flight and its hold starts *before* the first eviction, so nothing
 evicts twice and nobody else takes the devices; then each victim is evicted
 (``POST pods/<name>/eviction``, policy/v1: the API server checks PodDisruptionBudgets and the pod
@@ -31,8 +31,8 @@ from extender.logs import decisions, log_line
 from extender.model.pods import PodInfo
 from extender.model.refs import PodRef
 from extender.scheduling.context import SchedulingContext
+from extender.scheduling.evict import Choice, choose
 from extender.scheduling.preemption.book import EvictionBook
-from extender.scheduling.preemption.evict import Choice, choose
 from extender.scheduling.turns import in_turns
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class Evictor:
     async def preempt(self, pod: PodInfo, nodes: Sequence[str]) -> str:
         """Preempt for ``pod`` on one of ``nodes`` if evictions make it fit; the outcome."""
         state = self._ctx.state
-        before = {name: state.node_signature(name) for name in nodes}
+        before = {name: state.node_version(name) for name in nodes}
         choice = await in_turns(choose, self._ctx, pod, nodes)
         if not isinstance(choice, Choice):
             if choice.reason == "no_victims":
@@ -89,7 +89,7 @@ class Evictor:
             return choice.reason
         # Worked out across pauses: acted on only if what it read is unchanged, else looked at
         # again in the next round.
-        if state.node_signature(choice.node) != before[choice.node] or not self._current(pod, choice):
+        if state.node_version(choice.node) != before[choice.node] or not self._current(pod, choice):
             self._book.wants(pod, list(nodes))
             return "changed"
         victims = tuple(PodRef(v.namespace, v.name, v.uid) for v in choice.victims)

@@ -20,6 +20,12 @@ class DeviceClass:
     extended_resource_name: str
     raw: Mapping[str, Any]
 
+    @property
+    def created(self) -> str:
+        """``metadata.creationTimestamp`` as written ("" when absent)."""
+        created = (self.raw.get("metadata") or {}).get("creationTimestamp")
+        return created if isinstance(created, str) else ""
+
 
 def parse_selectors(f: Fields, raw: Any, field: str) -> tuple[str | None, ...]:
     out: list[str | None] = []

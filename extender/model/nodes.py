@@ -15,6 +15,9 @@ from extender.model.extended import (
     scheduler_units,
 )
 
+# The Node Declared Features name a kubelet publishes when it can skip node operations.
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
+
 _LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
 

@@ -33,6 +33,7 @@ class ContainerResources:
     # names them).
     request_names: tuple[str, ...]
     extended: Mapping[str, int]  # DRA-backable names -> whole amount (zero kept)
+    claims: tuple[str, ...] = ()  # the pod's claims it uses (``resources.claims[].name``)
 
 
 # Phases after which a pod holds nothing on its node any more.
@@ -100,6 +101,11 @@ class PodInfo:
         return self.preemption_policy != "Never"
 
     @property
+    def wants_devices(self) -> bool:
+        """Whether the pod asks for anything DRA might provide (claims, or extended resources)."""
+        return bool(self.claims or self.extended_requests)
+
+    @property
     def extended_requests(self) -> frozenset[str]:
         """DRA-backable resources with a non-zero pod-level request.
 
@@ -146,12 +152,16 @@ def _container(item: Any, init: bool, path: str, pod: str) -> ContainerResources
         if is_dra_extended_name(key)
     }
     restart_policy = _str(item.get("restartPolicy"), f"{path}.restartPolicy", pod)
+    claims = _list(resources.get("claims"), f"{path}.resources.claims", pod)
     return ContainerResources(
         name=_str(item.get("name"), f"{path}.name", pod),
         init=init,
         sidecar=init and restart_policy == "Always",
         request_names=tuple(sorted(requests)),
         extended=extended,
+        claims=tuple(
+            str(_map(ref, f"{path}.resources.claims[{i}]", pod).get("name")) for i, ref in enumerate(claims)
+        ),
     )
 
 

@@ -6,10 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from extender.model._fields import Fields, check_metadata, metadata_name
 from extender.model._shared import ContentMemo
 from extender.model.allocation import AllocationResult, parse_allocation_with
 from extender.model.device_class import parse_config_items, parse_selectors
+from extender.model.extended import is_extended_claim_of
 from extender.model.quantity import Quantity
 from extender.model.refs import resource_version
 
@@ -115,6 +118,15 @@ class ResourceClaim:
     def reserved_for_uid(self, uid: str) -> bool:
         """Whether ``uid`` (a pod's, or a PodGroup's) is among the consumers."""
         return any(ref.uid == uid for ref in self.reserved_for)
+
+    def extended_for(self, pod_name: str, pod_uid: str) -> bool:
+        """Whether this is the claim a scheduler made for the pod's extended resources."""
+        return is_extended_claim_of(self.raw, pod_name, pod_uid)
+
+    def spec_key(self) -> bytes:
+        """The claim's spec as canonical JSON: equal exactly for claims that ask for the same
+        devices the same way (what the scheduler shares node verdicts by)."""
+        return orjson.dumps(self.raw.get("spec"), option=orjson.OPT_SORT_KEYS)
 
 
 def _tolerations(f: Fields, raw: Any, path: str) -> tuple[Toleration, ...]:

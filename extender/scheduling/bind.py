@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
+from extender.allocator import Failure
 from extender.logs import decision_fields, note
 from extender.model import AllocationResult, Node, ResourceClaim, parse_resource_claim
 from extender.model.pods import PodInfo
@@ -32,8 +33,9 @@ from extender.scheduling.binder import NOT_THE_LEADER, BindError, BindingUncerta
 from extender.scheduling.claims import PodWaits, first_problem, reserved_for
 from extender.scheduling.context import SchedulingContext
 from extender.scheduling.extended_resources.claim import IN_MEMORY_NAME
-from extender.scheduling.plan import ExtendedStatus, PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.turns import in_turns
+from extender.scheduling.verdicts import ExtendedStatus
 from extender.state import InFlight
 from extender.state.pod_requests import ClaimFootprint, in_units, pod_requests
 
@@ -91,7 +93,7 @@ async def bind_pod(ctx: SchedulingContext, namespace: str, name: str, uid: str, 
         return _refused(ctx, f"pod {namespace}/{name} is not known to the extender")
     if uid and pod.uid != uid:
         return _refused(ctx, f"pod {namespace}/{name} has UID {pod.uid}, not {uid}")
-    if not handles(ctx.config, pod):
+    if not ctx.config.handles(pod):
         # Filter let it pass untouched, so nothing was decided for its claims: binding it would
         # leave them unallocated (or race the allocator of the scheduler it belongs to).
         names = ", ".join(ctx.config.handled_scheduler_names or ())
@@ -191,17 +193,17 @@ class BindTransaction:
         and the commit itself never awaits. Raises PodWaits or BindFailed.
         """
         deadline = time.monotonic() + ctx.config.bind_timeout_s
-        if not wants_devices(pod):
+        if not pod.wants_devices:
             return cls(ctx, pod, node_name, [], deadline)
         plan = PodPlan.build(ctx, pod)
         state = ctx.state
         node = state.nodes.get(node_name)
         if node is None:
             raise BindFailed(f"node {node_name} is not known to the extender")
-        signature = state.node_signature(node_name)
-        placement = await in_turns(plan.placement, node)
-        if isinstance(placement, str):
-            raise BindFailed(placement)
+        signature = state.node_version(node_name)
+        placement = await in_turns(plan.verdicts.placement, node)
+        if isinstance(placement, Failure):
+            raise BindFailed(placement.reason)
         if _moved(ctx, plan, node, signature):
             raise BindFailed(
                 f"pod {pod.ref}: the claims or the devices of node {node_name} changed while its "
@@ -476,7 +478,7 @@ def _moved(ctx: SchedulingContext, plan: PodPlan, node: Node, signature: int) ->
     state = ctx.state
     pod = plan.pod
     return (
-        state.node_signature(node.name) != signature
+        state.node_version(node.name) != signature
         or state.nodes.get(node.name) is not node
         or state.pod(pod.namespace, pod.name) is not pod
         or any(state.claim(c.namespace, c.name) is not c for c in plan.claims.claims)

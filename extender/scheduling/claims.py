@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from extender.allocator import Features
-from extender.allocator.search import OPTIONAL_NODE_OPERATIONS
 from extender.model import ExactRequest, Node, ResourceClaim
+from extender.model.nodes import OPTIONAL_NODE_OPERATIONS
 from extender.model.pods import POD_GROUP_API_GROUP, POD_GROUP_RESOURCE, PodInfo, parse_pod
 from extender.model.refs import RESERVED_FOR_MAX, Consumer
 from extender.state import ClusterState

@@ -10,7 +10,7 @@ answer /version at start gives its release later (``use_release``), before the c
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,12 +18,10 @@ from extender.allocator import AllocatedState, Allocator, Features
 from extender.cel.environment import Environment
 from extender.config import Config
 from extender.metrics import Metrics
-from extender.model.pods import PodInfo
 from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder
 from extender.scheduling.memory import SchedulerMemory
 from extender.scheduling.preemption.book import EvictionBook
-from extender.scheduling.preemption.nominated import held_views
 from extender.scheduling.retry import RetryBook
 from extender.scheduling.settle import Handover, Releases, Settler
 from extender.scheduling.turns import pause
@@ -118,9 +116,6 @@ class SchedulingContext:
             allocated_shared=inuse.shared,
             aggregated_capacity=inuse.capacity,
         )
-
-    def held_for(self, pod: PodInfo) -> Mapping[str, AllocatedState]:
-        return held_views(self, pod)
 
     def deadline(self) -> float:
         """When allocation work of a request starting now must stop (one budget per request)."""

@@ -8,17 +8,18 @@ victims ``/preempt`` would add to a candidate kube-scheduler proposed without an
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from extender.allocator import AllocationError, AllocationResult
+from extender.allocator import AllocationResult, Failure
 from extender.model import Holdings, Node, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import FatalAllocation, PodPlan, Variant, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.preemption.book import EvictionBook
-from extender.scheduling.preemption.nominated import holds
 from extender.scheduling.preemption.victims import NodePods, select_victims
+from extender.scheduling.verdicts import Variant
 
 
 def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
@@ -26,13 +27,13 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
     out: dict[str, Any] = {"pod": pod.ref, "uid": pod.uid, "nodeName": pod.node_name or None}
     if ctx.evictions is not None:
         out["evictionPreemption"] = _eviction(ctx.evictions, pod)
-    if not handles(ctx.config, pod):
+    if not ctx.config.handles(pod):
         out["verdict"] = (
             f"schedulerName {pod.scheduler_name!r} is not handled by this extender: passes untouched"
         )
         return out
     untouched = "no resource claims or DRA-backed extended resources: passes every node untouched"
-    if not wants_devices(pod):
+    if not pod.wants_devices:
         out["verdict"] = untouched
         return out
     try:
@@ -63,14 +64,13 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
         what_if = plan.what_if()
         variant = what_if.variant(node)
         to_allocate = variant.claims if isinstance(variant, Variant) else ()
-        try:
-            verdict = what_if.evaluate(node, phase="explain")
-        except FatalAllocation as exc:
-            out["verdict"] = f"fails on every node: {exc}"
+        verdict = what_if.verdicts.verdict(node, phase="explain")
+        what_if.flush_metrics()
+        failure = verdict.failure
+        if failure is not None and failure.kind == "fatal":
+            out["verdict"] = f"fails on every node: {failure.reason}"
             return out
-        finally:
-            what_if.flush_metrics()
-        entry: dict[str, Any] = {"fits": verdict.fits, "reason": verdict.reason or None}
+        entry: dict[str, Any] = {"fits": verdict.fits, "reason": None if failure is None else failure.reason}
         if verdict.fits:
             entry["allocation"] = {
                 f"{c.namespace}/{c.name}": _devices_by_request(r)
@@ -79,7 +79,7 @@ def explain(ctx: SchedulingContext, pod: PodInfo) -> dict[str, Any]:
         else:
             if len(to_allocate) > 1:
                 entry["perClaim"] = _per_claim(ctx, to_allocate, node, plan.deadline)
-            if verdict.resolvable:
+            if failure is not None and failure.resolvable:
                 entry["preemption"] = preemption.on(node)
         nodes[name] = entry
     out["nodes"] = nodes
@@ -100,14 +100,11 @@ def _per_claim(
     claims: dict[str, Any] = {}
     allocator = ctx.allocator(deadline=deadline)
     for claim in to_allocate:
-        try:
-            results = allocator.allocate(node, [claim])
-        except AllocationError as exc:
-            claims[f"{claim.namespace}/{claim.name}"] = {"fits": False, "reason": exc.message}
-            continue
+        results = allocator.allocate(node, [claim])
+        failure = results.naming([claim.key]) if isinstance(results, Failure) else None
         claims[f"{claim.namespace}/{claim.name}"] = {
-            "fits": results is not None,
-            "reason": None if results is not None else allocator.last_failure,
+            "fits": failure is None,
+            "reason": None if failure is None else failure.reason,
         }
     return claims
 
@@ -139,14 +136,11 @@ class _Preemption:
         if self._cluster is None:
             budgets = list(state.disruption_budgets.values())
             self._cluster = NodePods.gather(state.pods.values(), state.claims.values(), budgets)
-            self._held = holds(self.ctx, self.plan.pod)
-        try:
-            victims = select_victims(
-                self.ctx, self.plan, node, (), 0, self._cluster, self._held.get(node.name, ())
-            )
-        except FatalAllocation as exc:
-            return str(exc)
-        if victims is None:
-            return f"evicting pods of lower priority than {self.plan.pod.priority} makes no room"
+            self._held = self.plan.nominated_holds()
+        over = partial(self.plan.failure_over, node=node)
+        held = self._held.get(node.name, ())
+        victims = select_victims(self.ctx.state, self.plan.pod, node, (), 0, self._cluster, held, over)
+        if isinstance(victims, Failure):
+            return victims.reason
         by_uid = {p.uid: p.ref for p in self._cluster.by_node.get(node.name, ())}
         return {"evict": [by_uid[uid] for uid in victims.uids], "pdbViolations": victims.pdb_violations}

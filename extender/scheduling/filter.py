@@ -28,7 +28,7 @@ from extender.model.pods import PodInfo
 from extender.model.refs import PodRef
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.stale import release_stale
 
 
@@ -85,7 +85,7 @@ def _filter(
 ) -> FilterOutcome:
     ctx.memory.expire()
     out = FilterOutcome()
-    if not handles(ctx.config, pod) or not wants_devices(pod):
+    if not ctx.config.handles(pod) or not pod.wants_devices:
         out.passed = list(names)
         return out
     if not ctx.state.synced:
@@ -100,21 +100,15 @@ def _filter(
     if not plan.concerns_dra:
         out.passed = list(names)
         return out
-    try:
-        out.passed, rejected = plan.decide(names, given)
-    except FatalAllocation as exc:
-        plan.flush_metrics()
-        # Upstream aborts the whole attempt: nodes decided before this one fail too.
-        return FilterOutcome(unresolvable=dict.fromkeys(names, str(exc)))
+    decided = plan.verdicts.decide(names, given)
     plan.flush_metrics()
+    if decided.fatal is not None:
+        # Upstream aborts the whole attempt: nodes decided before this one fail too.
+        return FilterOutcome(unresolvable=dict.fromkeys(names, decided.fatal.reason))
+    out.passed = decided.passed
     failed, unresolvable = out.failed, out.unresolvable
-    for name, verdict in rejected.items():
-        if verdict is None:
-            unresolvable[name] = f"node {name} is not known to the extender"
-        elif verdict.resolvable:
-            failed[name] = verdict.reason
-        else:
-            unresolvable[name] = verdict.reason
+    for name, failure in decided.rejected.items():
+        (failed if failure.resolvable else unresolvable)[name] = failure.reason
     if len(out.passed) == 1:
         _expect_sole_node(ctx, plan, out.passed[0])
     elif not out.passed:
@@ -128,7 +122,7 @@ def _expect_sole_node(ctx: SchedulingContext, plan: PodPlan, node_name: str) -> 
     (kube-scheduler's ``schedulePod``: a single feasible node is returned without scoring, so
     no prioritize call tells the extender where the pod goes.)
     """
-    remembered = plan.remembered(node_name)
+    remembered = plan.verdicts.remembered(node_name)
     if remembered is None:
         return
     claims = frozenset(c.uid for c in plan.claims.to_allocate)

@@ -2,9 +2,8 @@
 
 One ``SchedulerMemory`` per extender (``SchedulingContext.memory``). Its state changes only
 through its methods; the verbs and the plan never touch its maps. Each entry says below what
-invalidates it. What it keeps of a decision (``Remembered``, ``SharedVerdict``) is defined by
-``plan``, which in turn only names what it needs of memory (``plan.PlanMemory``): memory sits
-above the plan, the context above both.
+invalidates it. What it keeps of a decision (``Remembered``, ``SharedVerdict``) is defined in
+``verdicts``, below memory; the plan reads memory through the context it is given.
 
 Time moves memory at one point only: ``expire()``, which every verb (filter, prioritize,
 bind, preempt, explain) calls first (bind once it knows this replica leads: a standby's bind

@@ -10,12 +10,13 @@ handle, pods without claims and pods with nothing left to allocate pass through 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 
+from extender.allocator import Failure
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
-from extender.scheduling.preemption.nominated import holds
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.preemption.victims import NodePods, Victims, select_victims
 
 
@@ -29,7 +30,7 @@ def preempt(
         # kube-scheduler asks for this pod: its preemption is the verb's, never evict mode's.
         ctx.evictions.verb_called(pod.uid, any(not uids for uids, _ in candidates.values()))
     unchanged = {name: Victims(tuple(uids), pdb) for name, (uids, pdb) in candidates.items()}
-    if not handles(ctx.config, pod) or not wants_devices(pod) or not ctx.state.synced:
+    if not ctx.config.handles(pod) or not pod.wants_devices or not ctx.state.synced:
         return unchanged
     try:
         plan = PodPlan.build(ctx, pod)
@@ -40,16 +41,16 @@ def preempt(
     state = ctx.state
     budgets = list(state.disruption_budgets.values())
     cluster = NodePods.gather(state.pods.values(), state.claims.values(), budgets)
-    held = holds(ctx, pod)
+    held = plan.nominated_holds()
     kept: dict[str, Victims] = {}
     for name, (uids, pdb) in candidates.items():
         node = state.nodes.get(name)
         if node is None:
             continue
-        try:
-            chosen = select_victims(ctx, plan, node, uids, pdb, cluster, held.get(name, ()))
-        except FatalAllocation:
-            return {}
-        if chosen is not None:
+        over = partial(plan.failure_over, node=node)
+        chosen = select_victims(ctx.state, pod, node, uids, pdb, cluster, held.get(name, ()), over)
+        if not isinstance(chosen, Failure):
             kept[name] = chosen
+        elif chosen.kind == "fatal":
+            return {}
     return kept

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from extender.model.pods import PodInfo
-from extender.model.refs import PodRef, resource_version
+from extender.model.refs import PodRef
 from extender.state import ClusterState
 
 ClaimKey = tuple[str, str]
@@ -107,7 +107,7 @@ class RetryBook:
 
     def _version(self, key: ClaimKey) -> int:
         claim = self._state.claim(*key)
-        return -1 if claim is None else resource_version(claim.raw)
+        return -1 if claim is None else claim.resource_version
 
 
 def _claim_names(pod: PodInfo) -> tuple[str, ...]:

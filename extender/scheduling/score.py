@@ -24,7 +24,7 @@ from extender.model import AllocationResult, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.verdicts import NodeVerdict
 
 MAX_SCORE = 10
@@ -82,8 +82,8 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     scores = dict.fromkeys(names, 0)
     if (
         ctx.config.score_policy == "none"
-        or not handles(ctx.config, pod)
-        or not wants_devices(pod)
+        or not ctx.config.handles(pod)
+        or not pod.wants_devices
         or not ctx.state.synced
     ):
         return scores
@@ -107,7 +107,7 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     # A node's verdict is this pod's filter result while the node is unchanged, else decided
     # afresh: binds of earlier pods land between this pod's filter and prioritize, and scoring
     # a node on a stale result would send the pod to devices that are gone.
-    from_table, own, table = plan.fitting(names, phase="prioritize")
+    from_table, own, table = plan.verdicts.fitting(names, phase="prioritize")
     plan.flush_metrics()
     keys: dict[str, tuple[int, int, int]] = {}
     if table is not None and from_table:

@@ -87,7 +87,7 @@ def _why_stale(ctx: SchedulingContext, claim: ResourceClaim, pod_uid: str, exten
         if not readiness.ready and not readiness.failed:
             return None  # the driver may still be preparing the devices
     if extended:
-        why = leftover_reason(state, features, claim, pod_uid)
+        why = leftover_reason(claim, pod_uid, unusable_reason(state, features, claim))
     else:
         why = unusable_reason(state, features, claim)
     return why if why is not None else _node_gone(ctx, claim)

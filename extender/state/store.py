@@ -2,7 +2,7 @@
 
 Sources (a Kubernetes watch or the local store) feed it plain API dicts through
 ``apply`` / ``delete`` / ``replace``; every object is parsed once, here, and the hot path
-only reads the parsed form. ``node_signature`` (a node's version) changes whenever anything
+only reads the parsed form. ``node_version`` (a node's version) changes whenever anything
 that can alter an allocation decision on that node changes (slices, classes, nodes: the
 inventory epoch; devices in use in the pools the node sees); results computed for a node are
 reused only while its version is unchanged.
@@ -100,14 +100,14 @@ class ClusterState:
         self.pod_groups: dict[ObjKey, PodGroup] = {}
         self.disruption_budgets: dict[ObjKey, PodDisruptionBudget] = {}
         self.inventory_epoch = 0
-        # Node versions (``node_versions``) come from one counter: a node's version is its own
-        # stamp, or ``_floor`` (the stamp of the last change that concerns every node: the
+        # Node versions (``node_versions``) come from one counter, ``_latest``: a node's version
+        # is its own, or ``_base`` (the version of the last change that concerns every node: the
         # inventory, a pool without a node) where it has none since. Pools whose devices in use
-        # changed are turned into stamps when a version is next read.
-        self._clock = 0
-        self._floor = 0
-        self._floor_epoch = 0  # the inventory epoch ``_floor`` accounts for
-        self._stamps: dict[str, int] = {}
+        # changed give their nodes new versions when a version is next read.
+        self._latest = 0
+        self._base = 0
+        self._base_epoch = 0  # the inventory epoch ``_base`` accounts for
+        self._versions: dict[str, int] = {}
         self._synced: set[str] = set()
         # Nodes' gathered pools, shared by the requests' allocators. Invalidation: replaced by a
         # new, empty one when ``inventory_epoch`` has moved (``gathered_pools``), since they depend
@@ -428,35 +428,35 @@ class ClusterState:
 
     # --- reads ----------------------------------------------------------------------------
 
-    def node_signature(self, node_name: str) -> int:
+    def node_version(self, node_name: str) -> int:
         """The node's version: changes whenever an allocation on this node could come out differently."""
-        stamps, floor, _ = self.node_versions()
-        return stamps.get(node_name, floor)
+        versions, base, _ = self.node_versions()
+        return versions.get(node_name, base)
 
     def node_versions(self) -> tuple[dict[str, int], int, int]:
         """Every node's version at once, for readers that look at many nodes: a node's
-        version is ``stamps.get(name, floor)``. ``stamps`` is the state's own (read it, never
-        change it) and iterates in the order the stamps were given out, so the nodes that
-        moved since a reader last looked (at ``clock``, the third figure) are its last
+        version is ``versions.get(name, base)``. ``versions`` is the state's own (read it,
+        never change it) and iterates in the order the versions were given out, so the nodes
+        that moved since a reader last looked (at ``latest``, the third figure) are its last
         entries. Valid until the state next changes."""
         inuse = self.inuse
-        if self.inventory_epoch != self._floor_epoch:
-            self._floor_epoch = self.inventory_epoch
-            self._raise_floor()
+        if self.inventory_epoch != self._base_epoch:
+            self._base_epoch = self.inventory_epoch
+            self._raise_base()
             inuse.changed_pools.clear()
         elif inuse.changed_pools:
-            stamps = self._stamps
+            versions = self._versions
             for pool in inuse.changed_pools:
                 nodes = self.slices.nodes_of_pool(pool)
                 if nodes is None:
-                    self._raise_floor()
+                    self._raise_base()
                     break
                 for node in nodes:
-                    self._clock += 1
-                    stamps.pop(node, None)  # to the end: stamps stay in the order given out
-                    stamps[node] = self._clock
+                    self._latest += 1
+                    versions.pop(node, None)  # to the end: versions stay in the order given out
+                    versions[node] = self._latest
             inuse.changed_pools.clear()
-        return self._stamps, self._floor, self._clock
+        return self._versions, self._base, self._latest
 
     def gathered_pools(self) -> GatheredPools:
         """Nodes' gathered pools for the current inventory, shared by every request's
@@ -466,10 +466,10 @@ class ClusterState:
             self._gathered_epoch = self.inventory_epoch
         return self._gathered
 
-    def _raise_floor(self) -> None:
-        self._clock += 1
-        self._floor = self._clock
-        self._stamps.clear()  # every stamp is below the new floor
+    def _raise_base(self) -> None:
+        self._latest += 1
+        self._base = self._latest
+        self._versions.clear()  # every version is below the new base
 
     @property
     def openings(self) -> int:

@@ -3,7 +3,7 @@
 Each case (format: tests/conformance/cases/FORMAT.md) is judged exactly as FORMAT.md says:
 results entry by entry and in order, shareID present-or-absent only, quantities by value,
 node selectors as sets, allocationTimestamp ignored; an `error` outcome accepts any
-AllocationError, `unsatisfiable` needs None without an error.
+failure but "nofit", `unsatisfiable` needs a "nofit" failure.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from extender.allocator import AllocatedState, AllocationError, Allocator, SliceList
+from extender.allocator import AllocatedState, Allocator, Failure, SliceList
 from extender.cel.environment import Environment
 from extender.model import (
     DeviceID,
@@ -75,12 +75,11 @@ def run_case(case: Mapping[str, Any], cel: Environment) -> tuple[str, Any]:
     except ValueError as exc:
         return "error", f"invalid input: {exc}"
     allocator = Allocator(features, state, classes, slices, cel)
-    try:
-        results = allocator.allocate(node, claims)
-    except AllocationError as exc:
-        return "error", exc.message
-    if results is None:
-        return "unsatisfiable", allocator.last_failure
+    results = allocator.allocate(node, claims)
+    if isinstance(results, Failure):
+        if results.kind == "nofit":
+            return "unsatisfiable", results.naming([c.key for c in claims]).reason
+        return "error", results.reason
     return "allocated", [r.to_api() for r in results]
 
 

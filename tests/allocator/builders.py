@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from extender.allocator import AllocatedState, Allocator, Features, SliceList
+from extender.allocator import AllocatedState, Allocator, Failure, Features, SliceList
 from extender.cel.environment import Environment
 from extender.model import (
     AllocationResult,
@@ -115,7 +115,14 @@ def allocated(*allocations: AllocationResult, gates: list[str] | None = None) ->
     return AllocatedState.from_holdings(holdings(a, features) for a in allocations)
 
 
+def failure(results: Any, kind: str = "nofit") -> Failure:
+    """``results`` as the failure of ``kind`` they must be."""
+    assert isinstance(results, Failure), results
+    assert results.kind == kind, results
+    return results
+
+
 def picked(results: Any) -> list[list[tuple[str, str]]]:
     """Per claim: (request, device) pairs in result order."""
-    assert results is not None
+    assert not isinstance(results, Failure), results
     return [[(r.request, r.device) for r in result.devices] for result in results]

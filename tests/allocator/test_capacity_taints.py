@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from extender.allocator import AllocatedState, AllocationError
+from extender.allocator import AllocatedState
 from extender.allocator.capacity import capacity_fits, consumed_for, violates
+from extender.allocator.outcome import AllocationError
 from extender.allocator.taints import tolerates
 from extender.model import Device, Taint, Toleration, apply_taint_rules, parse_device_taint_rule
 from extender.model.quantity import Quantity
@@ -86,7 +87,7 @@ def test_taints_block_unless_tolerated_and_only_blocking_effects_count() -> None
     tolerant = request(tolerations=[{"key": "k", "operator": "Exists"}])
     results = allocator(slices).allocate(node(), [claim(tolerant)])
     assert picked(results) == [[("req-0", "tainted")]]
-    assert results is not None and results[0].to_api()["devices"]["results"][0]["tolerations"] == [
+    assert results[0].to_api()["devices"]["results"][0]["tolerations"] == [
         {"key": "k", "operator": "Exists"}
     ]
     assert picked(allocator(slices, gates=[]).allocate(node(), [claim(request())])) == [
@@ -111,7 +112,7 @@ def partitionable(consumed: str) -> list:
 def test_shared_counters_limit_partitions_including_committed_ones() -> None:
     slices = partitionable("4")
     assert len(picked(allocator(slices).allocate(node(), [claim(request(count=2))]))[0]) == 2
-    assert allocator(slices).allocate(node(), [claim(request(count=3))]) is None
+    assert allocator(slices).allocate(node(), [claim(request(count=3))]).kind == "nofit"
     state = AllocatedState(allocated_devices={("driver-a", "pool-1", "part-0")})
     assert picked(allocator(slices, state=state).allocate(node(), [claim(request())])) == [
         [("req-0", "part-1")]
@@ -119,7 +120,7 @@ def test_shared_counters_limit_partitions_including_committed_ones() -> None:
     full = AllocatedState(
         allocated_devices={("driver-a", "pool-1", "part-0"), ("driver-a", "pool-1", "part-1")}
     )
-    assert allocator(slices, state=full).allocate(node(), [claim(request())]) is None
+    assert allocator(slices, state=full).allocate(node(), [claim(request())]).kind == "nofit"
 
 
 def test_taints_from_device_taint_rules_block_allocation() -> None:

@@ -6,12 +6,13 @@ import time
 
 import pytest
 
-from extender.allocator import AllocationError, AllocationTimeout, Features, NodeAllocationFailure
+from extender.allocator import Features
 from tests.allocator.builders import (
     allocator,
     claim,
     dev,
     device_class,
+    failure,
     node,
     picked,
     request,
@@ -23,10 +24,9 @@ SLICES = [resource_slice(devices=[dev("d0", x=1), dev("d1")])]
 
 def fails_with(alloc_claims: list, text: str, **kwargs: object) -> str:
     alloc = allocator(kwargs.pop("slices", SLICES), **kwargs)  # type: ignore[arg-type]
-    with pytest.raises(AllocationError) as info:
-        alloc.allocate(node(), alloc_claims)
-    assert text in info.value.message
-    return info.value.message
+    fatal = failure(alloc.allocate(node(), alloc_claims), "fatal")
+    assert text in fatal.reason
+    return fatal.reason
 
 
 def test_cel_compile_error_names_the_class_and_selector() -> None:
@@ -140,14 +140,13 @@ def test_invalid_pool_only_fails_the_node_when_nothing_else_fits() -> None:
     duplicate = resource_slice("dup", [dev("x"), dev("x")], pool="bad")
     alloc = allocator([*SLICES, duplicate])
     assert picked(alloc.allocate(node(), [claim(request(count=2))])) == [[("req-0", "d0"), ("req-0", "d1")]]
-    with pytest.raises(NodeAllocationFailure, match="invalid resource pools were encountered"):
-        alloc.allocate(node(), [claim(request(count=3))])
+    unusable = failure(alloc.allocate(node(), [claim(request(count=3))]), "unavailable")
+    assert "invalid resource pools were encountered" in unusable.reason
 
 
 def test_deadline_in_the_past_times_out() -> None:
     alloc = allocator(SLICES, deadline=time.monotonic() - 1)
-    with pytest.raises(AllocationTimeout, match="filter operation aborted"):
-        alloc.allocate(node(), [claim(request())])
+    assert "filter operation aborted" in failure(alloc.allocate(node(), [claim(request())]), "timeout").reason
 
 
 def test_feature_gate_names() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, Failure
 from tests.allocator.builders import allocator, claim, dev, node, picked, request, resource_slice
 
 FAST = [{"cel": {"expression": 'device.attributes["driver-a"].fast'}}]
@@ -74,7 +74,7 @@ def test_allocator_finds_the_first_solution_in_search_order(s: dict) -> None:
     results = allocator(slices, state=state).allocate(node(), [c])
     expected = brute_force(s)
     if expected is None:
-        assert results is None
+        assert isinstance(results, Failure) and results.kind == "nofit"
     else:
         assert picked(results) == [expected]
 
@@ -172,6 +172,6 @@ def test_first_solution_across_claims_and_subrequests(s: dict) -> None:
     results = allocator(slices).allocate(node(), claims)
     expected = brute_force_claims(s)
     if expected is None:
-        assert results is None
+        assert isinstance(results, Failure) and results.kind == "nofit"
     else:
         assert picked(results) == expected

@@ -50,7 +50,7 @@ def test_a_node_object_that_differs_is_gathered_for_itself() -> None:
     claims = [claim(request())]
     assert picked(_allocator(source, gathered).allocate(labelled, claims)) == [[("req-0", "gpu-0")]]
     # The same name with other labels (a request's newer copy): the slice no longer selects it.
-    assert _allocator(source, gathered).allocate(unlabelled, claims) is None
+    assert _allocator(source, gathered).allocate(unlabelled, claims).kind == "nofit"
     assert picked(_allocator(source, gathered).allocate(labelled, claims)) == [[("req-0", "gpu-0")]]
 
 
@@ -70,7 +70,8 @@ def test_pools_over_other_slices_or_gates_are_not_used() -> None:
     fewer = Features.from_gate_names([g for g in ALL_GATES if g != "DRAPartitionableDevices"])
     everything = GatheredPools(partitioned, FEATURES)
     everything.fill([node("node-1")])
-    assert _allocator(partitioned, everything, fewer).allocate(node("node-1"), [claim(request())]) is None
+    outcome = _allocator(partitioned, everything, fewer).allocate(node("node-1"), [claim(request())])
+    assert outcome.kind == "nofit"
 
 
 def test_fill_gathers_each_node_and_its_shape_once() -> None:

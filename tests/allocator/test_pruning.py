@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from extender.allocator import AllocatedState, AllocationError
+from extender.allocator import AllocatedState, Failure
 from extender.allocator import search as search_module
 from extender.allocator.search import Search
 from extender.allocator.selection import MatchPruner
@@ -29,11 +29,11 @@ def _outcome(
     slices: list[Any], classes: list[Any], claims: list[Any], state: AllocatedState | None = None
 ) -> Outcome:
     alloc = allocator(slices, classes, state=state)
-    try:
-        results = alloc.allocate(node(), claims)
-    except AllocationError as exc:
-        return ("error", str(exc))
-    return ("done", picked(results)) if results is not None else ("none", alloc.last_failure)
+    results = alloc.allocate(node(), claims)
+    if isinstance(results, Failure):
+        reason = results.naming([c.key for c in claims]).reason
+        return ("none" if results.kind == "nofit" else "error", reason)
+    return ("done", picked(results))
 
 
 def _both(monkeypatch: pytest.MonkeyPatch, *case: Any) -> tuple[Outcome, Outcome]:

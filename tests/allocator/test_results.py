@@ -1,15 +1,14 @@
-"""Result assembly: node selectors of network-attached devices, config, last_failure."""
+"""Result assembly: node selectors of network-attached devices, config, the reason of a failure."""
 
 from __future__ import annotations
 
-import pytest
-
-from extender.allocator import AllocatedState, AllocationError
+from extender.allocator import AllocatedState, Failure
 from tests.allocator.builders import (
     allocator,
     claim,
     dev,
     device_class,
+    failure,
     node,
     picked,
     request,
@@ -32,7 +31,7 @@ def test_network_attached_selectors_are_merged_into_one_term_without_duplicates(
         resource_slice("b", [dev("n1")], pool="p1", nodeSelector=selector(RACK_REORDERED, ZONE)),
     ]
     results = allocator(slices).allocate(node(rack="r1", zone="z"), [claim(request(count=2))])
-    assert results is not None
+    assert not isinstance(results, Failure)
     assert results[0].to_api()["nodeSelector"] == {"nodeSelectorTerms": [{"matchExpressions": [RACK, ZONE]}]}
 
 
@@ -42,7 +41,7 @@ def test_node_local_device_pins_the_claim_to_the_node() -> None:
         resource_slice("b", [dev("local")], pool="p1"),
     ]
     results = allocator(slices).allocate(node(rack="r1"), [claim(request(count=2))])
-    assert results is not None
+    assert not isinstance(results, Failure)
     assert results[0].to_api()["nodeSelector"] == {
         "nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}
@@ -54,7 +53,7 @@ def test_all_nodes_devices_need_no_selector() -> None:
     results = allocator([resource_slice(devices=[dev("d")], allNodes=True)]).allocate(
         node(), [claim(request())]
     )
-    assert results is not None and results[0].node_selector is None
+    assert not isinstance(results, Failure) and results[0].node_selector is None
     assert "nodeSelector" not in results[0].to_api()
 
 
@@ -63,22 +62,22 @@ def test_binds_to_node_pins_even_a_network_device() -> None:
     results = allocator([resource_slice(devices=[device], allNodes=True)]).allocate(
         node("n7"), [claim(request())]
     )
-    assert results is not None
+    assert not isinstance(results, Failure)
     assert results[0].to_api()["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n7"]
 
 
 def test_selector_with_two_terms_is_a_fatal_error() -> None:
     two = {"nodeSelectorTerms": [{"matchExpressions": [RACK]}, {"matchExpressions": [ZONE]}]}
     alloc = allocator([resource_slice(devices=[dev("d")], nodeSelector=two)])
-    with pytest.raises(AllocationError, match=r"unsupported ResourceSlice\.NodeSelector with 2 terms"):
-        alloc.allocate(node(rack="r1"), [claim(request())])
+    fatal = failure(alloc.allocate(node(rack="r1"), [claim(request())]), "fatal")
+    assert "unsupported ResourceSlice.NodeSelector with 2 terms" in fatal.reason
 
 
 def test_malformed_slice_selector_is_a_fatal_error() -> None:
     bad = selector({"key": "rack", "operator": "Near", "values": ["r1"]})
     alloc = allocator([resource_slice(devices=[dev("d")], nodeSelector=bad)])
-    with pytest.raises(AllocationError, match="failed to perform node selection for slice slice-1"):
-        alloc.allocate(node(rack="r1"), [claim(request())])
+    fatal = failure(alloc.allocate(node(rack="r1"), [claim(request())]), "fatal")
+    assert "failed to perform node selection for slice slice-1" in fatal.reason
 
 
 def test_per_device_node_selection() -> None:
@@ -90,7 +89,7 @@ def test_per_device_node_selection() -> None:
     alloc = allocator([resource_slice(devices=devices, perDeviceNodeSelection=True)])
     results = alloc.allocate(node(rack="r2"), [claim(request(count=2))])
     assert picked(results) == [[("req-0", "here"), ("req-0", "rack")]]
-    assert results is not None and results[0].node_selector is not None
+    assert not isinstance(results, Failure) and results[0].node_selector is not None
     assert results[0].node_selector.terms[0].match_fields[0].values == ("node-1",)
 
 
@@ -109,7 +108,7 @@ def test_class_config_deduplicated_per_class_and_claim_config_normalised() -> No
         ],
     )
     results = allocator(slices, classes).allocate(node(), [c])
-    assert results is not None
+    assert not isinstance(results, Failure)
     config = results[0].to_api()["devices"]["config"]
     assert [(e["source"], e.get("requests")) for e in config] == [
         ("FromClass", ["req-0", "req-1"]),
@@ -119,33 +118,36 @@ def test_class_config_deduplicated_per_class_and_claim_config_normalised() -> No
     ]
 
 
-def test_last_failure_explains_devices_in_use() -> None:
+def test_a_failure_explains_devices_in_use() -> None:
     slices = [resource_slice(devices=[dev("d0"), dev("d1")])]
     state = AllocatedState(allocated_devices={("driver-a", "pool-1", "d0"), ("driver-a", "pool-1", "d1")})
     alloc = allocator(slices, state=state)
-    assert alloc.allocate(node(), [claim(request(name="gpu"), name="x")]) is None
+    nofit = failure(alloc.allocate(node(), [claim(request(name="gpu"), name="x")]))
     assert (
-        alloc.last_failure
+        nofit.naming(["default/x"]).reason
         == "claim default/x, request gpu: 0 of 1 devices available (2 match the selectors, 2 in use)"
     )
 
 
-def test_last_failure_when_only_the_combination_fails() -> None:
+def test_a_failure_when_only_the_combination_fails_names_the_claims_by_position() -> None:
     slices = [resource_slice(devices=[dev("d0", numa=0), dev("d1", numa=1)])]
     c = claim(request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
     alloc = allocator(slices)
-    assert alloc.allocate(node(), [c]) is None
-    assert "no combination of devices satisfies" in alloc.last_failure
+    nofit = failure(alloc.allocate(node(), [c]))
+    assert "default/" not in nofit.reason  # shared between pods asking alike: no names of its own
+    assert nofit.naming(["ns/mine"]).reason == (
+        "claims ns/mine: no combination of devices satisfies all requests and constraints"
+    )
 
 
-def test_last_failure_mentions_pools_being_updated_and_taints() -> None:
+def test_a_failure_mentions_pools_being_updated_and_taints() -> None:
     slices = [
         resource_slice(devices=[{"name": "d0", "taints": [{"key": "k", "effect": "NoSchedule"}]}]),
         resource_slice("partial", [dev("p0")], pool="pool-2", count=2),
     ]
     alloc = allocator(slices)
-    assert alloc.allocate(node(), [claim(request())]) is None
-    assert alloc.last_failure == (
+    nofit = failure(alloc.allocate(node(), [claim(request())]))
+    assert nofit.naming(["default/claim-0"]).reason == (
         "claim default/claim-0, request req-0: 0 of 1 devices available (1 match the selectors, 0 in use, "
         "1 tainted); resource pools being updated: driver-a/pool-2"
     )

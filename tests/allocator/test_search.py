@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, Failure
 from tests.allocator.builders import (
     allocator,
     claim,
@@ -103,7 +103,7 @@ def test_admin_access_takes_devices_in_use_but_not_twice_in_one_claim() -> None:
     admin = claim(request("a", adminAccess=True), request("b", adminAccess=True))
     results = allocator(slices, state=state).allocate(node(), [admin])
     assert picked(results) == [[("a", "d0"), ("b", "d1")]]
-    assert results is not None and all(r.admin_access for r in results[0].devices)
+    assert not isinstance(results, Failure) and all(r.admin_access for r in results[0].devices)
     assert results[0].to_api()["devices"]["results"][0]["adminAccess"] is True
 
 
@@ -122,7 +122,7 @@ def test_multi_allocatable_device_is_shared_between_requests_with_fresh_share_id
         request("b", capacity={"requests": {"bw": "6"}}),
     )
     results = allocator(slices).allocate(node(), [c])
-    assert results is not None
+    assert not isinstance(results, Failure)
     a, b = results[0].devices
     assert (a.device, b.device) == ("nic", "nic")
     assert a.share_id and b.share_id and a.share_id != b.share_id
@@ -130,7 +130,7 @@ def test_multi_allocatable_device_is_shared_between_requests_with_fresh_share_id
     over = claim(
         request("a", capacity={"requests": {"bw": "4"}}), request("b", capacity={"requests": {"bw": "7"}})
     )
-    assert allocator(slices).allocate(node(), [over]) is None
+    assert allocator(slices).allocate(node(), [over]).kind == "nofit"
 
 
 def test_search_depth_is_not_limited_by_the_python_stack() -> None:

@@ -21,9 +21,8 @@ import pytest
 
 from extender.allocator import (
     AllocatedState,
-    AllocationError,
-    AllocationTimeout,
     Allocator,
+    Failure,
     Features,
     SliceList,
 )
@@ -79,12 +78,11 @@ def _api(value: Any) -> Any:
 
 
 def _outcome(alloc: Allocator, target: Node, claims: list[ResourceClaim]) -> Outcome:
-    try:
-        results = alloc.allocate(target, claims)
-    except AllocationError as exc:
-        return ("error", type(exc).__name__, exc.message)
-    if results is None:
-        return ("none", alloc.last_failure)
+    results = alloc.allocate(target, claims)
+    if isinstance(results, Failure):
+        if results.kind == "nofit":
+            return ("none", results.reason)
+        return ("error", results.kind, results.reason)
     takes = takes_of(results)  # read before the results: a node alike's are not built yet
     return ("done", [_api(r.to_api()) for r in results], takes.devices, takes.drivers, takes.taken)
 
@@ -332,7 +330,7 @@ def test_template_nodes_share_one_search_and_get_their_own_pool_and_node() -> No
     claims = [claim(request("gpu", selectors=[SIZE_2]))]
     for n in nodes:
         results = alloc.allocate(n, claims)
-        assert results is not None
+        assert not isinstance(results, Failure)
         api = results[0].to_api()
         assert api["devices"]["results"] == [
             {"request": "gpu", "driver": DRIVER, "pool": n.name, "device": "gpu-1"}
@@ -348,7 +346,7 @@ def test_a_node_alike_gets_results_built_when_first_read() -> None:
     searched = alloc.allocate(nodes[0], claims)
     alike = alloc.allocate(nodes[1], claims)
     assert isinstance(alike, AlikeResults) and not isinstance(searched, AlikeResults)
-    assert searched is not None and alike.takes == (
+    assert not isinstance(searched, Failure) and alike.takes == (
         frozenset({(DRIVER, "node-1", "gpu-0"), (DRIVER, "node-1", "gpu-1")}),
         frozenset({DRIVER}),
         0,  # admin access takes nothing from others
@@ -400,7 +398,7 @@ def test_answers_with_shares_are_not_shared() -> None:
     shares = set()
     for n in nodes:
         results = alloc.allocate(n, claims)
-        assert results is not None
+        assert not isinstance(results, Failure)
         shares.add(results[0].devices[0].share_id)
     assert len(shares) == 3 and None not in shares
     assert alloc.shapes is not None and alloc.shapes.hits == 0
@@ -411,8 +409,7 @@ def test_failures_are_not_shared() -> None:
     alloc = _allocator(slices, [device_class()], AllocatedState(), True, Environment.create())
     claims = [claim(request("gpu", selectors=[SIZE_2]))]
     for n in nodes:
-        assert alloc.allocate(n, claims) is None
-        assert alloc.last_failure
+        assert alloc.allocate(n, claims).kind == "nofit"
     assert alloc.shapes is not None and alloc.shapes.hits == 0
 
 
@@ -431,10 +428,9 @@ def test_a_spent_budget_still_stops_a_shared_answer() -> None:
     cel = Environment.create()
     alloc = _allocator(slices, [device_class()], AllocatedState(), True, cel, deadline=float("inf"))
     claims = [claim(request("gpu"))]
-    assert alloc.allocate(nodes[0], claims) is not None
+    assert not isinstance(alloc.allocate(nodes[0], claims), Failure)
     alloc.deadline = 0.0
-    with pytest.raises(AllocationTimeout):
-        alloc.allocate(nodes[1], claims)
+    assert alloc.allocate(nodes[1], claims).kind == "timeout"
 
 
 # -- each part of the key, on nodes that differ only there ----------------------------------
@@ -520,7 +516,7 @@ def test_an_incomplete_pool_is_part_of_the_shape() -> None:
     ]
     everything = [claim(request("gpu", allocationMode="All"))]
     outcomes = _same_answers([node("node-0"), node("node-1")], slices, everything)
-    assert outcomes[0][0] == "done" and outcomes[1][:2] == ("error", "AllocationError")
+    assert outcomes[0][0] == "done" and outcomes[1][:2] == ("error", "fatal")
 
 
 def test_a_node_alike_whose_slice_selector_cannot_be_recorded_fails_as_the_search_does() -> None:
@@ -540,5 +536,6 @@ def test_a_node_alike_whose_slice_selector_cannot_be_recorded_fails_as_the_searc
     for share in (False, True):
         alloc = _allocator(slices, [device_class()], AllocatedState(), share, Environment.create())
         assert picked(alloc.allocate(node("node-0"), claims)) == [[("gpu", "gpu-0")]]
-        with pytest.raises(AllocationError, match=r"unsupported ResourceSlice\.NodeSelector with 2 terms"):
-            alloc.allocate(node("node-1"), claims)
+        fatal = alloc.allocate(node("node-1"), claims)
+        assert isinstance(fatal, Failure) and fatal.kind == "fatal"
+        assert "unsupported ResourceSlice.NodeSelector with 2 terms" in fatal.reason

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from extender.model.pods import PodInfo
+from extender.scheduling.evict import Choice, NoChoice, choose
 from extender.scheduling.preemption.book import EvictionBook
-from extender.scheduling.preemption.evict import Choice, NoChoice, choose
 from tests.scheduling.cluster import Service, bind_call, claim_spec, gpu_cluster, pod, request, template
 from tests.scheduling.test_preemption import full_node, prio
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from extender.allocator import Failure
 from extender.scheduling.memory import DELETED_CLAIM_TTL_S, EXPECTED_TTL_S, MAX_VERDICTS, SchedulerMemory
 from extender.scheduling.verdicts import NodeVerdict, PodResults, Remembered, SharedVerdict, SpecVerdicts
 from tests.scheduling.cluster import DRIVER
@@ -88,7 +89,7 @@ def test_a_detached_pod_results_is_not_memory():
 
 def test_shared_verdicts_are_dropped_all_at_once_at_the_bound():
     mem, _, _ = memory()
-    verdict = SharedVerdict(1, ("default/c",), NodeVerdict(True))
+    verdict = SharedVerdict(1, NodeVerdict(True))
     table = mem.shared_verdicts(b"spec")
     for i in range(MAX_VERDICTS // 2):
         table.put(f"node-{i}", verdict, 1)
@@ -103,12 +104,12 @@ def test_shared_verdicts_are_dropped_all_at_once_at_the_bound():
 
 
 def test_a_spec_table_keeps_only_current_verdicts():
-    fits = SharedVerdict(5, (), NodeVerdict(True))
+    fits = SharedVerdict(5, NodeVerdict(True))
     table = SpecVerdicts()
     table.sync({"node-0": 5}, 1, 5)
     table.put("node-0", fits, 5)
-    table.put("node-1", SharedVerdict(1, (), NodeVerdict(False, "no")), 1)
-    table.put("node-2", SharedVerdict(1, (), NodeVerdict(True)), 6)  # computed before the node moved
+    table.put("node-1", SharedVerdict(1, NodeVerdict.failing(Failure("nofit", "no"))), 1)
+    table.put("node-2", SharedVerdict(1, NodeVerdict(True)), 6)  # computed before the node moved
     table.derived["node-0"] = (0, 1, 3)
     assert set(table.entries) == {"node-0", "node-1"} and table.fits == {"node-0"}
     table.sync({"node-0": 5, "node-3": 6}, 1, 6)  # node-3 moved: the others stay

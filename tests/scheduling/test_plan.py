@@ -1,7 +1,7 @@
 """The plan, table-driven: cluster objects in, the per-node verdicts (or the pod-level reason) out.
 
-Each case runs ``PodPlan.build`` and ``PodPlan.evaluate`` directly on a local cluster, without
-HTTP; the flow tests (test_flow.py and friends) cover the same decisions through the verbs.
+Each case runs ``PodPlan.build`` and the plan's ``verdicts.verdict`` directly on a local
+cluster, without HTTP; the flow tests (test_flow.py and friends) cover the same decisions through the verbs.
 A node's outcome is written the way filter would sort it:
 
 * ``fits: gpu=node-0/gpu-0`` — the devices allocated there, ``request=pool/device`` per
@@ -9,7 +9,7 @@ A node's outcome is written the way filter would sort it:
 * ``resolvable: <reason>`` — ``FailedNodes`` (preemption may help);
 * ``unresolvable: <reason>`` — ``FailedAndUnresolvableNodes``.
 
-A pod that must wait (``PodWaits``) or whose claims no node can serve (``FatalAllocation``)
+A pod that must wait (``PodWaits``) or whose claims no node can serve (a "fatal" failure)
 has one outcome for the whole pod: ``waits: <reason>`` / ``fatal: <reason>``; a pod the verbs
 let pass without a plan (another scheduler's, or one asking for no devices) is ``untouched``.
 """
@@ -28,7 +28,7 @@ from extender.model import parse_allocation
 from extender.model.pods import PodInfo, parse_pod
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
-from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
+from extender.scheduling.plan import PodPlan
 from extender.scheduling.verdicts import NodeVerdict
 from extender.state import InFlight
 from tests.scheduling.cluster import (
@@ -597,8 +597,9 @@ CASES = [
 
 
 def outcome(verdict: NodeVerdict) -> str:
-    if not verdict.fits:
-        return f"{'resolvable' if verdict.resolvable else 'unresolvable'}: {verdict.reason}"
+    failure = verdict.failure
+    if failure is not None:
+        return f"{'resolvable' if failure.resolvable else 'unresolvable'}: {failure.reason}"
     devices = []
     for result in verdict.results:
         for d in result.devices:
@@ -617,17 +618,18 @@ def run(case: Case) -> dict[str, str] | str:
         case.setup(ctx)
     info = case.pod(ctx) if callable(case.pod) else ctx.state.pod("default", case.pod)
     assert info is not None
-    if not handles(ctx.config, info) or not wants_devices(info):
+    if not ctx.config.handles(info) or not info.wants_devices:
         return "untouched"
     ctx.memory.expire()  # as every verb does first
     try:
         plan = PodPlan.build(ctx, info)
     except PodWaits as exc:
         return f"waits: {exc}"
-    try:
-        return {name: outcome(plan.evaluate(ctx.state.nodes[name])) for name in case.nodes}
-    except FatalAllocation as exc:
-        return f"fatal: {exc}"
+    verdicts = {name: plan.verdicts.verdict(ctx.state.nodes[name]) for name in case.nodes}
+    fatal = [v.failure for v in verdicts.values() if v.failure is not None and v.failure.kind == "fatal"]
+    if fatal:
+        return f"fatal: {fatal[0].reason}"
+    return {name: outcome(verdict) for name, verdict in verdicts.items()}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -34,19 +34,19 @@ def network_slice(name: str, devices: list[dict]) -> dict:
     return obj
 
 
-def test_node_signature_ignores_heartbeats_but_not_labels_or_other_pools():
+def test_node_version_ignores_heartbeats_but_not_labels_or_other_pools():
     state = ClusterState()
     state.apply("Node", node("node-0", zone="a"))
     state.apply("ResourceSlice", node_slice("node-0", gpus(1)))
     state.apply("ResourceSlice", node_slice("node-1", gpus(1)))
-    before = state.node_signature("node-0")
+    before = state.node_version("node-0")
     heartbeat = node("node-0", zone="a")
     heartbeat["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
     state.apply("Node", heartbeat)
     state.apply("ResourceClaim", allocated_claim("c", "u", [result("gpu-0", pool="node-1")]))
-    assert state.node_signature("node-0") == before
+    assert state.node_version("node-0") == before
     state.apply("Node", node("node-0", zone="b"))
-    assert state.node_signature("node-0") != before
+    assert state.node_version("node-0") != before
 
 
 def test_devices_in_use_change_the_versions_of_the_nodes_that_see_their_pool():
@@ -54,14 +54,14 @@ def test_devices_in_use_change_the_versions_of_the_nodes_that_see_their_pool():
     state.apply("ResourceSlice", node_slice("node-0", gpus(2)))
     state.apply("ResourceSlice", node_slice("node-1", gpus(2)))
     state.apply("ResourceSlice", network_slice("net", gpus(2)))
-    before = {n: state.node_signature(n) for n in ("node-0", "node-1")}
+    before = {n: state.node_version(n) for n in ("node-0", "node-1")}
     state.apply("ResourceClaim", allocated_claim("a", "ua", [result("gpu-0", pool="node-0")]))
-    assert state.node_signature("node-0") != before["node-0"]
-    assert state.node_signature("node-1") == before["node-1"]
-    middle = {n: state.node_signature(n) for n in ("node-0", "node-1")}
+    assert state.node_version("node-0") != before["node-0"]
+    assert state.node_version("node-1") == before["node-1"]
+    middle = {n: state.node_version(n) for n in ("node-0", "node-1")}
     # Every node sees a pool published without a node.
     state.apply("ResourceClaim", allocated_claim("b", "ub", [result("gpu-0", pool="net")]))
-    after = {n: state.node_signature(n) for n in ("node-0", "node-1")}
+    after = {n: state.node_version(n) for n in ("node-0", "node-1")}
     assert all(after[n] != middle[n] and after[n] != before[n] for n in after)
     stamps, floor, _ = state.node_versions()
     assert {n: stamps.get(n, floor) for n in after} == after
@@ -117,10 +117,10 @@ def test_allocated_claims_mark_devices_in_use_and_deletion_frees_them():
     state = ClusterState(GATES)
     obj = allocated_claim("c", "u1", [result("gpu-0"), result("gpu-1", adminAccess=True)])
     state.apply("ResourceSlice", node_slice("node-0", gpus(2)))
-    before = state.node_signature("node-0")
+    before = state.node_version("node-0")
     state.apply("ResourceClaim", obj)
     assert state.inuse.devices == {(DRIVER, "node-0", "gpu-0")}  # admin access consumes nothing
-    assert state.node_signature("node-0") != before
+    assert state.node_version("node-0") != before
     state.delete("ResourceClaim", obj)
     assert not state.inuse.devices and not state.inuse.per_pool
 

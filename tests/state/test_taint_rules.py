@@ -54,12 +54,12 @@ def test_a_slice_arriving_after_the_rule_is_tainted_and_the_published_one_is_kep
     assert "taints" not in state.raw("ResourceSlice", ("", f"node-0-{DRIVER}"))["spec"]["devices"][0]
 
 
-def test_changing_or_deleting_a_rule_re_taints_and_changes_the_node_signature() -> None:
+def test_changing_or_deleting_a_rule_re_taints_and_changes_the_node_version() -> None:
     state = loaded(*gpu_cluster(nodes=1, per_node=2), rule("r", device="gpu-0"))
-    before = state.node_signature("node-0")
+    before = state.node_version("node-0")
     state.apply("DeviceTaintRule", rule("r", device="gpu-1"))
     assert taints(state, f"node-0-{DRIVER}") == {"gpu-0": [], "gpu-1": ["r"]}
-    assert state.node_signature("node-0") != before
+    assert state.node_version("node-0") != before
     state.delete("DeviceTaintRule", rule("r"))
     assert taints(state, f"node-0-{DRIVER}") == {"gpu-0": [], "gpu-1": []}
     assert state.counts()["DeviceTaintRule"] == 0

@@ -4,6 +4,8 @@ until the slices change (gathered.py), and one search's answer for every node al
 
 from extender.allocator.alike.gathered import GatheredPools, NodePools
 from extender.allocator.alike.results import AlikeResults, takes_of
-from extender.allocator.alike.shapes import Answer, NodeShape, ShapeMemo
+from extender.allocator.alike.shapes import Answer, NodeShape, Searched, ShapeMemo
 
-__all__ = ["AlikeResults", "Answer", "GatheredPools", "NodePools", "NodeShape", "ShapeMemo", "takes_of"]
+__all__ = [
+    "AlikeResults", "Answer", "GatheredPools", "NodePools", "NodeShape", "Searched", "ShapeMemo", "takes_of",
+]

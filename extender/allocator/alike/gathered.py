@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from extender.allocator.alike.shapes import NodeShape, ShapeTable
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Pool, gather_pools
 from extender.allocator.result import only_node
 from extender.allocator.sources import SliceSource

@@ -45,17 +45,17 @@ lookup hashes a number rather than a tuple of every candidate's facts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.allocator.errors import AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, Pool, device_matches_node
 from extender.allocator.requests import RequestData
-from extender.allocator.result import Takes
-from extender.allocator.search import OPTIONAL_NODE_OPERATIONS, Search
+from extender.allocator.result import Pick, Takes
 from extender.allocator.state import AllocatedState
 from extender.model import AllocationResult, ConfigEntry, CounterSet, DeviceID, Node, ResourceClaim
+from extender.model.nodes import OPTIONAL_NODE_OPERATIONS
 
 Key = tuple[Any, ...]
 
@@ -72,6 +72,15 @@ class Answer:
     # holds (CEL memos of its devices, claims) alive, so that no other object takes those ids.
     pools: Sequence[Pool]
     claims: Sequence[ResourceClaim]
+
+
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """What ``ShapeMemo.record`` needs of a successful search (``search.Search``)."""
+
+    picks: Sequence[Sequence[Pick]]  # per claim, in the order picked
+    claims: Sequence[ResourceClaim]
+    read_bound: Callable[[], int]  # ``Search.read_bound``: asked only when no claim has constraints
 
 
 class ShapeTable:
@@ -177,11 +186,15 @@ class ShapeMemo:
         return None
 
     def record(
-        self, shape: NodeShape, search: Search, pools: Sequence[Pool], results: Sequence[AllocationResult]
+        self,
+        shape: NodeShape,
+        searched: Searched,
+        pools: Sequence[Pool],
+        results: Sequence[AllocationResult],
     ) -> None:
         """Keep a successful search's answer for the nodes alike."""
         picks: list[list[tuple[int, RequestData]]] = []
-        for claim_results in search.results:
+        for claim_results in searched.picks:
             claim_picks = []
             for pick in claim_results:
                 if pick.share_id is not None or pick.consumed:
@@ -189,7 +202,8 @@ class ShapeMemo:
                 claim_picks.append((pick.candidate.index, pick.data))
             picks.append(claim_picks)
         count = len(shape.candidates)
-        bound = count if any(claim.constraints for claim in search.claims) else search.read_bound()
+        claims = searched.claims
+        bound = count if any(claim.constraints for claim in claims) else searched.read_bound()
         try:
             prefix = shape.prefix(bound)
         except AllocationError:
@@ -200,9 +214,9 @@ class ShapeMemo:
             [result.config for result in results],
             Takes.of(results),
             pools,
-            search.claims,
+            claims,
         )
-        by_bound = self._answers.setdefault((tuple(map(id, search.claims)), shape.key), {})
+        by_bound = self._answers.setdefault((tuple(map(id, claims)), shape.key), {})
         by_bound.setdefault(bound, {})[(prefix, bound == count)] = answer
 
 

@@ -16,11 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.model import Features, ResourceClaim, parse_resource_claim
-from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION, is_extended_claim_of
+from extender.model import ResourceClaim, parse_resource_claim
+from extender.model.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from extender.model.pods import ContainerResources, PodInfo
-from extender.scheduling.claims import unusable_reason
-from extender.state import ClusterState
 
 # Deliberately not a valid object name, as upstream's, so it can never clash with a real claim.
 IN_MEMORY_NAME = "<extended-resources>"
@@ -35,27 +33,19 @@ class ExtendedClaim:
 
     claim: ResourceClaim
     mappings: tuple[Mapping[str, str], ...]  # {containerName, resourceName, requestName}
+    body: Mapping[str, Any]  # what bind creates: no name, UID or status (the API server names it)
 
     def create_body(self) -> dict[str, Any]:
-        """The object bind creates: no name, UID or status; the API server names it."""
-        raw = self.claim.raw
-        meta = raw["metadata"]
-        return {
-            "apiVersion": API_VERSION,
-            "kind": "ResourceClaim",
-            "metadata": {
-                "generateName": meta["generateName"],
-                "namespace": meta["namespace"],
-                "annotations": dict(meta["annotations"]),
-                "ownerReferences": [dict(ref) for ref in meta["ownerReferences"]],
-            },
-            "spec": {"devices": {"requests": [_plain(r) for r in raw["spec"]["devices"]["requests"]]}},
-        }
+        """A fresh copy of the object bind creates."""
+        return {key: _plain(value) for key, value in self.body.items()}
 
 
 def _plain(value: Any) -> Any:
+    """A deep copy of ``value`` in plain dicts and lists."""
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
     return value
 
 
@@ -141,24 +131,21 @@ def _container_share(
 def in_memory_claim(pod: PodInfo, via_dra: Iterable[str], classes: Mapping[str, str]) -> ExtendedClaim:
     """The node variant for the resources ``via_dra`` (names ``classes`` maps)."""
     requests, mappings = requests_and_mappings(pod, via_dra, classes)
-    raw = {
-        "apiVersion": API_VERSION,
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": IN_MEMORY_NAME,
-            "namespace": pod.namespace,
-            # Stands in for the UID until the claim exists; one per pod, so its in-flight entry
-            # cannot collide with another pod's.
-            "uid": f"{pod.uid}/extended-resources",
-            "generateName": f"{pod.name}-extended-resources-",
-            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
-            ],
-        },
-        "spec": {"devices": {"requests": requests}},
+    metadata = {
+        "generateName": f"{pod.name}-extended-resources-",
+        "namespace": pod.namespace,
+        "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+        "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
+        ],
     }
-    return ExtendedClaim(parse_resource_claim(raw), tuple(mappings))
+    body = {"apiVersion": API_VERSION, "kind": "ResourceClaim", "metadata": metadata}
+    body["spec"] = {"devices": {"requests": requests}}
+    # Stands in for the UID until the claim exists; one per pod, so its in-flight entry cannot
+    # collide with another pod's.
+    identity = {"name": IN_MEMORY_NAME, "uid": f"{pod.uid}/extended-resources"}
+    in_memory = {**body, "metadata": {**identity, **metadata}}
+    return ExtendedClaim(parse_resource_claim(in_memory), tuple(mappings), _plain(body))
 
 
 def extended_status(claim_name: str, mappings: Iterable[Mapping[str, str]]) -> dict[str, Any]:
@@ -209,30 +196,27 @@ def _indices(request_name: str) -> tuple[int | None, int | None]:
 def find_extended_claim(claims: Iterable[ResourceClaim], pod: PodInfo) -> ResourceClaim | None:
     """The claim an earlier bind created for this pod, if any."""
     for claim in claims:
-        if claim.namespace == pod.namespace and is_extended_claim_of(claim.raw, pod.name, pod.uid):
+        if claim.namespace == pod.namespace and claim.extended_for(pod.name, pod.uid):
             return claim
     return None
 
 
-def leftover_reason(
-    state: ClusterState, features: Features, claim: ResourceClaim, pod_uid: str
-) -> str | None:
+def leftover_reason(claim: ResourceClaim, pod_uid: str, unusable: str | None) -> str | None:
     """Why the claim an earlier attempt created for the pod cannot be taken over, or None.
 
     Upstream refuses every such claim and its PostFilter deletes it: its PreBind waits for the
     binding conditions and its Unreserve deletes the claim, so a later cycle only ever finds a
     stale one. Here bind leaves it allocated and reserved for the pod on purpose while binding
     conditions are pending, or when the Binding's fate is unknown, and the retry takes it over;
-    anything else (not allocated, not reserved for the pod, or of no use on any node: see
-    ``claims.unusable_reason``) is a leftover.
+    anything else (not allocated, not reserved for the pod, or of no use on any node:
+    ``unusable``, the caller's ``claims.unusable_reason`` of it) is a leftover.
     """
     if claim.allocation is None:
         why = "it was created by an earlier attempt and is not allocated"
     elif not any(ref.uid == pod_uid for ref in claim.reserved_for):
         why = "it was created by an earlier attempt and is not reserved for the pod"
+    elif unusable is None:
+        return None
     else:
-        unusable = unusable_reason(state, features, claim)
-        if unusable is None:
-            return None
         why = unusable
     return f"{CANNOT_SCHEDULE} {claim.key}: {why}"

@@ -37,8 +37,7 @@ def class_mapping(classes: Mapping[str, DeviceClass]) -> dict[str, str]:
 
 
 def _created(dc: DeviceClass) -> str:
-    created = (dc.raw.get("metadata") or {}).get("creationTimestamp")
-    return created if isinstance(created, str) else ""
+    return dc.created
 
 
 @dataclass(frozen=True, slots=True)

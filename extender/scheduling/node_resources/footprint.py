@@ -170,13 +170,11 @@ def _containers_by_claim(pod: PodInfo, claims: Iterable[ResourceClaim]) -> dict[
         if uid is not None:
             uid_of[entry.name] = uid
     out: dict[str, list[str]] = {}
-    spec = pod.raw.get("spec") or {}
-    for key in ("initContainers", "containers"):
-        for container in spec.get(key) or ():
-            for ref in ((container.get("resources") or {}).get("claims")) or ():
-                uid = uid_of.get(str((ref or {}).get("name")))
-                if uid is not None:
-                    out.setdefault(uid, []).append(str(container.get("name")))
+    for container in pod.containers:  # init containers first
+        for name in container.claims:
+            uid = uid_of.get(name)
+            if uid is not None:
+                out.setdefault(uid, []).append(container.name)
     return out
 
 

@@ -19,14 +19,12 @@ flight) has nothing left to allocate and holds nothing beyond what the in-use se
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, Features
 from extender.model import AllocationResult, Holdings, Node, holdings
 from extender.model.pods import PodInfo
-from extender.scheduling.claims import PodWaits
-from extender.scheduling.plan import FatalAllocation, PodPlan, Wiring, handles, wants_devices
 from extender.scheduling.preemption.book import EvictionBook
 from extender.state import ClusterState
 from extender.state.inuse import Owner
@@ -35,8 +33,20 @@ if TYPE_CHECKING:
     from extender.config import Config
 
 
-class HoldWiring(Wiring, Protocol):
-    """What holds use of the ``context.SchedulingContext`` (which calls them: hence no import)."""
+# What ``pod`` would be given on ``node`` if the devices in use were ``view`` (nothing if it
+# does not fit there): the plan's answer (``plan.expected_results``), which holds are made of.
+Expected = Callable[[PodInfo, Node, AllocatedState], Sequence[AllocationResult]]
+
+
+class HoldWiring(Protocol):
+    """What holds read of the scheduling context: the cluster, the gates, who is handled and
+    the holds of evict mode."""
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def features(self) -> Features: ...
 
     @property
     def config(self) -> Config: ...
@@ -66,8 +76,8 @@ def nominated_pods(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[PodInfo]]:
             not other.deleting
             and other.uid != pod.uid
             and other.priority >= pod.priority
-            and handles(ctx.config, other)
-            and wants_devices(other)
+            and ctx.config.handles(other)
+            and other.wants_devices
         ):
             out.setdefault(node, []).append(other)
     return out
@@ -85,8 +95,9 @@ def freed_soon(state: ClusterState) -> set[Owner]:
     return out
 
 
-def holds(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[Holdings]]:
-    """What nominated pods of at least ``pod``'s priority hold, by node name."""
+def holds(ctx: HoldWiring, pod: PodInfo, expected: Expected) -> dict[str, list[Holdings]]:
+    """What nominated pods of at least ``pod``'s priority hold, by node name: what each would
+    be given (``expected``) on its node."""
     by_node = nominated_pods(ctx, pod)
     if not by_node:
         return {}
@@ -100,16 +111,17 @@ def holds(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[Holdings]]:
         # The more important pods pick first, and the others count with what they took.
         for nominated in sorted(pods, key=importance):
             view = with_holdings(AllocatedState(devices, shared, capacity), held)
-            held += [holdings(r, ctx.features) for r in _expected(ctx, nominated, node, view)]
+            held += [holdings(r, ctx.features) for r in expected(nominated, node, view)]
         if held:
             out[node_name] = held
     return out
 
 
-def held_views(ctx: HoldWiring, pod: PodInfo) -> dict[str, AllocatedState]:
+def held_views(ctx: HoldWiring, pod: PodInfo, expected: Expected) -> dict[str, AllocatedState]:
     """The in-use view ``pod`` gets on nodes where nominated pods hold devices, by node name."""
     return {
-        name: with_holdings(ctx.allocated_state(), held) for name, held in holds(ctx, pod).items()
+        name: with_holdings(ctx.allocated_state(), held)
+        for name, held in holds(ctx, pod, expected).items()
     }
 
 
@@ -126,24 +138,3 @@ def with_holdings(base: AllocatedState, held: Iterable[Holdings]) -> AllocatedSt
         base.allocated_shared | extra.allocated_shared,
         capacity,
     )
-
-
-def _expected(
-    ctx: HoldWiring, pod: PodInfo, node: Node, view: AllocatedState
-) -> Sequence[AllocationResult]:
-    """What ``pod`` would be given on ``node`` over ``view`` (nothing if it does not fit)."""
-    try:
-        plan = PodPlan.build(ctx, pod, holds=False)
-    except PodWaits:
-        return ()
-    if not plan.may_allocate:
-        return ()
-    what_if = plan.what_if()
-    what_if.use_allocator(ctx.allocator(view, plan.deadline))
-    try:
-        verdict = what_if.evaluate(node, phase="hold")
-    except FatalAllocation:
-        return ()
-    finally:
-        what_if.flush_metrics()
-    return verdict.results if verdict.fits else ()

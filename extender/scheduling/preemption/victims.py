@@ -15,15 +15,15 @@ that stays keeps its devices. Devices held for more important nominated pods sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, Failure
 from extender.model import Holdings, Node, ResourceClaim
 from extender.model.disruption import PodDisruptionBudget
 from extender.model.pods import PodInfo
-from extender.scheduling.plan import PodPlan, Wiring
 from extender.scheduling.preemption.nominated import importance, with_holdings
+from extender.state import ClusterState
 from extender.state.inuse import Owner
 
 
@@ -69,46 +69,51 @@ class NodePods:
         }
 
 
+# Why the pod would not fit on the node if the devices in use were the view (None: it fits):
+# the plan's what-if answer (``plan.PodPlan.failure_over``).
+FailureOver = Callable[[AllocatedState], Failure | None]
+
+
 def select_victims(
-    ctx: Wiring,
-    plan: PodPlan,
+    state: ClusterState,
+    pod: PodInfo,
     node: Node,
     given: Sequence[str],
     given_pdb_violations: int,
     cluster: NodePods,
     held: Sequence[Holdings],
-) -> Victims | None:
-    """The victims on ``node`` that let ``plan``'s claims fit, or None if no set of them does.
+    failure_over: FailureOver,
+) -> Victims | Failure:
+    """The victims on ``node`` that let ``pod``'s claims fit (as ``failure_over`` answers), or
+    why none do: "nofit" when no set of them makes room, the "fatal" failure of the claims."""
 
-    Raises ``FatalAllocation`` like ``PodPlan.evaluate``.
-    """
-
-    def fits(victims: set[str]) -> bool:
-        devices, shared, capacity = ctx.state.inuse.without(cluster.freed_by(victims))
-        what_if = plan.what_if()
-        view = with_holdings(AllocatedState(devices, shared, capacity), held)
-        what_if.use_allocator(ctx.allocator(view, plan.deadline))
-        try:
-            return what_if.evaluate(node, phase="preempt").fits
-        finally:
-            what_if.flush_metrics()
+    def failure(victims: set[str]) -> Failure | None:
+        devices, shared, capacity = state.inuse.without(cluster.freed_by(victims))
+        return failure_over(with_holdings(AllocatedState(devices, shared, capacity), held))
 
     kept = set(given)
-    if fits(kept):
+    first = failure(kept)
+    if first is None:
         return Victims(tuple(given), given_pdb_violations)
+    if first.kind == "fatal":
+        return first
+
+    def fits(victims: set[str]) -> bool:
+        return failure(victims) is None
+
     on_node = cluster.by_node.get(node.name, ())
     # Only pods holding claims can free devices; pods already going are not evicted twice.
     potential = sorted(
         (
             p for p in on_node
-            if p.priority < plan.pod.priority and p.uid not in kept and not p.deleting
+            if p.priority < pod.priority and p.uid not in kept and not p.deleting
             and cluster.claims_by_pod.get(p.uid)
         ),
         key=importance,
     )
     victims = kept | {p.uid for p in potential}
     if not potential or not fits(victims):
-        return None
+        return Failure("nofit", f"evicting pods of lower priority than {pod.priority} makes no room")
     given_pods = [p for p in on_node if p.uid in kept]
     breaking = violating(sorted([*given_pods, *potential], key=importance), cluster.budgets)
     added: list[PodInfo] = []

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
+from extender.allocator import Failure
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
-from extender.scheduling.plan import FatalAllocation, PodPlan, handles, wants_devices
-from extender.scheduling.preemption.nominated import HoldWiring, holds, importance
+from extender.scheduling.context import SchedulingContext
+from extender.scheduling.plan import PodPlan
+from extender.scheduling.preemption.nominated import importance
 from extender.scheduling.preemption.victims import NodePods, select_victims, violating
 
 
@@ -39,11 +42,11 @@ class NoChoice:
     reason: str  # "fits" (a node fits without evictions), "no_victims", or why the pod cannot preempt
 
 
-def choose(ctx: HoldWiring, pod: PodInfo, nodes: Sequence[str]) -> Choice | NoChoice:
+def choose(ctx: SchedulingContext, pod: PodInfo, nodes: Sequence[str]) -> Choice | NoChoice:
     """Where and whom to evict so that ``pod`` fits, among ``nodes``."""
     if not pod.may_preempt:
         return NoChoice("preemptionPolicy Never")
-    if not handles(ctx.config, pod) or not wants_devices(pod) or not ctx.state.synced:
+    if not ctx.config.handles(pod) or not pod.wants_devices or not ctx.state.synced:
         return NoChoice("not ours")
     try:
         plan = PodPlan.build(ctx, pod)
@@ -54,17 +57,17 @@ def choose(ctx: HoldWiring, pod: PodInfo, nodes: Sequence[str]) -> Choice | NoCh
     state = ctx.state
     budgets = list(state.disruption_budgets.values())
     cluster = NodePods.gather(state.pods.values(), state.claims.values(), budgets)
-    held = holds(ctx, pod)
+    held = plan.nominated_holds()
     ranked: list[tuple[tuple[int, int, int, int, str], Choice]] = []
     for name in sorted(set(nodes)):
         node = state.nodes.get(name)
         if node is None:
             continue
-        try:
-            chosen = select_victims(ctx, plan, node, (), 0, cluster, held.get(name, ()))
-        except FatalAllocation as exc:
-            return NoChoice(f"allocation error: {exc}")
-        if chosen is None:
+        over = partial(plan.failure_over, node=node)
+        chosen = select_victims(state, pod, node, (), 0, cluster, held.get(name, ()), over)
+        if isinstance(chosen, Failure):
+            if chosen.kind == "fatal":
+                return NoChoice(f"allocation error: {chosen.reason}")
             continue
         if not chosen.uids:
             return NoChoice("fits")
