@@ -64,6 +64,7 @@ class Search:
         self.pools = pools
         self.claims = claims
         self.selectors = selectors
+        self.hide_multiple = features.variant == "stable"  # selection.cel_input
         self.deadline = deadline
         self.pause = pause
         # When the clock is next looked at: the deadline, or sooner to let others run.
@@ -73,6 +74,7 @@ class Search:
         self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
         self.counters = CounterLedger(counter_cache, state)
         self.groups = GroupLedger(state)
+        self._shared_ids: set[DeviceID] | None = None  # committed shares (_capacity_in_use)
         self.results: list[list[Pick]] = [[] for _ in claims]
         self.selected_sub: list[dict[int, int]] = [{} for _ in claims]
         self.requests: list[ClaimRequests] = []
@@ -98,11 +100,11 @@ class Search:
 
     def evaluate(self, candidate: Candidate, data: RequestData) -> bool:
         device = candidate.device
-        cache = self.selectors
+        cache, hide = self.selectors, self.hide_multiple
         return (
             (self.features.binding or not device.binding_conditions)
-            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device)
-            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device)
+            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device, hide)
+            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device, hide)
             and node_allows(self.node, candidate)
         )
 
@@ -133,8 +135,10 @@ class Search:
 
     def prepare(self, requests: list[ClaimRequests]) -> None:
         self.requests = requests
-        lists = self.features.list_type_attributes
-        self.constraints = [[new_state(con, lists) for con in claim.constraints] for claim in self.claims]
+        lists, keep_all = self.features.list_type_attributes, self.features.exact_rollback
+        self.constraints = [
+            [new_state(con, lists, keep_all) for con in claim.constraints] for claim in self.claims
+        ]
 
     def run(self) -> bool:
         """Drive the search from the first slot; True when every claim got its devices.
@@ -264,12 +268,15 @@ class Search:
         return self._pruners[key]
 
     def try_pick(self, c: int, data: RequestData, candidate: Candidate, must: bool) -> Undo | None:
-        """Check and record one pick (upstream allocateDevice); the order of checks and what
-        stays consumed on a rejection reproduce upstream exactly. Returns the undo action or None
-        when rejected."""
+        """Check and record one pick (upstream allocateDevice); the order of checks and what a
+        rejection gives back reproduce upstream exactly, per release (Features.exact_rollback:
+        1.37 gives back everything, earlier releases kept the counters and, after the capacity
+        check, the mark and constraint entries). Returns the undo action or None when rejected."""
         features = self.features
+        exact = features.exact_rollback
         device = candidate.device
         dev_id = device.id
+        pool = candidate.pool
         multi = features.consumable_capacity and device.allow_multiple_allocations
         holders = self.allocating.get(dev_id)
         if not multi and data.admin and holders and c in holders:
@@ -288,32 +295,36 @@ class Search:
         # Undoes the compatibility groups this pick folded in; upstream rolls them back on
         # every later rejection as well as on backtracking.
         ungroup: Undo | None = None
-        if device.consumes_counters and not (
-            multi and (dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity)
-        ):
+        if device.consumes_counters and not (multi and self._capacity_in_use(dev_id, exact)):
             # With the gate off, no slice declaring groups is in any pool (gather_pools).
             if features.device_compatibility_groups:
-                ungroup = self.groups.try_consume(candidate.pool, device)
+                ungroup = self.groups.try_consume(pool, device)
                 if ungroup is None:
                     return None
-            if not self.counters.try_consume(candidate.pool, device):
+            if not self.counters.try_consume(pool, device):
                 if ungroup is not None:
                     ungroup()
                 return None
             counted = True
-        if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
+
+        def give_back() -> None:
+            """What a rejection from here on gives back: groups, and from 1.37 the counters."""
             if ungroup is not None:
                 ungroup()
+            if counted and exact:
+                self.counters.release(pool, device)
+
+        if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
+            give_back()
             return None
         states = self.constraints[c]
         accepted: list[ConstraintState] = []
         for i in data.constraints:
             constraint = states[i]
             if not constraint.add(data.parent, device):
-                for done in accepted:
+                for done in reversed(accepted):
                     done.remove(data.parent, device)
-                if ungroup is not None:
-                    ungroup()
+                give_back()
                 if must:
                     raise AllocationError(
                         f"claim {data.claim_key}, request {data.exact.name}: cannot add device "
@@ -325,10 +336,15 @@ class Search:
             self.allocating.setdefault(dev_id, set()).add(c)
         share_id = None
         consumed: dict[str, Quantity] | None = None
+        had_entry = dev_id in self.allocating_capacity
         if features.consumable_capacity:
             if not self.fits(data, candidate):
-                if ungroup is not None:
-                    ungroup()
+                if exact:
+                    if not multi:
+                        self.allocating[dev_id].discard(c)
+                    for done in reversed(accepted):
+                        done.remove(data.parent, device)
+                give_back()
                 return None
             if multi:
                 consumed = consumed_capacity(
@@ -340,20 +356,40 @@ class Search:
         results.append(Pick(data, candidate, share_id, consumed))
 
         def undo() -> None:
-            for constraint in accepted:
+            for constraint in reversed(accepted):
                 constraint.remove(data.parent, device)
             if ungroup is not None:
                 ungroup()
             if multi:
                 if consumed:
                     _add_capacity(self.allocating_capacity[dev_id], consumed, -1)
+                if exact:
+                    # As upstream's ConsumedCapacityCollection.Remove: an entry left at zero goes,
+                    # unless an earlier share made it (it marks the device as shared).
+                    entry = self.allocating_capacity.get(dev_id)
+                    if entry is not None and not had_entry and all(q.sign() == 0 for q in entry.values()):
+                        del self.allocating_capacity[dev_id]
+                    if counted:
+                        self.counters.release(pool, device)
             else:
                 self.allocating[dev_id].discard(c)
                 if counted:
-                    self.counters.release(candidate.pool, device)
+                    self.counters.release(pool, device)
             results.pop()
 
         return undo
+
+    def _capacity_in_use(self, dev_id: DeviceID, exact: bool) -> bool:
+        """Whether shares of the allow-multiple device already hold its counters (upstream
+        deviceCapacityInUse): committed capacity, a share picked in this call, and from 1.37 a
+        committed share that consumes no capacity."""
+        if dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity:
+            return True
+        if not exact:
+            return False
+        if self._shared_ids is None:
+            self._shared_ids = self.state.shared_device_ids()
+        return dev_id in self._shared_ids
 
     def read_bound(self) -> int:
         """One past the highest candidate index this search has looked at (0: none).

@@ -19,6 +19,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from extender.model.features import Features
+
 GATES = (
     "DRAAdminAccess",
     "DRAPrioritizedList",
@@ -222,7 +224,11 @@ def _request(r: random.Random, name: str, driver: str, gates: set[str]) -> dict[
         # The last three fail at runtime or do not compile: rarer.
         choices = SELECTORS if r.random() < 0.25 else SELECTORS[:-3]
         exact["selectors"] = [{"cel": {"expression": r.choice(choices).format(d=driver)}}]
-    if _on(r, gates, "DRAConsumableCapacity", 0.3):
+    # With the gate off the released stable allocator ignores capacity requests, where this
+    # project refuses them as the answers it is held to do (tests/conformance/cases,
+    # random-gates-0007; docs/upstream.md): that known difference is not asked.
+    asks_capacity = _on(r, gates, "DRAConsumableCapacity", 0.3)
+    if asks_capacity and ("DRAConsumableCapacity" in gates or _variant(gates) != "stable"):
         exact["capacity"] = {"requests": {"memory": r.choice(["512Mi", "1Gi", "1536Mi", "3Gi"])}}
     if _on(r, gates, "DRAAdminAccess", 0.1):
         exact["adminAccess"] = True
@@ -300,6 +306,10 @@ def _gates(r: random.Random) -> set[str]:
     if "DRADeviceBindingConditions" in gates and r.random() < 0.8:
         gates.add("DRAResourceClaimDeviceStatus")
     return gates
+
+
+def _variant(gates: set[str]) -> str:
+    return Features.from_gate_names(gates).variant
 
 
 def _on(r: random.Random, gates: set[str], gate: str, p: float) -> bool:
