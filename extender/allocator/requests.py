@@ -67,6 +67,12 @@ def _request_data(
     classes: Mapping[str, DeviceClass],
 ) -> RequestData:
     prefix = _prefix(claim, exact.name)
+    if exact.derived_attributes:
+        # DRADerivedAttributes is not implemented: every variant refuses them as with the gate
+        # off (validateDeviceRequest, v0.37.2).
+        raise AllocationError(
+            f"{prefix}: cannot handle request with derived attributes, the feature is disabled"
+        )
     for i, selector in enumerate(exact.selectors):
         if selector is None:
             raise AllocationError(
