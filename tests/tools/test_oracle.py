@@ -14,7 +14,7 @@ from extender.cel.environment import Environment
 from extender.model import Features
 from extender.tools import random_cases
 from extender.tools.differential import allocation_mismatch, cel_mismatch
-from extender.tools.oracle import Oracle, check_files, engine_environments, oracle_path
+from extender.tools.oracle import Oracle, OracleUnavailable, check_files, engine_environments, oracle_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,6 +68,11 @@ def test_seeded_cel_batch_on_every_engine(oracle: Oracle) -> None:
     engines = engine_environments(None)
     verdicts = [cel_mismatch(random_cases.cel_case(7, i), oracle, engines)[0] for i in range(60)]
     assert verdicts.count("fail") == 0, verdicts
+
+
+def test_an_oracle_is_built_only_for_known_releases() -> None:
+    with pytest.raises(OracleUnavailable, match=r"no oracle for Kubernetes 1\.35"):
+        oracle_path(release="1.35")
 
 
 def test_generator_is_reproducible() -> None:
