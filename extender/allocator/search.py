@@ -22,7 +22,7 @@ from extender.allocator.result import Pick
 from extender.allocator.selection import MatchPruner, SelectorCache, node_allows, pruner_for, selectors_match
 from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
-from extender.model import DeviceID, Node, ResourceClaim
+from extender.model import Device, DeviceID, Node, ResourceClaim
 from extender.model.features import Features
 from extender.model.quantity import Quantity
 
@@ -65,6 +65,7 @@ class Search:
         self.claims = claims
         self.selectors = selectors
         self.hide_multiple = features.variant == "stable"  # selection.cel_input
+        self.exact_rollback = features.exact_rollback  # read by every pick
         self.deadline = deadline
         self.pause = pause
         # When the clock is next looked at: the deadline, or sooner to let others run.
@@ -273,7 +274,7 @@ class Search:
         1.37 gives back everything, earlier releases kept the counters and, after the capacity
         check, the mark and constraint entries). Returns the undo action or None when rejected."""
         features = self.features
-        exact = features.exact_rollback
+        exact = self.exact_rollback
         device = candidate.device
         dev_id = device.id
         pool = candidate.pool
@@ -307,15 +308,8 @@ class Search:
                 return None
             counted = True
 
-        def give_back() -> None:
-            """What a rejection from here on gives back: groups, and from 1.37 the counters."""
-            if ungroup is not None:
-                ungroup()
-            if counted and exact:
-                self.counters.release(pool, device)
-
         if features.device_taints and not all_taints_tolerated(device, data.exact.tolerations):
-            give_back()
+            self._give_back(pool, device, ungroup, counted and exact)
             return None
         states = self.constraints[c]
         accepted: list[ConstraintState] = []
@@ -324,7 +318,7 @@ class Search:
             if not constraint.add(data.parent, device):
                 for done in reversed(accepted):
                     done.remove(data.parent, device)
-                give_back()
+                self._give_back(pool, device, ungroup, counted and exact)
                 if must:
                     raise AllocationError(
                         f"claim {data.claim_key}, request {data.exact.name}: cannot add device "
@@ -336,7 +330,7 @@ class Search:
             self.allocating.setdefault(dev_id, set()).add(c)
         share_id = None
         consumed: dict[str, Quantity] | None = None
-        had_entry = dev_id in self.allocating_capacity
+        had_entry = multi and dev_id in self.allocating_capacity
         if features.consumable_capacity:
             if not self.fits(data, candidate):
                 if exact:
@@ -344,7 +338,7 @@ class Search:
                         self.allocating[dev_id].discard(c)
                     for done in reversed(accepted):
                         done.remove(data.parent, device)
-                give_back()
+                self._give_back(pool, device, ungroup, counted and exact)
                 return None
             if multi:
                 consumed = consumed_capacity(
@@ -378,6 +372,14 @@ class Search:
             results.pop()
 
         return undo
+
+    def _give_back(self, pool: Pool, device: Device, ungroup: Undo | None, counters: bool) -> None:
+        """What a pick rejected after its counter check gives back: its compatibility groups,
+        and its counters when ``counters`` (from 1.37)."""
+        if ungroup is not None:
+            ungroup()
+        if counters:
+            self.counters.release(pool, device)
 
     def _capacity_in_use(self, dev_id: DeviceID, exact: bool) -> bool:
         """Whether shares of the allow-multiple device already hold its counters (upstream
