@@ -110,8 +110,9 @@ def node_allows(node: Node | None, candidate: Candidate) -> bool:
 # raises or leaves behind, which takes these conditions (checked by :func:`pruner_for` and
 # :meth:`MatchPruner.futile`):
 #
-# - No candidate of the search consumes counters: ``try_pick`` leaves counters consumed on a
-#   rejection, as upstream does, so a skipped subtree could change what later picks see.
+# - No candidate of the search consumes counters: before 1.37 ``try_pick`` leaves counters
+#   consumed on a rejection, as upstream did, so a skipped subtree could change what later
+#   picks see (kept for every release: one rule).
 # - Every constraint on the request is a scalar ``matchAttribute``: ``distinctAttribute``
 #   forgets a request's value on any removal (upstream's lossy bookkeeping), and the list
 #   semantics narrow their reference as picks join, so both carry state out of a subtree.
