@@ -55,8 +55,9 @@ COUNT ?= 300
 ORACLE_CASES = tests/conformance/cases tests/conformance/upstream tests/cel/cases.yaml \
 	tests/cel/upstream_cases.yaml tests/cel/celspec_cases.yaml
 
+# RELEASE=1.34 answers with 1.34's released allocator instead of 1.37's (docs/upstream.md).
 oracle:
-	$(PYTHON) -m extender.tools.oracle $(ORACLE_CASES)
+	$(PYTHON) -m extender.tools.oracle $(if $(RELEASE),--release $(RELEASE)) $(ORACLE_CASES)
 
 differential:
 	$(PYTHON) -m extender.tools.differential --count $(COUNT) $(if $(SEED),--seed $(SEED))

@@ -101,12 +101,18 @@ class MatchAttributeSets:
 
 
 class DistinctAttribute:
-    """Remembers only the last accepted value per request name, exactly like upstream."""
+    """A new value must differ from the values accepted before. With ``keep_all`` (1.37 on,
+    v0.37.2 constraint.go) every accepted value stays on a stack that undo pops; before, only
+    the last value accepted per request name was remembered, so [a, b, a] for one request of
+    count 3 passed (Features.exact_rollback). With DRAListTypeAttributes values are sets that
+    must be disjoint; 1.37 refuses a value of no known type even as the first."""
 
-    def __init__(self, name: str, sets: bool) -> None:
+    def __init__(self, name: str, sets: bool, keep_all: bool) -> None:
         self._name = name
         self._sets = sets
-        self._by_request: dict[str, AttributeValue] = {}
+        self._keep_all = keep_all
+        self._accepted: list[AttributeValue] = []  # keep_all
+        self._by_request: dict[str, AttributeValue] = {}  # not keep_all
         self._count = 0
 
     def _conflicts(self, new: AttributeValue, old: AttributeValue) -> bool:
@@ -122,6 +128,13 @@ class DistinctAttribute:
         value = device.attribute(self._name)
         if value is None:
             return False
+        if self._keep_all:
+            if self._sets and value.kind is None:
+                return False
+            if any(self._conflicts(value, old) for old in self._accepted):
+                return False
+            self._accepted.append(value)
+            return True
         if self._count and any(self._conflicts(value, old) for old in self._by_request.values()):
             return False
         self._by_request[request] = value
@@ -129,15 +142,18 @@ class DistinctAttribute:
         return True
 
     def remove(self, request: str, device: Device) -> None:
-        self._by_request.pop(request, None)
-        self._count -= 1
+        if self._keep_all:
+            self._accepted.pop()
+        else:
+            self._by_request.pop(request, None)
+            self._count -= 1
 
 
-def new_state(constraint: Constraint, list_attributes: bool) -> ConstraintState:
+def new_state(constraint: Constraint, list_attributes: bool, keep_all: bool) -> ConstraintState:
     if constraint.match_attribute is not None:
         if list_attributes:
             return MatchAttributeSets(constraint.match_attribute)
         return MatchAttribute(constraint.match_attribute)
     if constraint.distinct_attribute is None:
         raise ValueError("constraint without matchAttribute or distinctAttribute")  # validated earlier
-    return DistinctAttribute(constraint.distinct_attribute, list_attributes)
+    return DistinctAttribute(constraint.distinct_attribute, list_attributes, keep_all)

@@ -68,6 +68,11 @@ def device_matches_node(node: Node | None, device: Device) -> bool:
 def _relevant(node: Node | None, s: ResourceSlice, features: Features) -> bool:
     if not features.partitionable_devices and (s.per_device_node_selection is not None or s.shared_counters):
         return False
+    if s.shared_counters and features.variant == "stable":
+        # The stable allocator takes every counter-set slice, whatever node it names: a pool
+        # whose slices it then does not all see is incomplete (pools_stable.go, v0.37.2). The
+        # others find a counter-set slice through the pool of a device slice for the node.
+        return True
     if s.node_name or s.all_nodes or s.node_selector is not None:
         return node_matches(node, s.node_name, s.all_nodes, s.node_selector, f"slice {s.name}")
     if s.per_device_node_selection:
@@ -169,9 +174,14 @@ def gather_pools(source: SliceSource, node: Node | None, features: Features) -> 
                 _build(pool, relevant, same, features)
         pools.append(pool)
 
-    # Pools with binding conditions are tried last: they delay binding.
+    # Pools by ID; the incubating and experimental allocators try pools with binding
+    # conditions last (they delay binding). The stable one takes pools in Go's map order,
+    # binding conditions or not (pools_stable.go, v0.37.2): by ID is one of the orders it can
+    # take, the others are as right.
+    binding_last = features.variant != "stable"
+
     def order(p: Pool) -> tuple[bool, str, str]:
-        return (any(s.has_binding_conditions for s in p.slices), p.driver, p.name)
+        return (binding_last and any(s.has_binding_conditions for s in p.slices), p.driver, p.name)
 
     pools.sort(key=order)
     index = 0

@@ -67,6 +67,12 @@ def _request_data(
     classes: Mapping[str, DeviceClass],
 ) -> RequestData:
     prefix = _prefix(claim, exact.name)
+    if exact.derived_attributes:
+        # DRADerivedAttributes is not implemented: every variant refuses them as with the gate
+        # off (validateDeviceRequest, v0.37.2).
+        raise AllocationError(
+            f"{prefix}: cannot handle request with derived attributes, the feature is disabled"
+        )
     for i, selector in enumerate(exact.selectors):
         if selector is None:
             raise AllocationError(
@@ -182,8 +188,14 @@ def validate_claims(
                 f"claim {claim.key}: number of requested devices {minimum} exceeds the claim limit of "
                 f"{MAX_DEVICES_PER_CLAIM}"
             )
+        # The stable allocator knows only matchAttribute: to it a distinctAttribute
+        # constraint is empty (allocator_stable.go, v0.37.2).
+        distinct_known = features.variant != "stable"
         for i, constraint in enumerate(claim.constraints):
-            if constraint.match_attribute is None and constraint.distinct_attribute is None:
+            known = constraint.match_attribute is not None or (
+                distinct_known and constraint.distinct_attribute is not None
+            )
+            if not known:
                 raise AllocationError(
                     f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
                 )

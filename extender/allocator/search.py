@@ -23,7 +23,7 @@ from extender.allocator.result import Pick
 from extender.allocator.selection import MatchPruner, SelectorCache, node_allows, pruner_for, selectors_match
 from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
-from extender.model import DeviceID, Node, ResourceClaim
+from extender.model import Device, DeviceID, Node, ResourceClaim
 from extender.model.features import Features
 from extender.model.nodes import OPTIONAL_NODE_OPERATIONS
 from extender.model.quantity import Quantity
@@ -72,6 +72,8 @@ class Search:
         self.pools = pools
         self.claims = claims
         self.selectors = setting.selectors
+        self.hide_multiple = self.features.variant == "stable"  # selection.cel_input
+        self.exact_rollback = self.features.exact_rollback  # read by every pick
         self.deadline = deadline
         self.pause = setting.pause
         counter_cache = setting.counter_cache
@@ -82,6 +84,7 @@ class Search:
         self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
         self.counters = CounterLedger(counter_cache, state)
         self.groups = GroupLedger(state)
+        self._shared_ids: set[DeviceID] | None = None  # committed shares (_capacity_in_use)
         self.results: list[list[Pick]] = [[] for _ in claims]
         self.selected_sub: list[dict[int, int]] = [{} for _ in claims]
         self.requests: list[ClaimRequests] = []
@@ -107,11 +110,11 @@ class Search:
 
     def evaluate(self, candidate: Candidate, data: RequestData) -> bool:
         device = candidate.device
-        cache = self.selectors
+        cache, hide = self.selectors, self.hide_multiple
         return (
             (self.features.binding or not device.binding_conditions)
-            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device)
-            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device)
+            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device, hide)
+            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device, hide)
             and node_allows(self.node, candidate)
         )
 
@@ -142,8 +145,10 @@ class Search:
 
     def prepare(self, requests: list[ClaimRequests]) -> None:
         self.requests = requests
-        lists = self.features.list_type_attributes
-        self.constraints = [[new_state(con, lists) for con in claim.constraints] for claim in self.claims]
+        lists, keep_all = self.features.list_type_attributes, self.features.exact_rollback
+        self.constraints = [
+            [new_state(con, lists, keep_all) for con in claim.constraints] for claim in self.claims
+        ]
 
     def run(self) -> bool:
         """Drive the search from the first slot; True when every claim got its devices.
@@ -273,14 +278,14 @@ class Search:
         return self._pruners[key]
 
     def try_pick(self, c: int, data: RequestData, candidate: Candidate, must: bool) -> Undo | None:
-        """Check and record one pick (upstream allocateDevice); the order of checks and what
-        stays consumed on a rejection reproduce upstream exactly. Returns the undo action or None
-        when rejected.
+        """Check and record one pick (upstream allocateDevice); the order of checks and what a
+        rejection gives back reproduce upstream exactly, per release (Features.exact_rollback:
+        1.37 gives back everything, earlier releases kept the counters and, after the capacity
+        check, the mark and constraint entries). Returns the undo action or None when rejected.
 
-        Upstream keeps the counters a rejected pick took, and whatever a constraint or the
-        capacity check left; it rolls back only the compatibility groups the pick folded in,
-        on every rejection after they were taken: ``_consume`` takes them, and this is the one
-        place that gives them back.
+        Every release rolls back the compatibility groups the pick folded in, on every rejection
+        after they were taken: ``_consume`` takes them (and the counters), and this is the one
+        place that gives them back (``_give_back``).
         """
         device = candidate.device
         multi = self.features.consumable_capacity and device.allow_multiple_allocations
@@ -290,12 +295,14 @@ class Search:
         if consumed is None:
             return None
         counted, ungroup = consumed
+        exact = self.exact_rollback
+        had_entry = multi and device.id in self.allocating_capacity
         picked = None
         try:
             picked = self._accept(c, data, candidate, multi, must)
         finally:
-            if picked is None and ungroup is not None:
-                ungroup()
+            if picked is None:
+                self._give_back(candidate.pool, device, ungroup, counted and exact)
         if picked is None:
             return None
         accepted, pick = picked
@@ -303,13 +310,21 @@ class Search:
         results.append(pick)
 
         def undo() -> None:
-            for constraint in accepted:
+            for constraint in reversed(accepted):
                 constraint.remove(data.parent, device)
             if ungroup is not None:
                 ungroup()
             if multi:
                 if pick.consumed:
                     _add_capacity(self.allocating_capacity[device.id], pick.consumed, -1)
+                if exact:
+                    # As upstream's ConsumedCapacityCollection.Remove: an entry left at zero goes,
+                    # unless an earlier share made it (it marks the device as shared).
+                    entry = self.allocating_capacity.get(device.id)
+                    if entry is not None and not had_entry and all(q.sign() == 0 for q in entry.values()):
+                        del self.allocating_capacity[device.id]
+                    if counted:
+                        self.counters.release(candidate.pool, device)
             else:
                 self.allocating[device.id].discard(c)
                 if counted:
@@ -317,6 +332,26 @@ class Search:
             results.pop()
 
         return undo
+
+    def _give_back(self, pool: Pool, device: Device, ungroup: Undo | None, counters: bool) -> None:
+        """What a pick rejected after its counter check gives back: its compatibility groups,
+        and its counters when ``counters`` (from 1.37)."""
+        if ungroup is not None:
+            ungroup()
+        if counters:
+            self.counters.release(pool, device)
+
+    def _capacity_in_use(self, dev_id: DeviceID, exact: bool) -> bool:
+        """Whether shares of the allow-multiple device already hold its counters (upstream
+        deviceCapacityInUse): committed capacity, a share picked in this call, and from 1.37 a
+        committed share that consumes no capacity."""
+        if dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity:
+            return True
+        if not exact:
+            return False
+        if self._shared_ids is None:
+            self._shared_ids = self.state.shared_device_ids()
+        return dev_id in self._shared_ids
 
     def _may_pick(self, c: int, data: RequestData, candidate: Candidate, multi: bool) -> bool:
         """The checks of a pick that change nothing: the device is free for this request, and
@@ -343,9 +378,7 @@ class Search:
         with the groups rolled back; else whether counters were taken, and the groups' undo."""
         device = candidate.device
         dev_id = device.id
-        if not device.consumes_counters or (
-            multi and (dev_id in self.state.aggregated_capacity or dev_id in self.allocating_capacity)
-        ):
+        if not device.consumes_counters or (multi and self._capacity_in_use(dev_id, self.exact_rollback)):
             return False, None
         ungroup: Undo | None = None
         # With the gate off, no slice declaring groups is in any pool (gather_pools).
@@ -376,7 +409,7 @@ class Search:
         for i in data.constraints:
             constraint = states[i]
             if not constraint.add(data.parent, device):
-                for done in accepted:
+                for done in reversed(accepted):
                     done.remove(data.parent, device)
                 if must:
                     raise AllocationError(
@@ -391,6 +424,11 @@ class Search:
         consumed: dict[str, Quantity] | None = None
         if features.consumable_capacity:
             if not self.fits(data, candidate):
+                if self.exact_rollback:
+                    if not multi:
+                        self.allocating[dev_id].discard(c)
+                    for done in reversed(accepted):
+                        done.remove(data.parent, device)
                 return None
             if multi:
                 consumed = consumed_capacity(

@@ -16,7 +16,8 @@ from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, device_matches_node
 from extender.allocator.requests import RequestData
 from extender.allocator.state import AllocatedState
-from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import CelCompileError, CelRuntimeError, DeviceInput
+from extender.cel.device import PlainDevice
 from extender.model import Device, DeviceID, Node
 from extender.model.features import Features
 
@@ -46,8 +47,31 @@ class SelectorCache:
         return compiled
 
 
-def selectors_match(cache: SelectorCache, owner: str, expressions: Sequence[str], device: Device) -> bool:
-    """All selectors true, evaluated in order up to the first false; CEL failures are fatal."""
+# Where a device's stand-in for the stable allocator's selectors is kept in its CEL memo (which
+# devices alike to CEL share, so they share the stand-in too).
+_STABLE_INPUT_KEY = ("allocator", "stable input")
+
+
+def cel_input(device: Device, hide_multiple: bool) -> DeviceInput:
+    """What selectors see of ``device``. The stable allocator gives CEL the driver, attributes
+    and capacity only, so ``device.allowMultipleAllocations`` reads false there whatever the
+    device says (allocator_stable.go, isSelectable, v0.37.2); the other variants pass it on."""
+    if not (hide_multiple and device.allow_multiple_allocations):
+        return device
+    stand_in = device.cel_memo.get(_STABLE_INPUT_KEY)
+    if stand_in is None:
+        stand_in = device.cel_memo[_STABLE_INPUT_KEY] = PlainDevice(
+            device.driver, device.attributes, device.capacity, allow_multiple_allocations=False
+        )
+    return stand_in
+
+
+def selectors_match(
+    cache: SelectorCache, owner: str, expressions: Sequence[str], device: Device, hide_multiple: bool = False
+) -> bool:
+    """All selectors true, evaluated in order up to the first false; CEL failures are fatal.
+    ``hide_multiple``: the stable allocator's view (:func:`cel_input`)."""
+    seen = cel_input(device, hide_multiple) if expressions else device
     for i, expression in enumerate(expressions):
         compiled = cache.get(expression)
         if isinstance(compiled, CelCompileError):
@@ -57,7 +81,7 @@ def selectors_match(cache: SelectorCache, owner: str, expressions: Sequence[str]
                 message = f"{message} (expression: {expression})"
             raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {message}")
         try:
-            if not compiled.matches(device):
+            if not compiled.matches(seen):
                 return False
         except CelRuntimeError as exc:
             raise AllocationError(
@@ -86,8 +110,9 @@ def node_allows(node: Node | None, candidate: Candidate) -> bool:
 # raises or leaves behind, which takes these conditions (checked by :func:`pruner_for` and
 # :meth:`MatchPruner.futile`):
 #
-# - No candidate of the search consumes counters: ``try_pick`` leaves counters consumed on a
-#   rejection, as upstream does, so a skipped subtree could change what later picks see.
+# - No candidate of the search consumes counters: before 1.37 ``try_pick`` leaves counters
+#   consumed on a rejection, as upstream did, so a skipped subtree could change what later
+#   picks see (kept for every release: one rule).
 # - Every constraint on the request is a scalar ``matchAttribute``: ``distinctAttribute``
 #   forgets a request's value on any removal (upstream's lossy bookkeeping), and the list
 #   semantics narrow their reference as picks join, so both carry state out of a subtree.

@@ -187,8 +187,12 @@ def view(features: Features, release: str) -> dict[str, bool | str]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Features:
-    """The DRA gates in force: one bool per gate the code reads. No field has a default of its
-    own; the constructors below take them from the table."""
+    """The DRA gates in force: one bool per gate the code reads, and the release whose
+    allocator the gates are read by (a RELEASES entry: its behaviour differs beyond the gates,
+    see :attr:`exact_rollback`). No field has a default of its own; the constructors below
+    take them from the table."""
+
+    release: str
 
     admin_access: bool
     prioritized_list: bool
@@ -211,7 +215,7 @@ class Features:
     def defaults(cls, release: str = DEFAULT_RELEASE) -> Features:
         """Every gate at its default in ``release`` (a RELEASES entry); a gate the release does
         not have is off."""
-        return cls._of({gate.name: gate.stage(release).default for gate in SETTABLE})
+        return cls._of({gate.name: gate.stage(release).default for gate in SETTABLE}, release)
 
     @classmethod
     def for_release(cls, release: str, overrides: Mapping[str, bool]) -> Features:
@@ -228,7 +232,7 @@ class Features:
                 )
             if gate.support is Support.IMPLEMENTED:
                 values[name] = value
-        return cls._of(values)
+        return cls._of(values, release)
 
     @classmethod
     def parse(cls, text: str, release: str = DEFAULT_RELEASE) -> Features:
@@ -236,10 +240,13 @@ class Features:
         return cls.for_release(release, parse_overrides(text))
 
     @classmethod
-    def from_gate_names(cls, names: Iterable[str]) -> Features:
-        """The named gates on, every other one off; gates with no effect are accepted, an unknown
-        name or one the extender does not implement is an error (ValueError) rather than silently
-        off."""
+    def from_gate_names(cls, names: Iterable[str], release: str = DEFAULT_RELEASE) -> Features:
+        """The named gates on, every other one off, read by ``release``'s allocator; gates with
+        no effect are accepted, an unknown name or one the extender does not implement is an
+        error (ValueError) rather than silently off. The release is not checked to have the
+        gates: cases name gates freely."""
+        if release not in RELEASES:
+            raise ValueError(f"unknown release {release!r}; known: {', '.join(RELEASES)}")
         values = dict.fromkeys((gate.name for gate in SETTABLE), False)
         for name in names:
             gate = BY_NAME.get(name)
@@ -249,13 +256,13 @@ class Features:
                 raise ValueError(f"DRA feature gate {name} is not implemented by the extender")
             if name in values:
                 values[name] = True
-        return cls._of(values)
+        return cls._of(values, release)
 
     @classmethod
-    def _of(cls, values: Mapping[str, bool]) -> Features:
+    def _of(cls, values: Mapping[str, bool], release: str) -> Features:
         """From a value for every settable gate, by Kubernetes name."""
         by_field = {gate.field: values[gate.name] for gate in SETTABLE if gate.field is not None}
-        return cls(**by_field)
+        return cls(release=release, **by_field)
 
     def gates(self) -> dict[str, bool]:
         """Kubernetes gate name -> value, for every gate that sets something (table order)."""
@@ -265,6 +272,17 @@ class Features:
     def binding(self) -> bool:
         """Upstream folds the two gates into one "binding and status" switch."""
         return self.device_binding_conditions and self.resource_claim_device_status
+
+    @property
+    def exact_rollback(self) -> bool:
+        """The allocator of 1.37 on undoes everything a pick did when the pick is rejected or
+        backtracked (its counters, its mark as allocating, its constraint entries, its share's
+        capacity entry), and distinctAttribute compares a device with every value accepted
+        before. 1.34 to 1.36 left counters consumed by a rejected pick, and distinctAttribute
+        remembered one value per request (k8s.io/dynamic-resource-allocation v0.34.4 to
+        v0.36.2 against v0.37.2, structured/internal/*: allocateDevice, rollbackDevice,
+        distinctAttributeConstraint; docs/upstream.md)."""
+        return RELEASES.index(self.release) >= RELEASES.index("1.37")
 
     @property
     def variant(self) -> str:
@@ -285,7 +303,7 @@ def _check_table() -> None:
     """The table and Features must name the same fields, and every gate needs a valid cell per
     release: a mismatch is a programming error, caught at import."""
     table = {gate.field for gate in SETTABLE if gate.field is not None}
-    declared = {f.name for f in fields(Features)}
+    declared = {f.name for f in fields(Features)} - {"release"}
     if table != declared:
         raise AssertionError(f"feature table and Features disagree: {sorted(table ^ declared)}")
     for gate in GATES:

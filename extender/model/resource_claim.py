@@ -38,6 +38,9 @@ class ExactRequest:
     admin_access: bool | None  # None when unset: any explicit value needs the feature
     tolerations: tuple[Toleration, ...]
     capacity_requests: Mapping[str, Quantity] | None  # None when `capacity` is unset
+    # Names of `derivedAttributes` (DRADerivedAttributes, which the extender does not implement:
+    # the allocator refuses a request that has any, as upstream does with the gate off).
+    derived_attributes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +163,11 @@ def _exact(f: Fields, raw: Any, path: str, name: str, sub: bool) -> ExactRequest
     if capacity is not None:
         reqs = f.mapping(f.mapping(capacity, f"{path}.capacity").get("requests"), f"{path}.capacity.requests")
         capacity_requests = {k: f.quantity(v, f"{path}.capacity.requests[{k}]") for k, v in reqs.items()}
+    derived_path = f"{path}.derivedAttributes"
+    derived = tuple(
+        f.string(f.mapping(item, f"{derived_path}[{i}]").get("name"), f"{derived_path}[{i}].name")
+        for i, item in enumerate(f.sequence(raw.get("derivedAttributes"), derived_path))
+    )
     if sub and raw.get("adminAccess") is not None:
         raise f.error(f"{path}.adminAccess", "not allowed in a subrequest")
     return ExactRequest(
@@ -171,6 +179,7 @@ def _exact(f: Fields, raw: Any, path: str, name: str, sub: bool) -> ExactRequest
         admin_access=f.boolean(raw.get("adminAccess"), f"{path}.adminAccess"),
         tolerations=_tolerations(f, raw.get("tolerations"), f"{path}.tolerations"),
         capacity_requests=capacity_requests,
+        derived_attributes=derived,
     )
 
 

@@ -29,6 +29,7 @@ from extender.model import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from extender.model.features import release_of
 from extender.model.quantity import Quantity
 
 
@@ -63,10 +64,26 @@ def build_state(case: Mapping[str, Any]) -> AllocatedState:
     return AllocatedState.from_holdings([Holdings(tuple(devices), tuple(shares), tuple(capacity))])
 
 
-def run_case(case: Mapping[str, Any], cel: Environment) -> tuple[str, Any]:
-    """("allocated", [api results]) | ("unsatisfiable", reason) | ("error", message)."""
+# The release a case without ``kubernetesVersion`` is answered for. The given cases
+# (tests/conformance/cases) hold the answers of the allocator of July 2025, which behaves as
+# 1.34 to 1.36 do where 1.37 differs beyond the gates (Features.exact_rollback, docs/upstream.md).
+CASE_RELEASE = "1.36"
+
+
+def case_features(case: Mapping[str, Any], release: str | None = None) -> Features:
+    """The case's gates, read by ``release``'s allocator, else by the release the case names
+    (``kubernetesVersion``, "1.37" or "v1.37.2"), else by CASE_RELEASE. Raises ValueError."""
+    if release is None:
+        version = case.get("kubernetesVersion")
+        release = CASE_RELEASE if version is None else release_of(str(version))
+    return Features.from_gate_names(case.get("features") or [], release)
+
+
+def run_case(case: Mapping[str, Any], cel: Environment, release: str | None = None) -> tuple[str, Any]:
+    """("allocated", [api results]) | ("unsatisfiable", reason) | ("error", message);
+    ``release`` overrides the case's (:func:`case_features`)."""
     try:
-        features = Features.from_gate_names(case.get("features") or [])
+        features = case_features(case, release)
         node = parse_node(case["node"]) if case.get("node") else None
         classes = {c.name: c for c in map(parse_device_class, case.get("deviceClasses") or [])}
         slices = SliceList(map(parse_resource_slice, case.get("resourceSlices") or []))

@@ -26,6 +26,8 @@ from extender.cel.engine import ENGINE_CHOICES
 from extender.cel.environment import Environment
 from extender.tools import cel_parity, conformance, random_cases
 from extender.tools.oracle import (
+    DEFAULT_ORACLE_RELEASE,
+    ORACLE_RELEASES,
     Oracle,
     OracleUnavailable,
     answers,
@@ -40,6 +42,7 @@ def allocation_mismatch(
     case: Mapping[str, Any], oracle: Oracle, cel: Environment
 ) -> tuple[str, dict[str, Any] | None]:
     """("pass" | "fail" | "skip", the case with the release's answer when it failed)."""
+    case = _with_release(case, oracle.release)
     answer = oracle.allocate(oracle_request(case))
     if answer.get("outcome") in ("invalid", "timeout"):
         return "skip", None
@@ -50,11 +53,23 @@ def allocation_mismatch(
     found = dict(case)
     found["description"] = (
         f"{case.get('description', '')}; found by make differential, answer from "
-        f"k8s.io/dynamic-resource-allocation v0.37.2 ({answer.get('variant')} allocator). "
+        f"k8s.io/dynamic-resource-allocation {oracle.module_version} ({answer.get('variant')} allocator). "
         f"Ours was: {_short(ours, detail)}"
     )
     found["expect"] = oracle_expect(answer)
     return "fail", found
+
+
+def _with_release(case: Mapping[str, Any], release: str) -> dict[str, Any]:
+    """The case answered for ``release`` (FORMAT.md, kubernetesVersion), named after its gates."""
+    out: dict[str, Any] = {}
+    for key, value in case.items():
+        if key != "kubernetesVersion":
+            out[key] = value
+        if key == "features":
+            out["kubernetesVersion"] = release
+    out.setdefault("kubernetesVersion", release)
+    return out
 
 
 def cel_mismatch(
@@ -104,15 +119,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/differential"),
                         help="where disagreements are written (default build/differential)")
     parser.add_argument("--oracle", help="the oracle binary (default: $DRA_ORACLE, else build it)")
+    parser.add_argument(
+        "--release", choices=sorted(ORACLE_RELEASES), default=DEFAULT_ORACLE_RELEASE,
+        help="the Kubernetes release to compare with (default %(default)s)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the seed and the totals")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     print(f"seed {seed}", flush=True)
     try:
-        path = oracle_path(args.oracle)
+        path = oracle_path(args.oracle, args.release)
         engines = engine_environments(args.cel_engine)
         cel = Environment.create()
-        with Oracle(path) as oracle:
+        with Oracle(path, args.release) as oracle:
             counts = run(args, seed, oracle, cel, engines)
     except OracleUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)

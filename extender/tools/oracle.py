@@ -38,14 +38,23 @@ class OracleUnavailable(Exception):
     """The oracle cannot be built or started (no Go, no source checkout, build failure)."""
 
 
-def oracle_path(explicit: str | None = None) -> str:
-    """The oracle binary: ``explicit``, ``$DRA_ORACLE``, or the one build.sh builds or has cached."""
-    chosen = explicit or os.environ.get("DRA_ORACLE")
+# The releases an oracle can be built for (scripts/oracle/build.sh RELEASE), and the release of
+# k8s.io/dynamic-resource-allocation each one answers with. 1.37 is the default.
+ORACLE_RELEASES = {"1.37": "v0.37.2", "1.34": "v0.34.4"}
+DEFAULT_ORACLE_RELEASE = "1.37"
+
+
+def oracle_path(explicit: str | None = None, release: str = DEFAULT_ORACLE_RELEASE) -> str:
+    """The oracle binary: ``explicit``, ``$DRA_ORACLE`` (for the default release), or the one
+    build.sh builds or has cached for ``release``."""
+    if release not in ORACLE_RELEASES:
+        raise OracleUnavailable(f"no oracle for Kubernetes {release}; known: {', '.join(ORACLE_RELEASES)}")
+    chosen = explicit or (os.environ.get("DRA_ORACLE") if release == DEFAULT_ORACLE_RELEASE else None)
     if chosen:
         return chosen
     if not BUILD_SCRIPT.is_file():
         raise OracleUnavailable(f"{BUILD_SCRIPT} not found: the oracle is built from a source checkout")
-    run = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+    run = subprocess.run(["bash", str(BUILD_SCRIPT), release], capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise OracleUnavailable(f"building the oracle failed:\n{run.stderr.strip()}")
     return run.stdout.strip().splitlines()[-1]
@@ -61,10 +70,13 @@ def _json_default(value: Any) -> Any:
 
 
 class Oracle:
-    """One oracle process, asked one request at a time (JSON Lines both ways)."""
+    """One oracle process, asked one request at a time (JSON Lines both ways). ``release`` is the
+    Kubernetes release whose released code it answers with (ORACLE_RELEASES)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, release: str = DEFAULT_ORACLE_RELEASE) -> None:
         self.path = path
+        self.release = release
+        self.module_version = ORACLE_RELEASES[release]
         try:
             self._proc = subprocess.Popen(
                 [path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
@@ -169,6 +181,8 @@ def answers(answer: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def check_allocation_case(path: Path, case: Mapping[str, Any], oracle: Oracle, cel: Environment) -> Finding:
+    """The recorded answer against the release's, and ours, allocating as the oracle's release
+    does, against the release's."""
     answer = oracle.allocate(oracle_request(case))
     finding = Finding(str(path), str(case.get("name", path.stem)), str(answer.get("variant", "")))
     outcome, detail = oracle_outcome(answer)
@@ -181,7 +195,7 @@ def check_allocation_case(path: Path, case: Mapping[str, Any], oracle: Oracle, c
     released = answers(answer)
     if len(released) > 1:
         finding.notes.append(f"the release gives {len(released)} different answers (pool order)")
-    ours, our_detail = conformance.run_case(case, cel)
+    ours, our_detail = conformance.run_case(case, cel, oracle.release)
     finding.recorded = _first_or_none([conformance.compare(expect, *oracle_outcome(a)) for a in released])
     finding.ours = _first_or_none([conformance.compare(oracle_expect(a), ours, our_detail) for a in released])
     if outcome == "error" and expect.get("outcome") == "error":
@@ -271,15 +285,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", help="case files or directories (conformance or CEL parity)")
     parser.add_argument("--oracle", help="the oracle binary (default: $DRA_ORACLE, else build it)")
     parser.add_argument(
+        "--release", choices=sorted(ORACLE_RELEASES), default=DEFAULT_ORACLE_RELEASE,
+        help="the Kubernetes release whose released allocator answers; ours allocates as that "
+        "release's kube-scheduler does (default %(default)s)",
+    )
+    parser.add_argument(
         "--cel-engine", action="append", choices=[c for c in ENGINE_CHOICES if c != "auto"],
         help="CEL engine(s) to compare with the release (repeatable; default: every installed one)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="also print notes")
     args = parser.parse_args(argv)
     try:
-        path = oracle_path(args.oracle)
+        path = oracle_path(args.oracle, args.release)
         engines = engine_environments(args.cel_engine)
-        with Oracle(path) as oracle:
+        with Oracle(path, args.release) as oracle:
             findings = list(check_files(args.paths, oracle, Environment.create(), engines))
     except (OracleUnavailable, FileNotFoundError, cel_parity.CaseFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ from extender.model import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from extender.model.features import DEFAULT_RELEASE
 
 ALL_GATES = [
     "DRAAdminAccess",
@@ -96,11 +97,13 @@ def allocator(
     state: AllocatedState | None = None,
     deadline: float | None = None,
     cel: Environment | None = None,
+    release: str = DEFAULT_RELEASE,
 ) -> Allocator:
-    """An allocator over ``slices``; without ``cel``, in a CEL environment of its own."""
+    """An allocator over ``slices`` as ``release``'s kube-scheduler allocates; without ``cel``,
+    in a CEL environment of its own."""
     classes = classes if classes is not None else [device_class()]
     return Allocator(
-        Features.from_gate_names(ALL_GATES if gates is None else gates),
+        Features.from_gate_names(ALL_GATES if gates is None else gates, release),
         state or AllocatedState(),
         {c.name: c for c in classes},
         SliceList(slices),

@@ -100,6 +100,13 @@ def test_validation_errors() -> None:
         "request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled",
         gates=[],
     )
+    # DRADerivedAttributes is not implemented: refused with every gate on, as upstream does
+    # with it off.
+    derived = [{"name": "derived/numa", "expression": 'device.attributes["driver-a"].numa'}]
+    fails_with(
+        [claim(request(derivedAttributes=derived))],
+        "request req-0: cannot handle request with derived attributes, the feature is disabled",
+    )
 
 
 def test_claim_limit_counts_the_smallest_subrequest() -> None:

@@ -18,17 +18,23 @@ from extender.allocator import AllocatedState, Failure
 from extender.allocator import search as search_module
 from extender.allocator.search import Search
 from extender.allocator.selection import MatchPruner
+from extender.model.features import DEFAULT_RELEASE
 from tests.allocator.builders import allocator, claim, device_class, node, picked, request, resource_slice
 
 ROOT = "driver-a/root"
+NO_COMBINATION = "no combination of devices satisfies all requests and constraints"
 OK = {"bool": True}
 Outcome = tuple[Any, ...]
 
 
 def _outcome(
-    slices: list[Any], classes: list[Any], claims: list[Any], state: AllocatedState | None = None
+    slices: list[Any],
+    classes: list[Any],
+    claims: list[Any],
+    state: AllocatedState | None = None,
+    release: str = DEFAULT_RELEASE,
 ) -> Outcome:
-    alloc = allocator(slices, classes, state=state)
+    alloc = allocator(slices, classes, state=state, release=release)
     results = alloc.allocate(node(), claims)
     if isinstance(results, Failure):
         reason = results.naming([c.key for c in claims]).reason
@@ -86,9 +92,19 @@ def test_a_cel_error_on_a_later_device_stays_fatal(monkeypatch: pytest.MonkeyPat
     assert pruned[0] == "error" and "d03" in pruned[1]
 
 
-def test_distinct_attribute_forgetting_on_a_refusal_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    # try_pick(d01): distinctAttribute accepts numa 1, matchAttribute refuses root r1, and the
-    # removal forgets numa 0 of d00 (upstream's bookkeeping), so d02 with numa 0 joins.
+@pytest.mark.parametrize(
+    ("release", "expected"),
+    [
+        # try_pick(d01): distinctAttribute accepts numa 1, matchAttribute refuses root r1, and
+        # the removal forgets numa 0 of d00 (1.36's bookkeeping), so d02 with numa 0 joins.
+        ("1.36", ("done", [[("req-0", "d00"), ("req-0", "d02"), ("req-0", "d03")]])),
+        # 1.37 keeps every value: d02 repeats numa 0 and d03 alone is short of three.
+        ("1.37", ("none", f"claims default/claim-0: {NO_COMBINATION}")),
+    ],
+)
+def test_distinct_attribute_forgetting_on_a_refusal_is_kept(
+    monkeypatch: pytest.MonkeyPatch, release: str, expected: Outcome
+) -> None:
     devices = [
         _gpu("d00", "r0", numa={"int": 0}),
         _gpu("d01", "r1", numa={"int": 1}),
@@ -98,8 +114,8 @@ def test_distinct_attribute_forgetting_on_a_refusal_is_kept(monkeypatch: pytest.
     slices = [resource_slice(devices=devices)]
     constraints = [{"distinctAttribute": "driver-a/numa"}, {"matchAttribute": ROOT}]
     claims = [claim(request(count=3), constraints=constraints)]
-    pruned, plain = _both(monkeypatch, slices, [device_class()], claims)
-    assert pruned == plain == ("done", [[("req-0", "d00"), ("req-0", "d02"), ("req-0", "d03")]])
+    pruned, plain = _both(monkeypatch, slices, [device_class()], claims, None, release)
+    assert pruned == plain == expected
 
 
 def test_a_cel_error_after_a_solution_is_never_reached(monkeypatch: pytest.MonkeyPatch) -> None:

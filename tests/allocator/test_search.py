@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from extender.allocator import AllocatedState, Failure
 from tests.allocator.builders import (
     allocator,
@@ -107,11 +111,37 @@ def test_admin_access_takes_devices_in_use_but_not_twice_in_one_claim() -> None:
     assert results[0].to_api()["devices"]["results"][0]["adminAccess"] is True
 
 
-def test_distinct_attribute_remembers_only_the_last_device_per_request() -> None:
-    # Upstream quirk: values [a, b, a] pass for one request of count 3.
+def test_distinct_attribute_remembered_only_the_last_device_per_request_before_1_37() -> None:
+    # 1.34 to 1.36: values [a, b, a] pass for one request of count 3; 1.37 compares with all.
     slices = [resource_slice(devices=[dev("d0", m="a"), dev("d1", m="b"), dev("d2", m="a")])]
     c = claim(request(count=3), constraints=[{"distinctAttribute": "driver-a/m"}])
-    assert [d for _, d in picked(allocator(slices).allocate(node(), [c]))[0]] == ["d0", "d1", "d2"]
+    old = allocator(slices, release="1.36").allocate(node(), [c])
+    assert [d for _, d in picked(old)[0]] == ["d0", "d1", "d2"]
+    assert isinstance(allocator(slices, release="1.37").allocate(node(), [c]), Failure)
+
+
+def _partitioned(*devices: dict[str, Any]) -> list[Any]:
+    """Devices of one pool that share the counter set "cs" ({"c": 2})."""
+    counters = {"name": "cs", "counters": {"c": {"value": "2"}}}
+    return [
+        resource_slice(name="counters", sharedCounters=[counters], count=2),
+        resource_slice(name="devices", devices=list(devices), count=2),
+    ]
+
+
+def _uses(name: str, amount: str, **extra: Any) -> dict[str, Any]:
+    consumes = [{"counterSet": "cs", "counters": {"c": {"value": amount}}}]
+    return {"name": name, "consumesCounters": consumes, **extra}
+
+
+@pytest.mark.parametrize(("release", "expected"), [("1.36", None), ("1.37", [[("req-0", "d1")]])])
+def test_a_rejected_pick_gives_its_counters_back_from_1_37(release: str, expected: Any) -> None:
+    # d0 takes both counters, then its taint rejects it: 1.36 kept the counters consumed, so
+    # d1 (one counter) no longer fits; 1.37 gives them back (v0.37.2 rollbackDevice).
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
+    slices = _partitioned(_uses("d0", "2", taints=[taint]), _uses("d1", "1"))
+    results = allocator(slices, release=release).allocate(node(), [claim(request())])
+    assert (None if isinstance(results, Failure) else picked(results)) == expected
 
 
 def test_multi_allocatable_device_is_shared_between_requests_with_fresh_share_ids() -> None:

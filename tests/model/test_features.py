@@ -25,7 +25,18 @@ def test_every_gate_has_a_cell_per_release_and_a_field_exactly_when_implemented(
     for gate in GATES:
         assert len(gate.cells) == len(RELEASES), gate.name
         assert (gate.field is not None) == (gate.support is Support.IMPLEMENTED), gate.name
-    assert {gate.field for gate in SETTABLE} == {f.name for f in dataclasses.fields(Features)}
+    gate_fields = {f.name for f in dataclasses.fields(Features)} - {"release"}
+    assert {gate.field for gate in SETTABLE} == gate_fields
+
+
+def test_release_decides_how_picks_are_undone() -> None:
+    """1.37's allocator undoes all of a rejected pick; 1.34 to 1.36 did not (docs/upstream.md)."""
+    assert [Features.defaults(r).exact_rollback for r in RELEASES] == [False, False, False, True]
+    assert Features.from_gate_names([]).release == "1.37"
+    assert not Features.from_gate_names([], "1.36").exact_rollback
+    assert Features.parse("", "1.34").release == "1.34"
+    with pytest.raises(ValueError, match="unknown release"):
+        Features.from_gate_names([], "1.33")
 
 
 def test_features_has_no_defaults_of_its_own() -> None:

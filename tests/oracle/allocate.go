@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -118,7 +117,7 @@ func run(ctx context.Context, allocator structured.Allocator, in *inputs) Altern
 		one.Outcome, one.Error = outcomeTimeout, fmt.Sprintf("timed out after %s: %v", caseTimeout(), err)
 	case err != nil:
 		one.Outcome, one.Error = outcomeError, err.Error()
-		one.NodeOnly = errors.Is(err, structured.ErrFailedAllocationOnNode)
+		one.NodeOnly = nodeOnly(err)
 	case results == nil:
 		one.Outcome = outcomeUnsatisfiable
 	default:

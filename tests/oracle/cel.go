@@ -34,7 +34,7 @@ func evaluate(name string, line []byte) CELAnswer {
 		ans.Outcome, ans.Detail = outcomeInvalid, err.Error()
 		return ans
 	}
-	features := cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true}
+	features := widestCEL()
 	if c.Features != nil {
 		g, err := parseGates(*c.Features)
 		if err != nil {

@@ -1,6 +1,12 @@
+//go:build !k8s134
+
 package main
 
+// The released code's feature switches for 1.37 (k8s.io/dynamic-resource-allocation v0.37.2);
+// features_134.go is the same for 1.34 (built with -tags k8s134, scripts/oracle/build.sh 1.34).
+
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -68,4 +74,16 @@ func (g gates) cel() cel.Features {
 		EnableConsumableCapacity: g["DRAConsumableCapacity"],
 		EnableListTypeAttributes: g["DRAListTypeAttributes"],
 	}
+}
+
+// widestCEL is the CEL environment with every field and function the release has: the
+// extender's, for CEL cases that name no gates.
+func widestCEL() cel.Features {
+	return cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true}
+}
+
+// nodeOnly tells whether an allocation error concerns only this node (kube-scheduler then
+// tries the others instead of failing the pod's scheduling attempt).
+func nodeOnly(err error) bool {
+	return errors.Is(err, structured.ErrFailedAllocationOnNode)
 }

@@ -14,7 +14,7 @@ from extender.cel.environment import Environment
 from extender.model import Features
 from extender.tools import random_cases
 from extender.tools.differential import allocation_mismatch, cel_mismatch
-from extender.tools.oracle import Oracle, check_files, engine_environments, oracle_path
+from extender.tools.oracle import Oracle, OracleUnavailable, check_files, engine_environments, oracle_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,22 +45,34 @@ def test_shipped_cases_agree_with_the_release(oracle: Oracle) -> None:
 
 
 def test_seeded_allocation_batch(oracle: Oracle) -> None:
-    """The incubating and experimental variants (kube-scheduler 1.37's defaults pick one of them).
-    The stable variant still has known disagreements (`make differential` finds them: it does
-    not show allowMultipleAllocations to selectors with DRAConsumableCapacity off, does not know
-    distinctAttribute, and fails allocation mode All on an incomplete pool with an error)."""
+    """Every allocator variant (the stable one included: its pool order, its CEL view without
+    allowMultipleAllocations, distinctAttribute unknown to it)."""
     cel = Environment.create()
-    cases = [random_cases.allocation_case(7, i) for i in range(45)]
-    cases = [c for c in cases if Features.from_gate_names(c["features"]).variant != "stable"]
-    assert len(cases) >= 20
+    cases = [random_cases.allocation_case(7, i) for i in range(60)]
+    variants = {Features.from_gate_names(c["features"]).variant for c in cases}
+    assert variants == {"stable", "incubating", "experimental"}
     verdicts = [allocation_mismatch(case, oracle, cel)[0] for case in cases]
     assert verdicts.count("fail") == 0, verdicts
+
+
+def test_the_given_cases_hold_answers_of_before_1_37(oracle: Oracle) -> None:
+    """hard-example-0004 (tests/conformance/cases) was recorded from an allocator that kept a
+    rejected pick's counters, as 1.34 to 1.36 do: 1.37.2 allocates it, and so do we when we
+    allocate as 1.37 does (docs/upstream.md)."""
+    path = REPO / "tests" / "conformance" / "cases" / "hard-example-0004.yaml"
+    [finding] = check_files([str(path)], oracle, Environment.create(), [])
+    assert finding.recorded and not finding.ours
 
 
 def test_seeded_cel_batch_on_every_engine(oracle: Oracle) -> None:
     engines = engine_environments(None)
     verdicts = [cel_mismatch(random_cases.cel_case(7, i), oracle, engines)[0] for i in range(60)]
     assert verdicts.count("fail") == 0, verdicts
+
+
+def test_an_oracle_is_built_only_for_known_releases() -> None:
+    with pytest.raises(OracleUnavailable, match=r"no oracle for Kubernetes 1\.35"):
+        oracle_path(release="1.35")
 
 
 def test_generator_is_reproducible() -> None:
