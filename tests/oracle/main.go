@@ -74,7 +74,9 @@ func answer(line []byte) any {
 		return allocate(head.Name, line)
 	case "cel":
 		return evaluate(head.Name, line)
+	case "bench":
+		return bench(head.Name, line)
 	default:
-		return invalid(head.Name, fmt.Errorf("unknown mode %q (allocate or cel)", head.Mode))
+		return invalid(head.Name, fmt.Errorf("unknown mode %q (allocate, cel or bench)", head.Mode))
 	}
 }
