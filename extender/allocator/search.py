@@ -22,6 +22,7 @@ from extender.allocator.result import Pick
 from extender.allocator.selection import MatchPruner, SelectorCache, node_allows, pruner_for, selectors_match
 from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
+from extender.cel import EvaluationInterrupted
 from extender.model import DeviceID, Node, ResourceClaim
 from extender.model.features import Features
 from extender.model.quantity import Quantity
@@ -98,11 +99,11 @@ class Search:
 
     def evaluate(self, candidate: Candidate, data: RequestData) -> bool:
         device = candidate.device
-        cache = self.selectors
+        cache, check = self.selectors, self._cel_checkpoint
         return (
             (self.features.binding or not device.binding_conditions)
-            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device)
-            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device)
+            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device, check)
+            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device, check)
             and node_allows(self.node, candidate)
         )
 
@@ -196,6 +197,14 @@ class Search:
         if self.pause is not None:
             self.pause()
         self._check_at = self._next_check(time.monotonic())
+
+    def _cel_checkpoint(self) -> None:
+        """Called inside a long CEL evaluation: the deadline and the turns hold there too."""
+        if time.monotonic() >= self._check_at:
+            try:
+                self._checkpoint()
+            except AllocationTimeout as exc:
+                raise EvaluationInterrupted(exc.message) from None
 
     def _try_subrequests(self, c: int, r: int, variants: list[RequestData]) -> Frame:
         all_exceeded = True

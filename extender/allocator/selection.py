@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from extender.allocator.constraints import ConstraintState, MatchAttribute
-from extender.allocator.errors import AllocationError
+from extender.allocator.errors import AllocationError, AllocationTimeout
 from extender.allocator.pools import Candidate, device_matches_node
 from extender.allocator.requests import RequestData
 from extender.allocator.state import AllocatedState
-from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import CelCompileError, CelRuntimeError, Checkpoint, EvaluationInterrupted
 from extender.model import Device, DeviceID, Node
 from extender.model.features import Features
 
@@ -46,8 +46,17 @@ class SelectorCache:
         return compiled
 
 
-def selectors_match(cache: SelectorCache, owner: str, expressions: Sequence[str], device: Device) -> bool:
-    """All selectors true, evaluated in order up to the first false; CEL failures are fatal."""
+def selectors_match(
+    cache: SelectorCache,
+    owner: str,
+    expressions: Sequence[str],
+    device: Device,
+    checkpoint: Checkpoint | None = None,
+) -> bool:
+    """All selectors true, evaluated in order up to the first false; CEL failures are fatal.
+
+    ``checkpoint`` runs inside long evaluations (the search's deadline and turns); a deadline
+    passed there is an :class:`AllocationTimeout`, as between search steps."""
     for i, expression in enumerate(expressions):
         compiled = cache.get(expression)
         if isinstance(compiled, CelCompileError):
@@ -57,8 +66,10 @@ def selectors_match(cache: SelectorCache, owner: str, expressions: Sequence[str]
                 message = f"{message} (expression: {expression})"
             raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {message}")
         try:
-            if not compiled.matches(device):
+            if not compiled.matches(device, checkpoint):
                 return False
+        except EvaluationInterrupted as exc:
+            raise AllocationTimeout(exc.message) from None
         except CelRuntimeError as exc:
             raise AllocationError(
                 f"{owner}: selector #{i} on device {'/'.join(device.id)}: CEL runtime error: {exc.message}"

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 from cachetools import LRUCache
 
-from extender.cel import CelCompileError, CelRuntimeError, DeviceInput
+from extender.cel import CelCompileError, CelRuntimeError, Checkpoint, DeviceInput
 from extender.cel.device import PlainDevice, view_for
 from extender.cel.engine import Engine, Program, make_engine
 
@@ -32,6 +32,9 @@ WARM_UP_SELECTOR = (
     'device.driver == "warm-up.example.com" && device.attributes["warm-up.example.com"].model == "a100"'
     ' && device.capacity["warm-up.example.com"].memory.compareTo(quantity("40Gi")) >= 0'
 )
+# A loop longer than the C++ runtime's iteration budget: that engine hands it to the python
+# one, whose first compilation (its grammar) would otherwise block the first such request.
+WARM_UP_LONG_LOOP = "lists.range(10001).all(i, i >= 0)"
 
 
 @dataclass
@@ -65,8 +68,11 @@ class Selector:
         # same engine may share it (the one finding it counts a memo hit, not an evaluation).
         self._memo_key = ("cel", engine_name, expression)
 
-    def matches(self, device: DeviceInput) -> bool:
-        """Whether ``device`` satisfies the selector; raises :class:`CelRuntimeError`."""
+    def matches(self, device: DeviceInput, checkpoint: Checkpoint | None = None) -> bool:
+        """Whether ``device`` satisfies the selector; raises :class:`CelRuntimeError`.
+
+        ``checkpoint`` is called during a long evaluation (``extender.cel``); an evaluation it
+        interrupts leaves no verdict behind."""
         stats = self._stats
         memo = device.cel_memo
         outcome: bool | CelRuntimeError | None = memo.get(self._memo_key)
@@ -75,7 +81,7 @@ class Selector:
         else:
             stats.evaluations += 1
             try:
-                outcome = self._program.evaluate(view_for(device))
+                outcome = self._program.evaluate(view_for(device), checkpoint)
             except CelRuntimeError as exc:
                 stats.runtime_errors += 1
                 outcome = exc
@@ -151,12 +157,13 @@ class Environment:
         return Selector(expression, program, self._engine.name, stats)
 
     def warm_up(self) -> float:
-        """Compile and run a typical selector once, outside the cache and the counters, so that
-        the one-off costs (the pure-Python engine's grammar build, the C++ environment's first
-        compilation, library caches) are paid at start-up instead of by the first request.
+        """Compile and run a typical selector and a long loop once, outside the cache and the
+        counters, so that the one-off costs (the pure-Python engine's grammar build, also where
+        the C++ engine hands a long loop to it, the C++ environment's first compilation,
+        library caches) are paid at start-up instead of by the first request.
 
-        Doubles as a self-check: an engine that gets this selector wrong must not serve.
-        Returns the seconds spent; raises RuntimeError if the verdict is not the expected True.
+        Doubles as a self-check: an engine that gets these selectors wrong must not serve.
+        Returns the seconds spent; raises RuntimeError if a verdict is not the expected True.
         """
         started = time.perf_counter()
         engine = self._engine
@@ -166,14 +173,16 @@ class Environment:
             capacity={"memory": {"value": "80Gi"}},
             allow_multiple_allocations=False,
         )
-        try:
-            verdict = engine.compile(WARM_UP_SELECTOR).evaluate(view_for(device))
-        except (CelCompileError, CelRuntimeError) as exc:
-            raise RuntimeError(
-                f"CEL engine {engine.name} failed its warm-up selector: {exc.message}"
-            ) from exc
-        if verdict is not True:
-            raise RuntimeError(
-                f"CEL engine {engine.name} answered {verdict!r} to its warm-up selector, not True"
-            )
+        for selector in (WARM_UP_SELECTOR, WARM_UP_LONG_LOOP):
+            try:
+                verdict = engine.compile(selector).evaluate(view_for(device))
+            except (CelCompileError, CelRuntimeError) as exc:
+                raise RuntimeError(
+                    f"CEL engine {engine.name} failed its warm-up selector: {exc.message} ({selector})"
+                ) from exc
+            if verdict is not True:
+                raise RuntimeError(
+                    f"CEL engine {engine.name} answered {verdict!r} to its warm-up selector,"
+                    f" not True ({selector})"
+                )
         return time.perf_counter() - started

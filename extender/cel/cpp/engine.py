@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
-from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import CelCompileError, CelRuntimeError, Checkpoint
 from extender.cel.cpp.errors import MIXED_LISTS, compile_text, lint, runtime_text
 from extender.cel.cpp.formatting import literal_format_problems
 from extender.cel.cpp.homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
@@ -187,7 +187,10 @@ class CppProgram:
         self._fallback: Program | None = None
         self.expression = expression
 
-    def evaluate(self, view: DeviceView) -> bool:
+    def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
+        # The native evaluation is one call that cannot stop for ``checkpoint``; it is short
+        # by construction: at most the runtime's 10,000 loop iterations in all, after which
+        # the python engine, which calls the checkpoint, takes over (docs/reliability.md).
         if view.error is not None:
             raise CelRuntimeError(view.error, self.expression)
         try:
@@ -197,10 +200,10 @@ class CppProgram:
             if _ITERATION_BUDGET in str(exc):
                 # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
                 # cost limit; the python engine, which charges Kubernetes-like costs, decides.
-                return self._on_python(view, "loop too long for the C++ runtime")
+                return self._on_python(view, "loop too long for the C++ runtime", checkpoint)
             if _DUPLICATE_KEY in str(exc):
                 # cel-go keeps the last value of a repeated map key, where the C++ runtime fails.
-                return self._on_python(view, "repeated map key")
+                return self._on_python(view, "repeated map key", checkpoint)
             raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
             raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
@@ -213,14 +216,14 @@ class CppProgram:
             f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
 
-    def _on_python(self, view: DeviceView, why: str) -> bool:
+    def _on_python(self, view: DeviceView, why: str, checkpoint: Checkpoint | None) -> bool:
         """The python engine's answer, where the C++ runtime cannot give Kubernetes' (``why``)."""
         if self._fallback is None:
             try:
                 self._fallback = self._engine.python_program(self.expression)
             except CelCompileError as exc:
                 raise CelRuntimeError(f"{why}: {exc.message}", self.expression) from None
-        return self._fallback.evaluate(view)
+        return self._fallback.evaluate(view, checkpoint)
 
     def _eval(self, view: DeviceView) -> Any:
         # An activation only works on the thread that built it (cel-expr-python keeps its

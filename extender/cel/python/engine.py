@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import CelCompileError, CelRuntimeError, Checkpoint, EvaluationInterrupted
 from extender.cel.python.compiler import CompileFailure, compile_expression
 from extender.cel.python.evaluator import Ctx, Fn
 from extender.cel.python.syntax import ParseFailure, parse
@@ -33,14 +33,16 @@ class PythonProgram:
         self._expression = expression
         self._fn = fn
 
-    def evaluate(self, view: DeviceView) -> bool:
+    def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
         if view.error is not None:
             raise CelRuntimeError(view.error, self._expression)
         device = view.engine_cache.get(_CACHE_KEY)
         if device is None:
             device = view.engine_cache[_CACHE_KEY] = activation(view)
         try:
-            result = self._fn(Ctx({"device": device}))
+            result = self._fn(Ctx({"device": device}, checkpoint))
+        except EvaluationInterrupted:
+            raise  # the caller's, not the selector's: no verdict
         except EvalError as e:
             raise CelRuntimeError(str(e), self._expression) from None
         except RecursionError:

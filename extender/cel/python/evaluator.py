@@ -2,7 +2,9 @@
 
 A closure takes the per-evaluation :class:`Ctx` and returns a value or raises
 :class:`EvalError`. Loops charge their body's size to ``ctx.cost`` on every iteration, so a
-runaway expression stops with Kubernetes' "cost limit exceeded" instead of hanging.
+runaway expression stops with Kubernetes' "cost limit exceeded" instead of hanging; every
+``CHECK_EVERY_COST`` units the charge also calls the caller's checkpoint, which may switch
+to other work or interrupt the evaluation (``extender.cel``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from extender.cel import CHECK_EVERY_COST, COST_EXCEEDED, COST_LIMIT, Checkpoint
 from extender.cel.python.library import Overload
 from extender.cel.python.wrappers import Wrapper
 from extender.cel.runtime.types import value_fits
@@ -24,18 +27,33 @@ from extender.cel.runtime.values import (
     type_name,
 )
 
-COST_LIMIT = 1_000_000
 _UNSET = object()
 
 
 class Ctx:
-    """Variables in scope and the cost spent by one evaluation."""
+    """Variables in scope and the cost spent by one evaluation.
 
-    __slots__ = ("cost", "vars")
+    ``check_at`` is the cost at which :func:`_charge` next looks up from the loop: the cost
+    limit, or sooner when the caller gave a ``checkpoint``; one comparison per charge.
+    """
 
-    def __init__(self, variables: dict[str, Any]) -> None:
+    __slots__ = ("check_at", "checkpoint", "cost", "vars")
+
+    def __init__(self, variables: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
         self.vars = variables
         self.cost = 0
+        self.checkpoint = checkpoint
+        self.check_at = COST_LIMIT if checkpoint is None else min(COST_LIMIT, CHECK_EVERY_COST)
+
+    def nested(self, variables: dict[str, Any]) -> Ctx:
+        """A context for other variables that goes on with this one's cost and checkpoint
+        (hand the cost back with :meth:`take_cost`)."""
+        inner = Ctx(variables, self.checkpoint)
+        inner.cost, inner.check_at = self.cost, self.check_at
+        return inner
+
+    def take_cost(self, inner: Ctx) -> None:
+        self.cost, self.check_at = inner.cost, inner.check_at
 
 
 Fn = Callable[[Ctx], Any]
@@ -347,8 +365,7 @@ class LazyValue:
 
     def get(self, ctx: Ctx) -> Any:
         if self.state == 0:
-            outer = Ctx(self.scope)
-            outer.cost = ctx.cost
+            outer = ctx.nested(self.scope)
             try:
                 self.value = self.fn(outer)
                 self.state = 1
@@ -356,7 +373,7 @@ class LazyValue:
                 self.error = e
                 self.state = 2
             finally:
-                ctx.cost = outer.cost
+                ctx.take_cost(outer)
         if self.state == 2:
             raise self.error  # type: ignore[misc]
         return self.value
@@ -426,8 +443,17 @@ def _range(v: Any, pairs: bool) -> list[Any]:
 
 def _charge(ctx: Ctx, step_cost: int) -> None:
     ctx.cost += step_cost
+    if ctx.cost > ctx.check_at:
+        _look_up(ctx)
+
+
+def _look_up(ctx: Ctx) -> None:
+    """Over the cost limit: the evaluation fails; else the caller's checkpoint runs."""
     if ctx.cost > COST_LIMIT:
-        raise EvalError("operation cancelled: actual cost limit exceeded")
+        raise EvalError(COST_EXCEEDED)
+    if ctx.checkpoint is not None:
+        ctx.checkpoint()  # may switch to other work, or raise EvaluationInterrupted
+    ctx.check_at = min(COST_LIMIT, ctx.cost + CHECK_EVERY_COST)
 
 
 def _bool(v: Any, what: str) -> bool:

@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from extender.cel import COST_EXCEEDED, COST_LIMIT
 from extender.cel.runtime.values import Duration, EvalError, Timestamp, UInt, cel_compare, cel_equal
 
-COST_LIMIT = 1_000_000
-COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
 _CALL_COST = 1
 _LIST_CREATE_COST = 10
 _STRING_TRAVERSAL_FACTOR = 0.1
