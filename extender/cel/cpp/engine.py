@@ -31,6 +31,9 @@ patched here and in the ``cpp_*`` modules: ``cpp_tokens`` (scanning the source),
 - An optional value reaching a Python function crashes the runtime: such expressions run on
   the pure-Python engine, as do those using the format library (optional results), and loops
   beyond the runtime's fixed 10,000-iteration budget (Kubernetes' cost limit is far higher).
+- The runtime has no cost tracking: expressions whose cost can grow with the data (loops,
+  ``lists``/``sets`` functions, sorting and other whole-list functions) run on the pure-Python
+  engine, which counts cel-go's costs and calls the caller's checkpoint (``_COSTLY_CALLS``).
 - Activations are cached per device view and per thread (the library's arenas are thread-bound).
 """
 
@@ -130,6 +133,18 @@ _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
+# What makes an evaluation's cost grow with the data: loops (the macros) and the functions that
+# build or walk whole lists. The C++ runtime cannot count cel-go's costs, so expressions using
+# them run on the python engine, which counts them exactly; without them, an expression's cost
+# is bounded by its length and the device's values, far below Kubernetes' limit.
+_COSTLY_CALLS = frozenset(
+    {
+        *("all", "exists", "exists_one", "existsOne", "map", "filter"),
+        *("transformList", "transformMap", "transformMapEntry", "sortBy"),
+        *("sort", "distinct", "flatten", "slice", "reverse"),
+    }
+)
+_COSTLY_NAMESPACES = frozenset({"lists", "sets"})
 _DUPLICATE_KEY = "duplicate key in map"
 
 
@@ -300,6 +315,8 @@ class CppEngine:
         self._check_homogeneous(expression, toks)
         self._validate_literals(expression, checked)
         self._check_formats(expression, toks)
+        if member_calls(toks) & _COSTLY_CALLS or any(t.text in _COSTLY_NAMESPACES for t in toks):
+            return self._delegate(expression)  # its cost can approach the limit: counted there
         source_toks = toks if source == expression else tokens(source)
         if source_toks is None:
             rewritten = source
