@@ -454,7 +454,11 @@ class Compiler:
         if name == "@in" and _constant_set(parts[1]):
             sized, call_cost = False, 0
         else:
-            sized = name in SIZED_BY_NAME or (name in SIZED_BY_OVERLOAD and len(matched) == 1)
+            sized = name in SIZED_BY_NAME or (
+                name in SIZED_BY_OVERLOAD
+                and len(matched) == 1
+                and (name not in _SIZED_IF_SIZED_OPERANDS or any(_may_have_size(p.type) for p in parts))
+            )
             call_cost = 0 if sized else CALL_COST
         fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed, sized)
         compiled = Compiled(result, fn, cost=sum(p.cost for p in parts) + call_cost)
@@ -623,6 +627,16 @@ def _loop_costs(kind: str, body_costs: list[int]) -> tuple[LoopCosts, int]:
     if len(body_costs) == 1:  # no filter: every item is added
         return LoopCosts(condition + step + add + transform), result
     return LoopCosts(condition + step + body_costs[0], add + transform), result
+
+
+# Operators whose cost depends on sizes only for strings, bytes, lists and maps: on numbers,
+# booleans, timestamps and library values they cost 1, known when the operands' types are.
+_SIZED_IF_SIZED_OPERANDS = frozenset({"_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_"})
+
+
+def _may_have_size(t: Type) -> bool:
+    u = unwrapped(t)
+    return u in (STRING, BYTES, DYN) or isinstance(u, tuple)
 
 
 def _qualified(operand: Compiled, index_cost: int) -> tuple[int, int]:

@@ -22,7 +22,7 @@ from typing import Any
 from extender.cel import CHECK_EVERY_COST, COST_EXCEEDED, COST_LIMIT, Checkpoint
 from extender.cel.python.library import Overload
 from extender.cel.python.wrappers import Wrapper
-from extender.cel.runtime.costs import call_cost
+from extender.cel.runtime.costs import cost_function
 from extender.cel.runtime.types import value_fits
 from extender.cel.runtime.values import (
     EMPTY_DOMAIN,
@@ -368,11 +368,24 @@ def build_call(
             return impl(*values)
 
     if sized:
+        cost = cost_function(name)
+        if len(args) == 2 and not dispatch:
+            a, b = args
+
+            def sized_pair(ctx: Ctx) -> Any:
+                x, y = a(ctx), b(ctx)
+                result = impl(x, y)
+                ctx.cost += cost((x, y), result)
+                if ctx.cost > ctx.check_at:
+                    _look_up(ctx)
+                return result
+
+            return sized_pair
 
         def sized_call(ctx: Ctx) -> Any:
             values = [f(ctx) for f in args]
             result = invoke(values)
-            _charge(ctx, call_cost(name, values, result))
+            _charge(ctx, cost(values, result))
             return result
 
         return sized_call

@@ -16,8 +16,9 @@ the call and the plain 1 for every other.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from extender.cel.runtime.values import CelOptional
@@ -121,7 +122,7 @@ def _kubernetes(name: str, args: Sequence[Any], result: Any) -> int:
 def _cel_go(name: str, args: Sequence[Any], result: Any) -> int:
     """cel-go's own size-based rules (by overload; other overloads of these names cost 1)."""
     if name in ("_==_", "_!=_"):
-        return math.ceil(min(actual_size(args[0]), actual_size(args[1])) * STRING_TRAVERSAL_FACTOR)
+        return _equality(args, result)
     if name in ("_<_", "_<=_", "_>_", "_>=_"):
         if _is_text(args[0]):
             return math.ceil(min(actual_size(args[0]), actual_size(args[1])) * STRING_TRAVERSAL_FACTOR)
@@ -159,6 +160,29 @@ _CEL_GO = frozenset({
 })
 SIZED_BY_NAME = _KUBERNETES
 SIZED_BY_OVERLOAD = _LISTS | _SETS | _CEL_GO
+
+
+_SIZED = (str, bytes, list, tuple, dict)
+
+
+def _equality(args: Sequence[Any], result: Any) -> int:
+    """``==`` and ``!=``: a tenth of the shorter operand's size (1 for values without one)."""
+    x, y = args
+    size = min(
+        len(x) if type(x) in _SIZED else actual_size(x), len(y) if type(y) in _SIZED else actual_size(y)
+    )
+    return math.ceil(size * STRING_TRAVERSAL_FACTOR)
+
+
+CostFunction = Callable[[Sequence[Any], Any], int]
+
+
+def cost_function(name: str) -> CostFunction:
+    """``call_cost`` for calls of ``name``, looked up once (a selector's equalities are its
+    most frequent sized calls)."""
+    if name in ("_==_", "_!=_"):
+        return _equality
+    return functools.partial(call_cost, name)
 
 
 def call_cost(name: str, args: Sequence[Any], result: Any) -> int:
