@@ -35,11 +35,11 @@ class SelectorCache:
         self._cel = cel
         self._compiled: dict[str, Selector | CelCompileError] = {}
 
-    def get(self, expression: str) -> Selector | CelCompileError:
+    def get(self, expression: str, checkpoint: Checkpoint | None = None) -> Selector | CelCompileError:
         compiled = self._compiled.get(expression)
         if compiled is None:
             try:
-                compiled = self._cel.compile_selector(expression)
+                compiled = self._cel.compile_selector(expression, checkpoint)
             except CelCompileError as exc:
                 compiled = exc
             self._compiled[expression] = compiled
@@ -58,7 +58,10 @@ def selectors_match(
     ``checkpoint`` runs inside long evaluations (the search's deadline and turns); a deadline
     passed there is an :class:`AllocationTimeout`, as between search steps."""
     for i, expression in enumerate(expressions):
-        compiled = cache.get(expression)
+        try:
+            compiled = cache.get(expression, checkpoint)
+        except EvaluationInterrupted as exc:  # the deadline passed while it compiled
+            raise AllocationTimeout(exc.message) from None
         if isinstance(compiled, CelCompileError):
             message = compiled.message
             if expression not in message:

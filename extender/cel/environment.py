@@ -26,6 +26,8 @@ from extender.cel.engine import Engine, Program, make_engine
 # The longest selector accepted, in UTF-8 bytes; checked here, before any engine sees it.
 MAX_EXPRESSION_BYTES = 10 * 1024
 SELECTOR_CACHE_SIZE = 8192
+# How often a caller waiting for a compilation on a worker thread calls its checkpoint.
+COMPILE_POLL_S = 0.002
 
 # A typical selector and a device it matches: compiled and run by Environment.warm_up().
 WARM_UP_SELECTOR = (
@@ -118,8 +120,13 @@ class Environment:
         """The engine actually in use (what ``auto`` resolved to)."""
         return self._engine.name
 
-    def compile_selector(self, expression: str) -> Selector:
-        """The compiled selector for ``expression``; raises :class:`CelCompileError`."""
+    def compile_selector(self, expression: str, checkpoint: Checkpoint | None = None) -> Selector:
+        """The compiled selector for ``expression``; raises :class:`CelCompileError`.
+
+        With ``checkpoint``, a compilation (up to a few hundred milliseconds for a long
+        selector) runs on a worker thread while this one waits in short sleeps, calling the
+        checkpoint between them: the caller can let its event loop run meanwhile, or give up
+        (the compilation then still completes, and is cached, for the next caller)."""
         if not isinstance(expression, str):
             raise CelCompileError(
                 f"expression must be a string, not {type(expression).__name__}", str(expression)
@@ -127,14 +134,38 @@ class Environment:
         with self._lock:
             cached = self._cache.get(expression)
         if cached is None:
-            cached = self._compile(expression)
-            with self._lock:
-                self._cache[expression] = cached
+            if checkpoint is None:
+                cached = self._compiled(expression)
+            else:
+                cached = self._compiled_aside(expression, checkpoint)
         else:
             self.stats.cache_hits += 1
         if isinstance(cached, CelCompileError):
             raise CelCompileError(cached.message, expression)
         return cached
+
+    def _compiled(self, expression: str) -> Selector | CelCompileError:
+        compiled = self._compile(expression)
+        with self._lock:
+            self._cache[expression] = compiled
+        return compiled
+
+    def _compiled_aside(self, expression: str, checkpoint: Checkpoint) -> Selector | CelCompileError:
+        done = threading.Event()
+        outcome: list[Selector | CelCompileError] = []
+
+        def work() -> None:
+            try:
+                outcome.append(self._compiled(expression))
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="cel-compile", daemon=True).start()
+        while not done.wait(COMPILE_POLL_S):
+            checkpoint()
+        if not outcome:  # the compiler itself failed (a bug): fail this selector, loudly
+            return CelCompileError("internal error: the compilation did not complete", expression)
+        return outcome[0]
 
     def _compile(self, expression: str) -> Selector | CelCompileError:
         stats = self.stats
