@@ -9,15 +9,24 @@ Per engine, for the typical selector (driver, string attribute and quantity comp
 - memoized: ``Selector.matches`` again on the same device (the steady state).
 
 Every figure is the median of per-operation time over ``--rounds`` rounds.
+
+``--costly`` instead times expensive selectors (comprehensions, string, list and Kubernetes
+functions, regex; table ``COSTLY``) on one device, against cel-go through the Go oracle
+(tests/oracle, built by scripts/oracle/build.sh; skipped when Go is missing): cel-go's cost of
+one evaluation and the python engine's count of it, cel-go's time, each engine's time, and
+each engine's time divided by cel-go's (the factor; the costs being equal, also the ratio of
+time per cost unit).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
 
+from extender.cel import CelRuntimeError
 from extender.cel.device import PlainDevice, build_device_view
 from extender.cel.engine import Engine, make_engine, unavailable_reason
 from extender.cel.environment import Environment
@@ -93,6 +102,87 @@ def bench_engine(name: str, devices: int, rounds: int) -> dict[str, float]:
     return results
 
 
+def _numbers(n: int) -> str:
+    return "[" + ",".join(str(i) for i in range(n)) + "]"
+
+
+_D = f'device.attributes["{DRIVER}"]'
+_C = f'device.capacity["{DRIVER}"]'
+# Name -> selector. Each is within the API server's estimate of 1,000,000 (but ``sort``, an
+# actual cost over the limit in cel-go), false on the device, and reads the device inside its
+# loop, so that no engine can fold the work away at compile time.
+COSTLY = {
+    "arith 350x350": f"{_numbers(350)}.exists(a, {_numbers(350)}.exists(b, a + b < -1))",
+    "lists.range 300x300": "lists.range(300).exists(a, lists.range(300).exists(b, a + b < -1))",
+    "attribute lookup": f'lists.range(20000).exists(i, {_D}.model == "h100")',
+    "strings": f'lists.range(5000).exists(i, {_D}.name.lowerAscii().replace("a", "b").contains("zz"))',
+    "split": f'lists.range(5000).exists(i, {_D}.csv.split(",").size() < 0)',
+    "concatenation": f"lists.range(10000).exists(i, ({_D}.name + string(i)).size() < 0)",
+    "regex": f'lists.range(5000).exists(i, {_D}.name.matches("^([a-z]+[0-9]*)+x$"))',
+    "sort": "lists.range(1000).exists(i, lists.range(100 + i % 2).sort()[0] < 0)",
+    "quantity": f'lists.range(5000).exists(i, {_C}.memory.isGreaterThan(quantity("80Gi")))',
+    "semver": f'lists.range(5000).exists(i, {_D}.driverVersion.isGreaterThan(semver("9.0.0")))',
+}
+COSTLY_DEVICE = {
+    "driver": DRIVER,
+    "attributes": {
+        "model": {"string": "a100"},
+        "name": {"string": "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz01"},
+        "csv": {"string": ",".join("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")[:63]},
+        "driverVersion": {"version": "1.2.3"},
+    },
+    "capacity": {"memory": {"value": "40Gi"}},
+}
+
+
+def bench_costly(engines: list[str], rounds: int) -> None:
+    """The ``--costly`` table (docs/performance.md, "CEL cost and speed")."""
+    from extender.tools.oracle import Oracle, OracleUnavailable, oracle_path
+
+    try:
+        oracle: Oracle | None = Oracle(oracle_path())
+    except OracleUnavailable as exc:
+        print(f"cel-go columns skipped: {exc}")
+        oracle = None
+    device = PlainDevice(
+        DRIVER, COSTLY_DEVICE["attributes"], COSTLY_DEVICE["capacity"], allow_multiple_allocations=False
+    )
+    view = build_device_view(device)
+    programs = {name: make_engine(name) for name in engines if unavailable_reason(name) is None}
+    counter = None
+    if "python" in programs:
+        from extender.cel.python.engine import PythonEngine  # counts costs as cel-go does
+
+        counter = PythonEngine()
+    print(f"median of {rounds} evaluations in ms; factor: engine time / cel-go time at the same cost")
+    header = f"{'expression':<22}{'cost':>10}{'ours':>10}{'cel-go':>10}" + "".join(
+        f"{name:>10}{'factor':>8}" for name in programs
+    )
+    print(header)
+    for label, expression in COSTLY.items():
+        cost, go_s = None, None
+        if oracle is not None:
+            request = {"mode": "bench", "name": label, "expression": expression, "device": COSTLY_DEVICE}
+            answer = oracle.ask({**request, "minRuns": rounds, "minSeconds": 0.3})
+            cost, go_s = answer.get("cost"), answer["nsPerEval"] / 1e9
+        ours_cost = counter.compile(expression).actual_cost(view) if counter is not None else "-"
+        row = f"{label:<22}{cost if cost is not None else '-':>10}{ours_cost:>10}"
+        row += f"{go_s * 1e3:>10.1f}" if go_s else f"{'-':>10}"
+        for engine in programs.values():
+            program = engine.compile(expression)
+            samples = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                with contextlib.suppress(CelRuntimeError):  # over the cost limit: timed until it stopped
+                    program.evaluate(view)
+                samples.append(time.perf_counter() - started)
+            ours = statistics.median(samples)
+            row += f"{ours * 1e3:>10.1f}" + (f"{ours / go_s:>8.1f}" if go_s else f"{'-':>8}")
+        print(row)
+    if oracle is not None:
+        oracle.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.bench_cel", description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=2000, help="devices per round (default 2000)")
@@ -100,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engines", default="cpp,python", help="comma-separated engines (default cpp,python)"
     )
+    parser.add_argument("--costly", action="store_true", help="expensive selectors against cel-go instead")
     args = parser.parse_args(argv)
     if args.devices < 1 or args.rounds < 1:
         parser.error("--devices and --rounds must be at least 1")
@@ -108,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown engine(s): {', '.join(unknown)}; choose from {', '.join(ENGINES)}")
 
+    if args.costly:
+        bench_costly(engines, args.rounds)
+        return 0
     print(f"typical selector: {TYPICAL}")
     print(f"{args.devices} devices x {args.rounds} rounds; median per operation in microseconds\n")
     columns = ("compile", "device view", "cold", "eval", "memoized")

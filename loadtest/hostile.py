@@ -6,6 +6,12 @@ an attacker keeps a hostile ``/preempt`` running (a claim with no solution, ever
 candidate) and eight 10 MB bodies of nested arrays in flight. Prints the worst added latency
 (attack maximum minus quiet median) of each probe and the growth of the resident set.
 
+With ``--cel NODESxDEVICES`` the attack is issue 28's instead: ``--attackers`` clients each
+send, one after another, a ``/filter`` for a claim whose selector is within Kubernetes' cost
+limit (cel-go's estimate 985,261 of 1,000,000) and matches nothing, over NODES nodes of
+DEVICES distinct devices; every request names a new claim, so no verdict is remembered from
+the one before. The probes are ``/healthz`` and a normal ``/filter`` over the same nodes.
+
 Run it on two checkouts back to back to compare; the figures go in docs/reliability.md.
 """
 
@@ -69,6 +75,55 @@ def cluster(nodes: int) -> list[dict[str, Any]]:
     return objs
 
 
+def numbers(n: int) -> str:
+    return "[" + ",".join(str(i) for i in range(n)) + "]"
+
+
+def expensive_selector(variant: int) -> str:
+    """Within the API server's cost estimate, false on every device; ``variant`` makes each
+    expression distinct (so each is compiled and evaluated anew) at the same cost."""
+    return f"{numbers(350)}.exists(a, {numbers(350)}.exists(b, a + b < -{variant + 1}))"
+
+
+CEL_VARIANTS = 200
+
+
+def cel_cluster(nodes: int, devices: int) -> list[dict[str, Any]]:
+    """Nodes of distinct devices (a serial number each), the attacker's claims and a normal pod."""
+    objs: list[dict[str, Any]] = [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+    }]
+    for i in range(nodes):
+        name = f"node-{i}"
+        objs.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+        objs.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-gpus"},
+            "spec": {"driver": DRIVER, "nodeName": name,
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"gpu-{d}", "attributes": {"serial": {"int": i * devices + d}}}
+                                 for d in range(devices)]},
+        })
+
+    def claim(name: str, selectors: list[dict[str, Any]]) -> dict[str, Any]:
+        request = {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "selectors": selectors}}
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"devices": {"requests": [request]}}}
+
+    def pod(name: str, claim_name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "i"}],
+                         "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]}}
+
+    for v in range(CEL_VARIANTS):
+        objs += [claim(f"hostile-{v}", [{"cel": {"expression": expensive_selector(v)}}]),
+                 pod(f"attacker-{v}", f"hostile-{v}")]
+    objs += [claim("modest", []), pod("normal", "modest")]
+    return objs
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -118,11 +173,38 @@ async def attack(url: str, pods: dict[str, Any], candidates: list[str], until: f
     return seen
 
 
-async def measure(url: str, pid: int, seconds: float, candidates: int) -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+async def cel_attack(url: str, pods: dict[str, Any], nodes: list[str], attackers: int,
+                     until: float) -> dict[str, Any]:
+    """``attackers`` clients sending hostile filters one after another, each a new claim."""
+    variants = iter(range(CEL_VARIANTS))
+    durations: list[float] = []
+    answers: dict[str, int] = {}
+
+    async def attacker() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+            while time.monotonic() < until:
+                body = {"Pod": pods[f"attacker-{next(variants)}"], "NodeNames": nodes}
+                started = time.monotonic()
+                response = await client.post("/filter", json=body)
+                durations.append(time.monotonic() - started)
+                result = response.json()
+                reasons = {**result.get("FailedNodes", {}), **result.get("FailedAndUnresolvableNodes", {})}
+                for reason in reasons.values():
+                    key = "timed out" if "timed out" in reason else reason[-60:]
+                    answers[key] = answers.get(key, 0) + 1
+                answers["fits"] = answers.get("fits", 0) + len(result.get("NodeNames") or [])
+
+    await asyncio.gather(*(attacker() for _ in range(attackers)))
+    return {"hostile filters": len(durations), "longest hostile filter s": round(max(durations), 1),
+            "node answers": answers}
+
+
+async def measure(url: str, pid: int, seconds: float, candidates: int,
+                  cel: tuple[int, int] | None = None, attackers: int = 1) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
         pods = (await client.get("/debug/pods")).json()["items"]
         by_name = {p["metadata"]["name"]: p for p in pods}
-        nodes = [f"node-{i}" for i in range(NODES)]
+        nodes = [f"node-{i}" for i in range(NODES if cel is None else cel[0])]
         filter_body = {"Pod": by_name["normal"], "NodeNames": nodes}
 
         async def healthz(c: httpx.AsyncClient) -> httpx.Response:
@@ -144,7 +226,10 @@ async def measure(url: str, pid: int, seconds: float, candidates: int) -> dict[s
                 peak = max(peak, rss_bytes(pid))
                 await asyncio.sleep(0.05)
 
-        attack_task = asyncio.ensure_future(attack(url, by_name, nodes[:candidates], loud_until))
+        if cel is None:
+            attack_task = asyncio.ensure_future(attack(url, by_name, nodes[:candidates], loud_until))
+        else:
+            attack_task = asyncio.ensure_future(cel_attack(url, by_name, nodes, attackers, loud_until))
         sampler = asyncio.ensure_future(sample_rss())
         await asyncio.sleep(0.5)  # the attack is under way
         loud = await asyncio.gather(probe_loop(client, healthz, loud_until),
@@ -174,15 +259,25 @@ def main() -> int:
     parser.add_argument("--candidates", type=int, default=4,
                         help="candidate nodes of the hostile preempt (4: as reported in issue 11; "
                         "0: no preempt)")
+    parser.add_argument("--cel", metavar="NODESxDEVICES",
+                        help="issue 28 attack instead: a costly selector over NODESxDEVICES (1x128, 50x8)")
+    parser.add_argument("--attackers", type=int, default=1, help="concurrent hostile filters (--cel)")
+    parser.add_argument("--cel-engine", default="auto", help="the server's --cel-engine")
     args = parser.parse_args()
+    cel = None
+    if args.cel:
+        nodes, _, devices = args.cel.partition("x")
+        cel = (int(nodes), int(devices))
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp, "state")
         state.mkdir()
-        Path(state, "cluster.yaml").write_text(yaml.safe_dump_all(cluster(NODES)))
+        objs = cluster(NODES) if cel is None else cel_cluster(*cel)
+        Path(state, "cluster.yaml").write_text(yaml.safe_dump_all(objs))
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "PYTHONPATH": str(args.source.resolve())}
-        cmd = [sys.executable, "-m", "extender", "serve", "--state", str(state), "--port", str(port)]
+        cmd = [sys.executable, "-m", "extender", "serve", "--state", str(state), "--port", str(port),
+               "--cel-engine", args.cel_engine]
         with Path(tmp, "log").open("wb") as log:
             process = subprocess.Popen(cmd, cwd=args.source, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -195,7 +290,8 @@ def main() -> int:
                     print(Path(tmp, "log").read_text()[-2000:], file=sys.stderr)
                     return 1
                 time.sleep(0.1)
-            print(json.dumps(asyncio.run(measure(url, process.pid, args.seconds, args.candidates)), indent=2))
+            figures = measure(url, process.pid, args.seconds, args.candidates, cel, args.attackers)
+            print(json.dumps(asyncio.run(figures), indent=2))
         finally:
             process.terminate()
             process.wait(10)

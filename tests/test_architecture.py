@@ -169,11 +169,13 @@ SUBFOLDER_BASES: dict[str, frozenset[str]] = {
     # The allocator's answers for nodes alike are made of what a search is made of (pools,
     # requests, results, the allocated state, the failure), never of the search itself.
     "extender.allocator.alike": frozenset(
-        f"extender.allocator.{m}" for m in ("outcome", "pools", "requests", "result", "sources", "state")
+        f"extender.allocator.{m}" for m in ("outcome", "pools", "requests", "result", "state")
     ),
     # The engines implement the engine protocol over the device view, with the package's errors.
     "extender.cel.cpp": frozenset({"extender.cel", "extender.cel.engine", "extender.cel.device"}),
     "extender.cel.python": frozenset({"extender.cel", "extender.cel.engine", "extender.cel.device"}),
+    # The runtime shared by both engines keeps Kubernetes' cost limit, declared with the contract.
+    "extender.cel.runtime": frozenset({"extender.cel"}),
 }
 
 

@@ -2,7 +2,7 @@
 
 from extender.allocator.allocator import Allocator
 from extender.allocator.outcome import Failure, FailureKind, claim_slot
-from extender.allocator.sources import SliceList, SliceSource
+from extender.allocator.pools import SliceList, SliceSource
 from extender.allocator.state import AllocatedState
 from extender.model import (
     AllocationResult,

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from extender.allocator.alike import AlikeResults, GatheredPools, Searched, ShapeMemo
 from extender.allocator.diagnose import explain_failure
 from extender.allocator.outcome import TIMED_OUT, AllocationError, Failure
+from extender.allocator.pools import SliceSource
 from extender.allocator.requests import validate_claims
 from extender.allocator.result import build_config, build_result
 from extender.allocator.search import Search, Setting
 from extender.allocator.selection import SelectorCache
-from extender.allocator.sources import SliceSource
 from extender.allocator.state import AllocatedState
 from extender.cel.environment import Environment
 from extender.model import AllocationResult, DeviceClass, Node, ResourceClaim

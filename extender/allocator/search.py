@@ -6,17 +6,17 @@ k8s.io/dynamic-resource-allocation).
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 
+from extender.allocator.budget import Budget
 from extender.allocator.capacity import capacity_fits, consumed_capacity
 from extender.allocator.compatibility import GroupLedger
 from extender.allocator.constraints import ConstraintState, new_state
 from extender.allocator.counters import CounterLedger, CounterValues, PoolKey
-from extender.allocator.outcome import TIMED_OUT, AllocationError
+from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
 from extender.allocator.result import Pick
@@ -32,8 +32,6 @@ from extender.model.quantity import Quantity
 # firstAvailable parent try its next subrequest and is turned into FAIL at claim boundaries.
 FAIL, DONE, MAX_SIZE = 0, 1, 2
 
-# How often a long search offers its ``pause`` hook the chance to let other work run.
-PAUSE_EVERY_S = 0.002
 
 Undo = Callable[[], None]
 # A search step: yields the (c, r, s, d, in_sub, start) of the step it needs next, is sent
@@ -74,11 +72,8 @@ class Search:
         self.selectors = setting.selectors
         self.hide_multiple = self.features.variant == "stable"  # selection.cel_input
         self.exact_rollback = self.features.exact_rollback  # read by every pick
-        self.deadline = deadline
-        self.pause = setting.pause
+        self.budget = Budget(deadline, setting.pause)
         counter_cache = setting.counter_cache
-        # When the clock is next looked at: the deadline, or sooner to let others run.
-        self._check_at = self._next_check(time.monotonic())
         self.candidates: list[Candidate] = [c for p in pools for c in p.candidates]
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
@@ -110,11 +105,12 @@ class Search:
 
     def evaluate(self, candidate: Candidate, data: RequestData) -> bool:
         device = candidate.device
-        cache, hide = self.selectors, self.hide_multiple
+        cache, hide, check = self.selectors, self.hide_multiple, self.budget.in_evaluation
+        by_class, by_claim = f"class {data.device_class.name}", f"claim {data.claim_key}"
         return (
             (self.features.binding or not device.binding_conditions)
-            and selectors_match(cache, f"class {data.device_class.name}", data.class_selectors, device, hide)
-            and selectors_match(cache, f"claim {data.claim_key}", data.selectors, device, hide)
+            and selectors_match(cache, by_class, data.class_selectors, device, hide, check)
+            and selectors_match(cache, by_claim, data.selectors, device, hide, check)
             and node_allows(self.node, candidate)
         )
 
@@ -174,8 +170,8 @@ class Search:
     def _visit(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> Frame:
         crossed = False  # a claim boundary was passed in this frame: MAX_SIZE becomes FAIL
         while True:
-            if time.monotonic() > self._check_at:
-                self._checkpoint()
+            if time.monotonic() > self.budget.due:
+                self.budget.check()
             if c == len(self.requests):
                 return DONE
             claim_requests = self.requests[c]
@@ -199,17 +195,6 @@ class Search:
             else:
                 outcome = yield from self._visit_exact(c, r, s, d, in_sub, start, data)
             return FAIL if crossed and outcome == MAX_SIZE else outcome
-
-    def _next_check(self, now: float) -> float:
-        deadline = math.inf if self.deadline is None else self.deadline
-        return deadline if self.pause is None else min(deadline, now + PAUSE_EVERY_S)
-
-    def _checkpoint(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise AllocationError(TIMED_OUT, kind="timeout")
-        if self.pause is not None:
-            self.pause()
-        self._check_at = self._next_check(time.monotonic())
 
     def _try_subrequests(self, c: int, r: int, variants: list[RequestData]) -> Frame:
         all_exceeded = True

@@ -16,7 +16,7 @@ from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, device_matches_node
 from extender.allocator.requests import RequestData
 from extender.allocator.state import AllocatedState
-from extender.cel import CelCompileError, CelRuntimeError, DeviceInput
+from extender.cel import CelCompileError, CelRuntimeError, Checkpoint, DeviceInput, EvaluationInterrupted
 from extender.cel.device import PlainDevice
 from extender.model import Device, DeviceID, Node
 from extender.model.features import Features
@@ -36,11 +36,11 @@ class SelectorCache:
         self._cel = cel
         self._compiled: dict[str, Selector | CelCompileError] = {}
 
-    def get(self, expression: str) -> Selector | CelCompileError:
+    def get(self, expression: str, checkpoint: Checkpoint | None = None) -> Selector | CelCompileError:
         compiled = self._compiled.get(expression)
         if compiled is None:
             try:
-                compiled = self._cel.compile_selector(expression)
+                compiled = self._cel.compile_selector(expression, checkpoint)
             except CelCompileError as exc:
                 compiled = exc
             self._compiled[expression] = compiled
@@ -67,13 +67,24 @@ def cel_input(device: Device, hide_multiple: bool) -> DeviceInput:
 
 
 def selectors_match(
-    cache: SelectorCache, owner: str, expressions: Sequence[str], device: Device, hide_multiple: bool = False
+    cache: SelectorCache,
+    owner: str,
+    expressions: Sequence[str],
+    device: Device,
+    hide_multiple: bool = False,
+    checkpoint: Checkpoint | None = None,
 ) -> bool:
     """All selectors true, evaluated in order up to the first false; CEL failures are fatal.
-    ``hide_multiple``: the stable allocator's view (:func:`cel_input`)."""
+    ``hide_multiple``: the stable allocator's view (:func:`cel_input`).
+
+    ``checkpoint`` runs inside long evaluations (the search's deadline and turns); a deadline
+    passed there is a timeout, as between search steps."""
     seen = cel_input(device, hide_multiple) if expressions else device
     for i, expression in enumerate(expressions):
-        compiled = cache.get(expression)
+        try:
+            compiled = cache.get(expression, checkpoint)
+        except EvaluationInterrupted as exc:  # the deadline passed while it compiled
+            raise AllocationError(exc.message, "timeout") from None
         if isinstance(compiled, CelCompileError):
             message = compiled.message
             if expression not in message:
@@ -81,8 +92,10 @@ def selectors_match(
                 message = f"{message} (expression: {expression})"
             raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {message}")
         try:
-            if not compiled.matches(seen):
+            if not compiled.matches(seen, checkpoint):
                 return False
+        except EvaluationInterrupted as exc:
+            raise AllocationError(exc.message, "timeout") from None
         except CelRuntimeError as exc:
             raise AllocationError(
                 f"{owner}: selector #{i} on device {'/'.join(device.id)}: CEL runtime error: {exc.message}"

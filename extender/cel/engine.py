@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from extender.cel import Checkpoint
     from extender.cel.device import DeviceView
 
 ENGINE_CHOICES = ("auto", "cpp", "python")
@@ -22,8 +23,11 @@ _ENGINE_MODULES = {"cpp": "extender.cel.cpp.engine", "python": "extender.cel.pyt
 class Program(Protocol):
     """A compiled, type-checked selector."""
 
-    def evaluate(self, view: DeviceView) -> bool:
-        """Return the selector's verdict; raise ``CelRuntimeError(message, expression)``."""
+    def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
+        """Return the selector's verdict; raise ``CelRuntimeError(message, expression)``.
+
+        ``checkpoint`` is called every ``CHECK_EVERY_COST`` cost units of evaluation (see
+        ``extender.cel``); what it raises goes through unchanged."""
         ...
 
 

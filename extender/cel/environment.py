@@ -19,19 +19,24 @@ from dataclasses import dataclass, fields
 
 from cachetools import LRUCache
 
-from extender.cel import CelCompileError, CelRuntimeError, DeviceInput
+from extender.cel import CelCompileError, CelRuntimeError, Checkpoint, DeviceInput
 from extender.cel.device import PlainDevice, view_for
 from extender.cel.engine import Engine, Program, make_engine
 
 # The longest selector accepted, in UTF-8 bytes; checked here, before any engine sees it.
 MAX_EXPRESSION_BYTES = 10 * 1024
 SELECTOR_CACHE_SIZE = 8192
+# How often a caller waiting for a compilation on a worker thread calls its checkpoint.
+COMPILE_POLL_S = 0.002
 
 # A typical selector and a device it matches: compiled and run by Environment.warm_up().
 WARM_UP_SELECTOR = (
     'device.driver == "warm-up.example.com" && device.attributes["warm-up.example.com"].model == "a100"'
     ' && device.capacity["warm-up.example.com"].memory.compareTo(quantity("40Gi")) >= 0'
 )
+# A loop longer than the C++ runtime's iteration budget: that engine hands it to the python
+# one, whose first compilation (its grammar) would otherwise block the first such request.
+WARM_UP_LONG_LOOP = "lists.range(10001).all(i, i >= 0)"
 
 
 @dataclass
@@ -65,8 +70,11 @@ class Selector:
         # same engine may share it (the one finding it counts a memo hit, not an evaluation).
         self._memo_key = ("cel", engine_name, expression)
 
-    def matches(self, device: DeviceInput) -> bool:
-        """Whether ``device`` satisfies the selector; raises :class:`CelRuntimeError`."""
+    def matches(self, device: DeviceInput, checkpoint: Checkpoint | None = None) -> bool:
+        """Whether ``device`` satisfies the selector; raises :class:`CelRuntimeError`.
+
+        ``checkpoint`` is called during a long evaluation (``extender.cel``); an evaluation it
+        interrupts leaves no verdict behind."""
         stats = self._stats
         memo = device.cel_memo
         outcome: bool | CelRuntimeError | None = memo.get(self._memo_key)
@@ -75,7 +83,7 @@ class Selector:
         else:
             stats.evaluations += 1
             try:
-                outcome = self._program.evaluate(view_for(device))
+                outcome = self._program.evaluate(view_for(device), checkpoint)
             except CelRuntimeError as exc:
                 stats.runtime_errors += 1
                 outcome = exc
@@ -112,8 +120,13 @@ class Environment:
         """The engine actually in use (what ``auto`` resolved to)."""
         return self._engine.name
 
-    def compile_selector(self, expression: str) -> Selector:
-        """The compiled selector for ``expression``; raises :class:`CelCompileError`."""
+    def compile_selector(self, expression: str, checkpoint: Checkpoint | None = None) -> Selector:
+        """The compiled selector for ``expression``; raises :class:`CelCompileError`.
+
+        With ``checkpoint``, a compilation (up to a few hundred milliseconds for a long
+        selector) runs on a worker thread while this one waits in short sleeps, calling the
+        checkpoint between them: the caller can let its event loop run meanwhile, or give up
+        (the compilation then still completes, and is cached, for the next caller)."""
         if not isinstance(expression, str):
             raise CelCompileError(
                 f"expression must be a string, not {type(expression).__name__}", str(expression)
@@ -121,14 +134,38 @@ class Environment:
         with self._lock:
             cached = self._cache.get(expression)
         if cached is None:
-            cached = self._compile(expression)
-            with self._lock:
-                self._cache[expression] = cached
+            if checkpoint is None:
+                cached = self._compiled(expression)
+            else:
+                cached = self._compiled_aside(expression, checkpoint)
         else:
             self.stats.cache_hits += 1
         if isinstance(cached, CelCompileError):
             raise CelCompileError(cached.message, expression)
         return cached
+
+    def _compiled(self, expression: str) -> Selector | CelCompileError:
+        compiled = self._compile(expression)
+        with self._lock:
+            self._cache[expression] = compiled
+        return compiled
+
+    def _compiled_aside(self, expression: str, checkpoint: Checkpoint) -> Selector | CelCompileError:
+        done = threading.Event()
+        outcome: list[Selector | CelCompileError] = []
+
+        def work() -> None:
+            try:
+                outcome.append(self._compiled(expression))
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="cel-compile", daemon=True).start()
+        while not done.wait(COMPILE_POLL_S):
+            checkpoint()
+        if not outcome:  # the compiler itself failed (a bug): fail this selector, loudly
+            return CelCompileError("internal error: the compilation did not complete", expression)
+        return outcome[0]
 
     def _compile(self, expression: str) -> Selector | CelCompileError:
         stats = self.stats
@@ -151,12 +188,13 @@ class Environment:
         return Selector(expression, program, self._engine.name, stats)
 
     def warm_up(self) -> float:
-        """Compile and run a typical selector once, outside the cache and the counters, so that
-        the one-off costs (the pure-Python engine's grammar build, the C++ environment's first
-        compilation, library caches) are paid at start-up instead of by the first request.
+        """Compile and run a typical selector and a long loop once, outside the cache and the
+        counters, so that the one-off costs (the pure-Python engine's grammar build, also where
+        the C++ engine hands a long loop to it, the C++ environment's first compilation,
+        library caches) are paid at start-up instead of by the first request.
 
-        Doubles as a self-check: an engine that gets this selector wrong must not serve.
-        Returns the seconds spent; raises RuntimeError if the verdict is not the expected True.
+        Doubles as a self-check: an engine that gets these selectors wrong must not serve.
+        Returns the seconds spent; raises RuntimeError if a verdict is not the expected True.
         """
         started = time.perf_counter()
         engine = self._engine
@@ -166,14 +204,16 @@ class Environment:
             capacity={"memory": {"value": "80Gi"}},
             allow_multiple_allocations=False,
         )
-        try:
-            verdict = engine.compile(WARM_UP_SELECTOR).evaluate(view_for(device))
-        except (CelCompileError, CelRuntimeError) as exc:
-            raise RuntimeError(
-                f"CEL engine {engine.name} failed its warm-up selector: {exc.message}"
-            ) from exc
-        if verdict is not True:
-            raise RuntimeError(
-                f"CEL engine {engine.name} answered {verdict!r} to its warm-up selector, not True"
-            )
+        for selector in (WARM_UP_SELECTOR, WARM_UP_LONG_LOOP):
+            try:
+                verdict = engine.compile(selector).evaluate(view_for(device))
+            except (CelCompileError, CelRuntimeError) as exc:
+                raise RuntimeError(
+                    f"CEL engine {engine.name} failed its warm-up selector: {exc.message} ({selector})"
+                ) from exc
+            if verdict is not True:
+                raise RuntimeError(
+                    f"CEL engine {engine.name} answered {verdict!r} to its warm-up selector,"
+                    f" not True ({selector})"
+                )
         return time.perf_counter() - started

@@ -327,8 +327,9 @@ class BindTransaction:
         if plan is None or not self._ctx.features.binding:
             return None
         state = self._ctx.state
-        held = (state.claim(c.namespace, c.name) for c in (*plan.claims.claims, *self._created.values()))
-        readiness = first_problem(c for c in held if c is not None)
+        # A list, not a generator: claims reads it without calling back into this module.
+        held = [state.claim(c.namespace, c.name) for c in (*plan.claims.claims, *self._created.values())]
+        readiness = first_problem([c for c in held if c is not None])
         if readiness.failed:
             # Everything reserved for the pod goes, also what earlier binds left to it.
             self._written = self._ours_to_release(plan)

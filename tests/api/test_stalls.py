@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from extender.allocator import search
+from extender.allocator import budget
 from extender.scheduling import turns
 from tests.scheduling.cluster import (
     Service,
@@ -116,7 +116,7 @@ def test_binds_that_compute_in_turns_never_commit_a_device_twice(monkeypatch):
     # Every step of every computation yields: the two binds' searches interleave step by step
     # and both first settle on gpu-0. Only one may commit it.
     monkeypatch.setattr(turns, "TURN_S", 0.0)
-    monkeypatch.setattr(search, "PAUSE_EVERY_S", 0.0)
+    monkeypatch.setattr(budget, "PAUSE_EVERY_S", 0.0)
     objs: list[dict[str, Any]] = [*gpu_cluster(nodes=1, per_node=2)]
     objs += [claim("ca"), claim("cb"), pod("a", claims={"gpu": "ca"}), pod("b", claims={"gpu": "cb"})]
     svc = Service(objs)

@@ -185,6 +185,16 @@ def test_warm_up_builds_the_python_grammar() -> None:
     assert syntax._lark.cache_info().currsize == 1
 
 
+@pytest.mark.skipif(not (HAVE_PY and HAVE_CPP), reason="needs both engines")
+def test_warm_up_of_the_cpp_engine_builds_the_python_grammar_its_long_loops_use() -> None:
+    from extender.cel.python import syntax
+
+    cel = Environment.create("cpp")
+    syntax._lark.cache_clear()
+    cel.warm_up()
+    assert syntax._lark.cache_info().currsize == 1
+
+
 class _WrongProgram:
     def evaluate(self, view: object) -> bool:
         return False

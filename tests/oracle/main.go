@@ -5,8 +5,9 @@
 // It reads JSON requests, one per line (JSON Lines), from stdin or from the files named as
 // arguments, and writes one JSON answer per request, in order, to stdout. A request is a
 // conformance case (tests/conformance/cases/FORMAT.md, converted from YAML to JSON) with
-// "mode": "allocate", or a CEL parity case (tests/cel/cases.yaml) with "mode": "cel".
-// The answers are described in answer.go. Nothing in the answer is judged here: the Python
+// "mode": "allocate", or a CEL parity case (tests/cel/cases.yaml) with "mode": "cel" (or
+// "bench": the case timed, for python -m loadtest.bench_cel --costly; bench.go).
+// The answers are described in answer.go and bench.go. Nothing in the answer is judged here: the Python
 // side (extender/tools/oracle.py) compares.
 package main
 
@@ -74,7 +75,9 @@ func answer(line []byte) any {
 		return allocate(head.Name, line)
 	case "cel":
 		return evaluate(head.Name, line)
+	case "bench":
+		return bench(head.Name, line)
 	default:
-		return invalid(head.Name, fmt.Errorf("unknown mode %q (allocate or cel)", head.Mode))
+		return invalid(head.Name, fmt.Errorf("unknown mode %q (allocate, cel or bench)", head.Mode))
 	}
 }

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 
 from extender.allocator.alike.shapes import NodeShape, ShapeTable
 from extender.allocator.outcome import AllocationError
-from extender.allocator.pools import Pool, gather_pools
+from extender.allocator.pools import Pool, SliceSource, gather_pools
 from extender.allocator.result import only_node
-from extender.allocator.sources import SliceSource
 from extender.model import DeviceID, Node, NodeSelector
 from extender.model.features import Features
 

@@ -31,6 +31,9 @@ patched here and in the other modules of ``cel/cpp/``: ``tokens.py`` (scanning t
 - An optional value reaching a Python function crashes the runtime: such expressions run on
   the pure-Python engine, as do those using the format library (optional results), and loops
   beyond the runtime's fixed 10,000-iteration budget (Kubernetes' cost limit is far higher).
+- The runtime has no cost tracking: expressions whose cost can grow with the data (loops,
+  ``lists``/``sets`` functions, sorting and other whole-list functions) run on the pure-Python
+  engine, which counts cel-go's costs and calls the caller's checkpoint (``_COSTLY_CALLS``).
 - Activations are cached per device view and per thread (the library's arenas are thread-bound).
 """
 
@@ -46,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
-from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import CelCompileError, CelRuntimeError, Checkpoint
 from extender.cel.cpp.errors import MIXED_LISTS, compile_text, lint, runtime_text
 from extender.cel.cpp.formatting import literal_format_problems
 from extender.cel.cpp.homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
@@ -130,6 +133,18 @@ _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
+# What makes an evaluation's cost grow with the data: loops (the macros) and the functions that
+# build or walk whole lists. The C++ runtime cannot count cel-go's costs, so expressions using
+# them run on the python engine, which counts them exactly; without them, an expression's cost
+# is bounded by its length and the device's values, far below Kubernetes' limit.
+_COSTLY_CALLS = frozenset(
+    {
+        *("all", "exists", "exists_one", "existsOne", "map", "filter"),
+        *("transformList", "transformMap", "transformMapEntry", "sortBy"),
+        *("sort", "distinct", "flatten", "slice", "reverse"),
+    }
+)
+_COSTLY_NAMESPACES = frozenset({"lists", "sets"})
 _DUPLICATE_KEY = "duplicate key in map"
 
 
@@ -187,7 +202,10 @@ class CppProgram:
         self._fallback: Program | None = None
         self.expression = expression
 
-    def evaluate(self, view: DeviceView) -> bool:
+    def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
+        # The native evaluation is one call that cannot stop for ``checkpoint``; it is short
+        # by construction: at most the runtime's 10,000 loop iterations in all, after which
+        # the python engine, which calls the checkpoint, takes over (docs/reliability.md).
         if view.error is not None:
             raise CelRuntimeError(view.error, self.expression)
         try:
@@ -197,10 +215,10 @@ class CppProgram:
             if _ITERATION_BUDGET in str(exc):
                 # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
                 # cost limit; the python engine, which charges Kubernetes-like costs, decides.
-                return self._on_python(view, "loop too long for the C++ runtime")
+                return self._on_python(view, "loop too long for the C++ runtime", checkpoint)
             if _DUPLICATE_KEY in str(exc):
                 # cel-go keeps the last value of a repeated map key, where the C++ runtime fails.
-                return self._on_python(view, "repeated map key")
+                return self._on_python(view, "repeated map key", checkpoint)
             raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
             raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
@@ -213,14 +231,14 @@ class CppProgram:
             f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
 
-    def _on_python(self, view: DeviceView, why: str) -> bool:
+    def _on_python(self, view: DeviceView, why: str, checkpoint: Checkpoint | None) -> bool:
         """The python engine's answer, where the C++ runtime cannot give Kubernetes' (``why``)."""
         if self._fallback is None:
             try:
                 self._fallback = self._engine.python_program(self.expression)
             except CelCompileError as exc:
                 raise CelRuntimeError(f"{why}: {exc.message}", self.expression) from None
-        return self._fallback.evaluate(view)
+        return self._fallback.evaluate(view, checkpoint)
 
     def _eval(self, view: DeviceView) -> Any:
         # An activation only works on the thread that built it (cel-expr-python keeps its
@@ -299,6 +317,8 @@ class CppEngine:
         self._check_homogeneous(expression, toks)
         self._validate_literals(expression, checked)
         self._check_formats(expression, toks)
+        if member_calls(toks) & _COSTLY_CALLS or any(t.text in _COSTLY_NAMESPACES for t in toks):
+            return self._delegate(expression)  # its cost can approach the limit: counted there
         source_toks = toks if source == expression else tokens(source)
         if source_toks is None:
             rewritten = source

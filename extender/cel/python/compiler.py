@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.cel.python.evaluator import (
+    CostLimitExceeded,
     Ctx,
     Fn,
+    LoopCosts,
     build_call,
     build_comprehension,
     make_and,
@@ -58,6 +60,14 @@ from extender.cel.python.syntax import (
     qualified_name,
 )
 from extender.cel.python.wrappers import FIELD, WRAPPERS
+from extender.cel.runtime.costs import (
+    CALL_COST,
+    LIST_CREATE_COST,
+    MAP_CREATE_COST,
+    SIZED_BY_NAME,
+    SIZED_BY_OVERLOAD,
+    STRUCT_CREATE_COST,
+)
 from extender.cel.runtime.formatting import check_format
 from extender.cel.runtime.types import (
     BOOL,
@@ -101,13 +111,20 @@ class Compiled:
     type: Type
     fn: Fn
     const: Any = _NOCONST
-    cost: int = 1  # nodes evaluated: the per-iteration charge of a loop body
+    # The static part of the node's cost as cel-go counts it (extender.cel.runtime.costs):
+    # charged by whoever evaluates the node; what depends on run time the node charges itself.
+    cost: int = 0
     # A constant as cel-go's planner sees one: a literal, or a list, map or conversion of such
     # constants, which it evaluates up front (a conversion failing there is a compile error).
     planned: bool = False
     # The type's dyn stands for a type parameter cel-go leaves unbound (an empty literal,
     # optional.none(), an entry or field of those), which a literal's other entries bind.
     free: bool = False
+    # An attribute for cel-go (a name and its selections and indexes): the cost it has as a
+    # branch of ``?:``, where cel-go resolves it without charging the name itself (its
+    # qualifiers and the expressions it is rooted in or indexed by still cost); None for
+    # other nodes.
+    branch_cost: int | None = None
 
     @property
     def is_const(self) -> bool:
@@ -135,8 +152,17 @@ def _literal_type(v: Any) -> Type:
     return DYN
 
 
-def _const(value: Any, type_: Type, cost: int = 1, planned: bool = False) -> Compiled:
+def _const(value: Any, type_: Type, cost: int = 0, planned: bool = False) -> Compiled:
     return Compiled(type_, lambda ctx: value, value, cost, planned)
+
+
+def _fold(compiled: Compiled, planned: bool) -> Compiled:
+    """``compiled`` evaluated now. A constant cel-go's planner also computes up front costs
+    nothing; any other still costs, on every evaluation, what cel-go charges to compute it.
+    Raises EvalError (and CostLimitExceeded) as the evaluation does."""
+    ctx = Ctx({})
+    value = compiled.fn(ctx)
+    return _const(value, compiled.type, 0 if planned else compiled.cost + ctx.cost, planned)
 
 
 def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) -> Compiled:
@@ -145,10 +171,9 @@ def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) 
     if not all(p.is_const for p in parts):
         return compiled
     try:
-        value = compiled.fn(Ctx({}))
-    except EvalError:
+        return _fold(compiled, literal and all(p.planned for p in parts))
+    except (EvalError, CostLimitExceeded):
         return compiled
-    return _const(value, compiled.type, compiled.cost, literal and all(p.planned for p in parts))
 
 
 class Compiler:
@@ -188,10 +213,10 @@ class Compiler:
     def _ident(self, name: str, scope: dict[str, Type]) -> Compiled:
         if name in scope:
             if _LAZY + name in scope:
-                return Compiled(scope[name], make_bind_ref(name))
-            return Compiled(scope[name], lambda ctx: ctx.vars[name])
+                return Compiled(scope[name], make_bind_ref(name), cost=1, branch_cost=0)
+            return Compiled(scope[name], lambda ctx: ctx.vars[name], cost=1, branch_cost=0)
         if name in TYPE_IDENTS:
-            return _const(CelType(name), TYPE)
+            return _const(CelType(name), TYPE, cost=1)
         raise CompileFailure(f"undeclared reference to '{name}' (in container '')")
 
     def _field_type(self, t: Type, field: str) -> Type:
@@ -210,13 +235,14 @@ class Compiler:
     def _select(self, node: Select, scope: dict[str, Type]) -> Compiled:
         qualified = qualified_name(node)
         if qualified in QUALIFIED_TYPE_IDENTS and qualified.split(".", 1)[0] not in scope:
-            return _const(CelType(qualified), TYPE)
+            return _const(CelType(qualified), TYPE, cost=1)
         operand = self.compile(node.operand, scope)
         result = self._field_type(operand.type, node.field)
         if node.optional:
             result = optional_of(_strip_optional(result))
         fn = make_select(operand.fn, node.field, node.optional, operand.type == DEVICE)
-        compiled = _try_fold(Compiled(result, fn, cost=operand.cost + 1), [operand])
+        cost, branch_cost = _qualified(operand, 0)
+        compiled = _try_fold(Compiled(result, fn, cost=cost, branch_cost=branch_cost), [operand])
         compiled.free = operand.free
         return compiled
 
@@ -227,7 +253,8 @@ class Compiler:
         if node.optional:
             result = optional_of(_strip_optional(result))
         fn = make_index(operand.fn, index.fn, node.optional)
-        compiled = _try_fold(Compiled(result, fn, cost=operand.cost + index.cost + 1), [operand, index])
+        cost, branch_cost = _qualified(operand, index.cost)
+        compiled = _try_fold(Compiled(result, fn, cost=cost, branch_cost=branch_cost), [operand, index])
         compiled.free = operand.free
         return compiled
 
@@ -251,8 +278,8 @@ class Compiler:
         op = "_&&_" if type(node) is And else "_||_"
         if not (unify(BOOL, left.type, {}) and unify(BOOL, right.type, {})):
             raise _no_overload(op, f"({display(left.type)}, {display(right.type)})")
-        fn = (make_and if op == "_&&_" else make_or)(left.fn, right.fn)
-        return _try_fold(Compiled(BOOL, fn, cost=left.cost + right.cost + 1), [left, right])
+        fn = (make_and if op == "_&&_" else make_or)(left.fn, right.fn, right.cost)
+        return _try_fold(Compiled(BOOL, fn, cost=left.cost), [left, right])
 
     def _cond(self, node: Cond, scope: dict[str, Type]) -> Compiled:
         cond = self.compile(node.condition, scope)
@@ -264,9 +291,8 @@ class Compiler:
             shown = ", ".join(display(t) for t in (cond.type, then.type, other.type))
             raise _no_overload("_?_:_", f"({shown})")
         result = join([then.type, other.type])
-        fn = make_cond(cond.fn, then.fn, other.fn)
-        cost = cond.cost + then.cost + other.cost + 1
-        return _try_fold(Compiled(result, fn, cost=cost), [cond, then, other])
+        fn = make_cond(cond.fn, then.fn, other.fn, _as_branch(then), _as_branch(other))
+        return _try_fold(Compiled(result, fn, cost=cond.cost), [cond, then, other])
 
     def _list(self, node: ListLit, scope: dict[str, Type]) -> Compiled:
         items = [self.compile(e, scope) for e in node.elements]
@@ -277,7 +303,9 @@ class Compiler:
         self._equivalent(types, [i.free for i in items])
         fn = make_list([i.fn for i in items], node.optional)
         compiled = _try_fold(
-            Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + 1), items, literal=True
+            Compiled(list_of(elem), fn, cost=sum(i.cost for i in items) + LIST_CREATE_COST),
+            items,
+            literal=True,
         )
         compiled.free = not items
         return compiled
@@ -296,7 +324,7 @@ class Compiler:
         if unwrapped(key_type) not in _MAP_KEY_TYPES:
             raise CompileFailure(f"unsupported map key type: {display(key_type)}")
         fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
-        cost = sum(p.cost for p in keys + values) + 1
+        cost = sum(p.cost for p in keys + values) + MAP_CREATE_COST
         compiled = _try_fold(
             Compiled(map_of(key_type, value_type), fn, cost=cost), keys + values, literal=True
         )
@@ -319,7 +347,9 @@ class Compiler:
                 )
             values.append(value)
         fn = make_wrapper(wrapper, [v.fn for v in values])
-        compiled = Compiled(wrapper_of(wrapper.primitive), fn, cost=sum(v.cost for v in values) + 1)
+        compiled = Compiled(
+            wrapper_of(wrapper.primitive), fn, cost=sum(v.cost for v in values) + STRUCT_CREATE_COST
+        )
         return _try_fold(compiled, values)
 
     def _homogeneous(self, types: list[Type]) -> Type:
@@ -382,7 +412,8 @@ class Compiler:
             raise CompileFailure("invalid argument to has() macro")
         operand = self.compile(arg.operand, scope)
         self._field_type(operand.type, arg.field)
-        return Compiled(BOOL, make_has(operand.fn, arg.field), cost=operand.cost + 1)
+        # Kubernetes turns off the cost of the presence test itself (PresenceTestHasCost).
+        return Compiled(BOOL, make_has(operand.fn, arg.field), cost=operand.cost)
 
     def _function(
         self, name: str, target: Any, arg_nodes: tuple[Any, ...], scope: dict[str, Type]
@@ -417,17 +448,30 @@ class Compiler:
             self._check_format(parts, arg_nodes)
         result = join([r for _, r in matched])
         dispatch_needed = len(matched) > 1 or any(p.type == DYN for p in parts)
-        fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed)
-        compiled = Compiled(result, fn, cost=sum(p.cost for p in parts) + 1)
+        # cel-go's size-based costs are by overload: a call it can only dispatch at run time (an
+        # argument of type dyn that several overloads would take) costs 1; Kubernetes' own
+        # functions are costed by name. ``x in [constant list]`` is a set lookup: free.
+        if name == "@in" and _constant_set(parts[1]):
+            sized, call_cost = False, 0
+        else:
+            sized = name in SIZED_BY_NAME or (
+                name in SIZED_BY_OVERLOAD
+                and len(matched) == 1
+                and (name not in _SIZED_IF_SIZED_OPERANDS or any(_may_have_size(p.type) for p in parts))
+            )
+            call_cost = 0 if sized else CALL_COST
+        fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed, sized)
+        compiled = Compiled(result, fn, cost=sum(p.cost for p in parts) + call_cost)
         if all(p.is_const for p in parts):
             planned = name in CONVERSIONS and all(p.planned for p in parts)
             try:
-                value = fn(Ctx({}))
+                return _fold(compiled, planned)
             except EvalError as e:
                 if planned:
                     raise CompileFailure(str(e)) from None
                 return compiled
-            return _const(value, result, compiled.cost, planned)
+            except CostLimitExceeded:
+                return compiled
         return compiled
 
     def _check_format(self, parts: list[Compiled], arg_nodes: tuple[Any, ...]) -> None:
@@ -450,7 +494,8 @@ class Compiler:
             var = _var_name(args[0])
             init = self.compile(args[1], scope)
             body = self.compile(args[2], {**scope, var: init.type, _LAZY + var: init.type})
-            return Compiled(body.type, make_bind(var, init.fn, body.fn), cost=init.cost + body.cost)
+            # cel-go binds lazily: the initializer costs when first used (make_bind).
+            return Compiled(body.type, make_bind(var, init.fn, init.cost, body.fn), cost=body.cost)
         if name in ("optMap", "optFlatMap") and len(args) == 2:
             return self._opt_map(name == "optFlatMap", target, args, scope)
         if name == "map" and len(args) in (2, 3):
@@ -483,8 +528,11 @@ class Compiler:
         ]
         if not matched:
             raise _no_overload("@sortByAssociatedKeys", _applied([items.type, keys.type], True))
-        sort = build_call("@sortByAssociatedKeys", matched, [make_bind_ref(hidden), keys.fn], True)
-        return Compiled(items.type, make_bind(hidden, items.fn, sort), cost=items.cost + keys.cost + 1)
+        sort = build_call(
+            "@sortByAssociatedKeys", matched, [make_bind_ref(hidden), keys.fn], dispatch=True, sized=True
+        )
+        # The bound list's identifier (1) and the keys' comprehension; the sort charges itself.
+        return Compiled(items.type, make_bind(hidden, items.fn, items.cost, sort), cost=1 + keys.cost)
 
     def _opt_map(self, flat: bool, target: Any, args: tuple[Any, ...], scope: dict[str, Type]) -> Compiled:
         var = _var_name(args[0])
@@ -542,9 +590,80 @@ class Compiler:
                 raise _no_overload("cel.@mapInsert", f"(map(dyn, dyn), {display(result)})")
         else:
             result = list_of(bodies[-1].type)
-        step_cost = sum(b.cost for b in bodies) + 1
-        fn = build_comprehension(kind, rng.fn, names, [b.fn for b in bodies], step_cost)
-        return Compiled(result, fn, cost=rng.cost + step_cost)
+        costs, result_cost = _loop_costs(kind, [b.cost for b in bodies])
+        fn = build_comprehension(kind, rng.fn, names, [b.fn for b in bodies], costs)
+        return Compiled(result, fn, cost=rng.cost + result_cost)
+
+
+# cel-go's expansion of each macro (parser/macro.go; ext/comprehensions.go for the transforms):
+# the loop condition's cost, the step's own cost besides its body, the step's when it adds an
+# item to the result, and the cost of reading the result. A condition ``true`` costs nothing,
+# ``@not_strictly_false(@result)`` 2 and ``@not_strictly_false(!@result)`` 3; each ``@result``
+# read costs 1, ``@result + [t]`` 12 (a call, a read, a list), ``cel.@mapInsert(@result, k, t)``
+# 3 and ``cel.@mapInsert(@result, t)`` 2.
+# A step ``p ? <add> : @result`` costs the predicate, then the add or nothing (``@result`` as a
+# branch of ``?:`` is free, see Compiled.branch_cost).
+_MACRO_COSTS = {
+    # kind: (condition, step without its body or add, adding an item, result)
+    "all": (2, 1, 0, 1),  # step @result && p
+    "exists": (3, 1, 0, 1),  # step @result || p
+    "exists_one": (0, 0, 2, 2),  # step p ? @result + 1 : @result; result @result == 1
+    "existsOne": (0, 0, 2, 2),
+    "map": (0, 0, 12, 1),
+    "transformList": (0, 0, 12, 1),
+    "filter": (0, 0, 13, 1),  # @result + [x]: the element is one more read
+    "transformMap": (0, 0, 3, 1),
+    "transformMapEntry": (0, 0, 2, 1),
+}
+
+
+def _loop_costs(kind: str, body_costs: list[int]) -> tuple[LoopCosts, int]:
+    """The loop's charges and the static cost of its result, given its bodies' static costs
+    (the filter predicate first where there is one, the transform last)."""
+    condition, step, add, result = _MACRO_COSTS[kind]
+    if kind in ("all", "exists", "exists_one", "existsOne", "filter"):
+        return LoopCosts(condition + step + body_costs[0], add, condition), result
+    transform = body_costs[-1]
+    if len(body_costs) == 1:  # no filter: every item is added
+        return LoopCosts(condition + step + add + transform), result
+    return LoopCosts(condition + step + body_costs[0], add + transform), result
+
+
+# Operators whose cost depends on sizes only for strings, bytes, lists and maps: on numbers,
+# booleans, timestamps and library values they cost 1, known when the operands' types are.
+_SIZED_IF_SIZED_OPERANDS = frozenset({"_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_"})
+
+
+def _may_have_size(t: Type) -> bool:
+    u = unwrapped(t)
+    return u in (STRING, BYTES, DYN) or isinstance(u, tuple)
+
+
+def _qualified(operand: Compiled, index_cost: int) -> tuple[int, int]:
+    """Cost and branch cost of a selection or index of ``operand`` (index expression cost
+    ``index_cost``). Each qualifier costs 1; a chain that does not start at a name is a
+    relative attribute for cel-go, which costs 1 more (except as a branch)."""
+    if operand.branch_cost is not None:
+        return operand.cost + index_cost + 1, operand.branch_cost + index_cost + 1
+    return operand.cost + index_cost + 2, operand.cost + index_cost + 1
+
+
+def _as_branch(branch: Compiled) -> int:
+    return branch.cost if branch.branch_cost is None else branch.branch_cost
+
+
+_SET_ELEMENTS = (bool, int, UInt, float, str)
+
+
+def _constant_set(items: Compiled) -> bool:
+    """cel-go's planner turns ``x in l`` into a set lookup when ``l`` is a constant list of
+    primitives (interpreter/decorators.go, maybeOptimizeSetMembership)."""
+    value = items.const
+    return (
+        items.planned
+        and type(value) is list
+        and all(type(v) in _SET_ELEMENTS for v in value)
+    )
 
 
 def _applied(types: list[Type], member: bool) -> str:
@@ -594,6 +713,8 @@ def _strip_optional(t: Type) -> Type:
     return t[1] if isinstance(t, tuple) and t[0] == "optional_type" else t
 
 
-def compile_expression(tree: Any, variables: dict[str, Type]) -> tuple[Type, Callable[[Ctx], Any]]:
+def compile_expression(tree: Any, variables: dict[str, Type]) -> tuple[Type, Callable[[Ctx], Any], int]:
+    """The expression's type, its closure and the static cost of its top level (which the
+    program charges before it runs the closure)."""
     compiled = Compiler().compile(tree, variables)
-    return compiled.type, compiled.fn
+    return compiled.type, compiled.fn, compiled.cost

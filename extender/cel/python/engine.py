@@ -9,11 +9,19 @@ builders, cost budget), ``_lib`` (function table), ``_types``, ``_values``, ``_t
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
-from extender.cel import CelCompileError, CelRuntimeError
+from extender.cel import (
+    COST_EXCEEDED,
+    COST_LIMIT,
+    CelCompileError,
+    CelRuntimeError,
+    Checkpoint,
+    EvaluationInterrupted,
+)
 from extender.cel.python.compiler import CompileFailure, compile_expression
-from extender.cel.python.evaluator import Ctx, Fn
+from extender.cel.python.evaluator import CostLimitExceeded, Ctx, Fn
 from extender.cel.python.syntax import ParseFailure, parse
 from extender.cel.runtime.types import BOOL, DEVICE, DYN, display, unwrapped
 from extender.cel.runtime.values import DeviceValue, DomainMap, EvalError, type_name
@@ -27,20 +35,38 @@ _CACHE_KEY = "python"
 class PythonProgram:
     """A checked selector, evaluated by closures over a per-device activation."""
 
-    __slots__ = ("_expression", "_fn")
+    __slots__ = ("_cost", "_expression", "_fn")
 
-    def __init__(self, expression: str, fn: Fn) -> None:
+    def __init__(self, expression: str, fn: Fn, cost: int) -> None:
         self._expression = expression
         self._fn = fn
+        self._cost = cost  # the static cost of the top level, charged up front
 
-    def evaluate(self, view: DeviceView) -> bool:
+    def actual_cost(self, view: DeviceView) -> int:
+        """What one evaluation on ``view`` costs (cel-go's ActualCost), whatever its outcome:
+        for tests and benchmarks that compare the count with cel-go's."""
+        ctx = Ctx({"device": activation(view)})
+        ctx.cost = self._cost
+        with contextlib.suppress(EvalError, CostLimitExceeded):  # a failure costs what it spent
+            self._fn(ctx)
+        return ctx.cost
+
+    def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
         if view.error is not None:
             raise CelRuntimeError(view.error, self._expression)
         device = view.engine_cache.get(_CACHE_KEY)
         if device is None:
             device = view.engine_cache[_CACHE_KEY] = activation(view)
+        ctx = Ctx({"device": device}, checkpoint)
+        ctx.cost = self._cost
         try:
-            result = self._fn(Ctx({"device": device}))
+            result = self._fn(ctx)
+            if ctx.cost > COST_LIMIT:  # the last charges, after the last look at the limit
+                raise CostLimitExceeded(COST_EXCEEDED)
+        except EvaluationInterrupted:
+            raise  # the caller's, not the selector's: no verdict
+        except CostLimitExceeded:
+            raise CelRuntimeError(COST_EXCEEDED, self._expression) from None
         except EvalError as e:
             raise CelRuntimeError(str(e), self._expression) from None
         except RecursionError:
@@ -76,7 +102,7 @@ class PythonEngine:
         # The expression's type and length are checked by the environment, before any engine.
         try:
             tree = parse(expression)
-            result_type, fn = compile_expression(tree, {"device": DEVICE})
+            result_type, fn, cost = compile_expression(tree, {"device": DEVICE})
         except (ParseFailure, CompileFailure) as e:
             raise CelCompileError(str(e), expression) from None
         except RecursionError:
@@ -87,7 +113,7 @@ class PythonEngine:
             raise CelCompileError(
                 f"must evaluate to bool or the unknown type, not {display(result_type)}", expression
             )
-        return PythonProgram(expression, fn)
+        return PythonProgram(expression, fn, cost)
 
 
 def make() -> PythonEngine:

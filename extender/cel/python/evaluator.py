@@ -1,8 +1,17 @@
 """Closure builders for the pure-Python CEL evaluator (one per kind of expression node).
 
 A closure takes the per-evaluation :class:`Ctx` and returns a value or raises
-:class:`EvalError`. Loops charge their body's size to ``ctx.cost`` on every iteration, so a
-runaway expression stops with Kubernetes' "cost limit exceeded" instead of hanging.
+:class:`EvalError`.
+
+Costs are counted as cel-go counts them (``extender.cel.runtime.costs``): each node has a
+static cost, known at compile time, that whoever evaluates it charges (the program its
+top-level part, a loop its body's on every iteration with the loop's own bookkeeping); what
+is known only at run time is charged where it happens: a branch of ``&&``, ``||`` and
+``?:`` when it is taken, a call whose cost depends on its arguments' sizes after it returns,
+a ``cel.bind`` initializer when first used. Over Kubernetes' limit the evaluation stops with
+:class:`CostLimitExceeded`, which no ``||`` or ``exists`` absorbs (cel-go panics there). Every
+``CHECK_EVERY_COST`` units the charge also calls the caller's checkpoint, which may switch to
+other work or interrupt the evaluation (``extender.cel``).
 """
 
 from __future__ import annotations
@@ -10,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from extender.cel import CHECK_EVERY_COST, COST_EXCEEDED, COST_LIMIT, Checkpoint
 from extender.cel.python.library import Overload
 from extender.cel.python.wrappers import Wrapper
+from extender.cel.runtime.costs import cost_function
 from extender.cel.runtime.types import value_fits
 from extender.cel.runtime.values import (
     EMPTY_DOMAIN,
@@ -24,18 +35,37 @@ from extender.cel.runtime.values import (
     type_name,
 )
 
-COST_LIMIT = 1_000_000
 _UNSET = object()
 
 
+class CostLimitExceeded(Exception):
+    """The evaluation went over the cost limit: it ends, whatever ``||`` or a loop would absorb."""
+
+
 class Ctx:
-    """Variables in scope and the cost spent by one evaluation."""
+    """Variables in scope and the cost spent by one evaluation.
 
-    __slots__ = ("cost", "vars")
+    ``check_at`` is the cost at which :func:`_charge` next looks up from the loop: the cost
+    limit, or sooner when the caller gave a ``checkpoint``; one comparison per charge.
+    """
 
-    def __init__(self, variables: dict[str, Any]) -> None:
+    __slots__ = ("check_at", "checkpoint", "cost", "vars")
+
+    def __init__(self, variables: dict[str, Any], checkpoint: Checkpoint | None = None) -> None:
         self.vars = variables
         self.cost = 0
+        self.checkpoint = checkpoint
+        self.check_at = COST_LIMIT if checkpoint is None else min(COST_LIMIT, CHECK_EVERY_COST)
+
+    def nested(self, variables: dict[str, Any]) -> Ctx:
+        """A context for other variables that goes on with this one's cost and checkpoint
+        (hand the cost back with :meth:`take_cost`)."""
+        inner = Ctx(variables, self.checkpoint)
+        inner.cost, inner.check_at = self.cost, self.check_at
+        return inner
+
+    def take_cost(self, inner: Ctx) -> None:
+        self.cost, self.check_at = inner.cost, inner.check_at
 
 
 Fn = Callable[[Ctx], Any]
@@ -160,13 +190,15 @@ def _no_logic_overload(op: str, a: Any, b: Any) -> EvalError:
     return EvalError(f"no such overload: {type_name(a)} {op} {type_name(b)}")
 
 
-def make_and(left: Fn, right: Fn) -> Fn:
-    """``&&`` where false wins over an error on either side (CEL's commutative absorption)."""
+def make_and(left: Fn, right: Fn, right_cost: int) -> Fn:
+    """``&&`` where false wins over an error on either side (CEL's commutative absorption);
+    the right side's static cost is charged when it is evaluated."""
 
     def and_(ctx: Ctx) -> bool:
         try:
             a = left(ctx)
         except EvalError as err:
+            ctx.cost += right_cost
             try:
                 b = right(ctx)
             except EvalError:
@@ -176,6 +208,7 @@ def make_and(left: Fn, right: Fn) -> Fn:
             raise
         if a is False:
             return False
+        ctx.cost += right_cost
         b = right(ctx)
         if b is False:
             return False
@@ -186,13 +219,15 @@ def make_and(left: Fn, right: Fn) -> Fn:
     return and_
 
 
-def make_or(left: Fn, right: Fn) -> Fn:
-    """``||`` where true wins over an error on either side."""
+def make_or(left: Fn, right: Fn, right_cost: int) -> Fn:
+    """``||`` where true wins over an error on either side; the right side's static cost is
+    charged when it is evaluated."""
 
     def or_(ctx: Ctx) -> bool:
         try:
             a = left(ctx)
         except EvalError as err:
+            ctx.cost += right_cost
             try:
                 b = right(ctx)
             except EvalError:
@@ -202,6 +237,7 @@ def make_or(left: Fn, right: Fn) -> Fn:
             raise
         if a is True:
             return True
+        ctx.cost += right_cost
         b = right(ctx)
         if b is True:
             return True
@@ -212,12 +248,16 @@ def make_or(left: Fn, right: Fn) -> Fn:
     return or_
 
 
-def make_cond(cond: Fn, then: Fn, other: Fn) -> Fn:
+def make_cond(cond: Fn, then: Fn, other: Fn, then_cost: int, other_cost: int) -> Fn:
+    """``c ? a : b``; the static cost of the branch taken is charged when it is evaluated."""
+
     def conditional(ctx: Ctx) -> Any:
         c = cond(ctx)
         if c is True:
+            ctx.cost += then_cost
             return then(ctx)
         if c is False:
+            ctx.cost += other_cost
             return other(ctx)
         raise EvalError(f"no such overload: {type_name(c)} ? _ : _")
 
@@ -305,19 +345,52 @@ def _remove_key(m: dict[Any, Any], key: Any) -> None:
 # --- function calls --------------------------------------------------------------------------
 
 
-def build_call(name: str, overloads: list[Overload], args: list[Fn], dispatch: bool) -> Fn:
-    """A call; with ``dispatch`` the overload is picked from the argument values at run time."""
+def build_call(
+    name: str, overloads: list[Overload], args: list[Fn], dispatch: bool, sized: bool = False
+) -> Fn:
+    """A call; with ``dispatch`` the overload is picked from the argument values at run time.
+
+    ``sized``: the call's cost depends on its arguments (``extender.cel.runtime.costs``); it is charged
+    after the call returns, and the call's static cost leaves it out."""
     if dispatch:
 
-        def pick(values: list[Any]) -> Any:
+        def invoke(values: list[Any]) -> Any:
             for ov in overloads:
                 if all(value_fits(p, v) for p, v in zip(ov.params, values, strict=True)):
                     return ov.impl(*values)
             shown = ", ".join(type_name(v) for v in values)
             raise EvalError(f"no such overload: {name}({shown})")
 
-        return lambda ctx: pick([f(ctx) for f in args])
-    impl = overloads[0].impl
+    else:
+        impl = overloads[0].impl
+
+        def invoke(values: list[Any]) -> Any:
+            return impl(*values)
+
+    if sized:
+        cost = cost_function(name)
+        if len(args) == 2 and not dispatch:
+            a, b = args
+
+            def sized_pair(ctx: Ctx) -> Any:
+                x, y = a(ctx), b(ctx)
+                result = impl(x, y)
+                ctx.cost += cost((x, y), result)
+                if ctx.cost > ctx.check_at:
+                    _look_up(ctx)
+                return result
+
+            return sized_pair
+
+        def sized_call(ctx: Ctx) -> Any:
+            values = [f(ctx) for f in args]
+            result = invoke(values)
+            _charge(ctx, cost(values, result))
+            return result
+
+        return sized_call
+    if dispatch:
+        return lambda ctx: invoke([f(ctx) for f in args])
     if len(args) == 0:
         return lambda ctx: impl()
     if len(args) == 1:
@@ -336,10 +409,11 @@ class LazyValue:
     """A cel.bind variable: cel-go evaluates the initializer on first use, in the scope the
     bind was written in (so an unused failing initializer is no error)."""
 
-    __slots__ = ("error", "fn", "scope", "state", "value")
+    __slots__ = ("cost", "error", "fn", "scope", "state", "value")
 
-    def __init__(self, fn: Fn, scope: dict[str, Any]) -> None:
+    def __init__(self, fn: Fn, cost: int, scope: dict[str, Any]) -> None:
         self.fn = fn
+        self.cost = cost  # the initializer's static cost, charged when it is evaluated
         self.scope = scope
         self.state = 0  # 0 pending, 1 value, 2 error
         self.value: Any = None
@@ -347,8 +421,8 @@ class LazyValue:
 
     def get(self, ctx: Ctx) -> Any:
         if self.state == 0:
-            outer = Ctx(self.scope)
-            outer.cost = ctx.cost
+            outer = ctx.nested(self.scope)
+            outer.cost += self.cost
             try:
                 self.value = self.fn(outer)
                 self.state = 1
@@ -356,16 +430,16 @@ class LazyValue:
                 self.error = e
                 self.state = 2
             finally:
-                ctx.cost = outer.cost
+                ctx.take_cost(outer)
         if self.state == 2:
             raise self.error  # type: ignore[misc]
         return self.value
 
 
-def make_bind(var: str, init: Fn, body: Fn) -> Fn:
+def make_bind(var: str, init: Fn, init_cost: int, body: Fn) -> Fn:
     def bind(ctx: Ctx) -> Any:
         saved = ctx.vars.get(var, _UNSET)
-        ctx.vars[var] = LazyValue(init, dict(ctx.vars))
+        ctx.vars[var] = LazyValue(init, init_cost, dict(ctx.vars))
         try:
             return body(ctx)
         finally:
@@ -424,10 +498,19 @@ def _range(v: Any, pairs: bool) -> list[Any]:
     raise EvalError(f"expression of type '{type_name(v)}' cannot be the range of a comprehension")
 
 
-def _charge(ctx: Ctx, step_cost: int) -> None:
-    ctx.cost += step_cost
+def _charge(ctx: Ctx, cost: int) -> None:
+    ctx.cost += cost
+    if ctx.cost > ctx.check_at:
+        _look_up(ctx)
+
+
+def _look_up(ctx: Ctx) -> None:
+    """Over the cost limit: the evaluation ends; else the caller's checkpoint runs."""
     if ctx.cost > COST_LIMIT:
-        raise EvalError("operation cancelled: actual cost limit exceeded")
+        raise CostLimitExceeded(COST_EXCEEDED)
+    if ctx.checkpoint is not None:
+        ctx.checkpoint()  # may switch to other work, or raise EvaluationInterrupted
+    ctx.check_at = min(COST_LIMIT, ctx.cost + CHECK_EVERY_COST)
 
 
 def _bool(v: Any, what: str) -> bool:
@@ -436,7 +519,20 @@ def _bool(v: Any, what: str) -> bool:
     return v
 
 
-def build_comprehension(kind: str, rng: Fn, names: list[str], bodies: list[Fn], step_cost: int) -> Fn:
+class LoopCosts:
+    """What a comprehension charges, as cel-go's expansion of the macro costs
+    (parser/macro.go, ext/comprehensions.go): ``step`` every iteration (loop condition, step
+    and the body's static cost), ``kept`` more for an item the step adds to the result (its
+    other branch of ``p ? @result + [t] : @result``), ``stop`` for the loop condition that
+    ends ``all``/``exists`` early."""
+
+    __slots__ = ("kept", "step", "stop")
+
+    def __init__(self, step: int, kept: int = 0, stop: int = 0) -> None:
+        self.step, self.kept, self.stop = step, kept, stop
+
+
+def build_comprehension(kind: str, rng: Fn, names: list[str], bodies: list[Fn], costs: LoopCosts) -> Fn:
     """``all``/``exists``/``exists_one``/``map``/``filter`` and the two-variable forms."""
     pairs = len(names) == 2
     loop = _LOOPS[kind]
@@ -445,7 +541,7 @@ def build_comprehension(kind: str, rng: Fn, names: list[str], bodies: list[Fn], 
         items = _range(rng(ctx), pairs)
         saved = {n: ctx.vars.get(n, _UNSET) for n in names}
         try:
-            return loop(ctx, items, names, bodies, step_cost)
+            return loop(ctx, items, names, bodies, costs)
         finally:
             for n, old in saved.items():
                 if old is _UNSET:
@@ -463,14 +559,16 @@ def _bind(ctx: Ctx, names: list[str], item: Any) -> None:
         ctx.vars[names[0]], ctx.vars[names[1]] = item
 
 
-def _loop_exists(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> bool:
-    pred = bodies[0]
+def _loop_exists(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts) -> bool:
+    pred, step = bodies[0], costs.step
     error: EvalError | None = None
-    for item in items:
-        _charge(ctx, cost)
+    for n, item in enumerate(items):
+        _charge(ctx, step)
         _bind(ctx, names, item)
         try:
             if _bool(pred(ctx), "exists"):
+                if n + 1 < len(items):
+                    ctx.cost += costs.stop
                 return True
         except EvalError as e:
             error = error or e
@@ -479,14 +577,16 @@ def _loop_exists(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn],
     return False
 
 
-def _loop_all(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> bool:
-    pred = bodies[0]
+def _loop_all(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts) -> bool:
+    pred, step = bodies[0], costs.step
     error: EvalError | None = None
-    for item in items:
-        _charge(ctx, cost)
+    for n, item in enumerate(items):
+        _charge(ctx, step)
         _bind(ctx, names, item)
         try:
             if not _bool(pred(ctx), "all"):
+                if n + 1 < len(items):
+                    ctx.cost += costs.stop
                 return False
         except EvalError as e:
             error = error or e
@@ -495,19 +595,22 @@ def _loop_all(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], co
     return True
 
 
-def _loop_exists_one(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> bool:
-    pred = bodies[0]
+def _loop_exists_one(
+    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts
+) -> bool:
+    pred, step = bodies[0], costs.step
     count = 0
     for item in items:
-        _charge(ctx, cost)
+        _charge(ctx, step)
         _bind(ctx, names, item)
         if _bool(pred(ctx), "exists_one"):
+            ctx.cost += costs.kept
             count += 1
     return count == 1
 
 
 def _kept(
-    ctx: Ctx, items: list[Any], names: list[str], preds: list[Fn], cost: int, macro: str
+    ctx: Ctx, items: list[Any], names: list[str], preds: list[Fn], costs: LoopCosts, macro: str
 ) -> Iterator[Any]:
     """Each item bound to the loop variables, skipping those the optional filter predicate rejects.
 
@@ -515,43 +618,49 @@ def _kept(
     what they build from the items this yields; the caller evaluates its transform before the
     next item is bound.
     """
+    step = costs.step
     for item in items:
-        _charge(ctx, cost)
+        _charge(ctx, step)
         _bind(ctx, names, item)
-        if preds and not _bool(preds[0](ctx), macro):
-            continue
+        if preds:
+            if not _bool(preds[0](ctx), macro):
+                continue
+            ctx.cost += costs.kept
         yield item
 
 
-def _loop_map(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> list[Any]:
+def _loop_map(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts) -> list[Any]:
     *preds, transform = bodies
-    return [transform(ctx) for _ in _kept(ctx, items, names, preds, cost, "map")]
+    return [transform(ctx) for _ in _kept(ctx, items, names, preds, costs, "map")]
 
 
-def _loop_filter(ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int) -> list[Any]:
-    pred = bodies[0]
+def _loop_filter(
+    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts
+) -> list[Any]:
+    pred, step = bodies[0], costs.step
     out = []
     for item in items:
-        _charge(ctx, cost)
+        _charge(ctx, step)
         _bind(ctx, names, item)
         if _bool(pred(ctx), "filter"):
+            ctx.cost += costs.kept
             out.append(item)
     return out
 
 
 def _loop_transform_map(
-    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int
+    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts
 ) -> dict[Any, Any]:
     *preds, transform = bodies
-    return {item[0]: transform(ctx) for item in _kept(ctx, items, names, preds, cost, "transformMap")}
+    return {item[0]: transform(ctx) for item in _kept(ctx, items, names, preds, costs, "transformMap")}
 
 
 def _loop_transform_map_entry(
-    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], cost: int
+    ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts
 ) -> dict[Any, Any]:
     *preds, transform = bodies
     out: dict[Any, Any] = {}
-    for _ in _kept(ctx, items, names, preds, cost, "transformMapEntry"):
+    for _ in _kept(ctx, items, names, preds, costs, "transformMapEntry"):
         entries = transform(ctx)
         if not isinstance(entries, dict):
             raise EvalError("no such overload: cel.@mapInsert")

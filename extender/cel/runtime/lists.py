@@ -12,14 +12,16 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from extender.cel import COST_EXCEEDED, COST_LIMIT
 from extender.cel.runtime.values import Duration, EvalError, Timestamp, UInt, cel_compare, cel_equal
 
-COST_LIMIT = 1_000_000
-COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
 _CALL_COST = 1
 _LIST_CREATE_COST = 10
 _STRING_TRAVERSAL_FACTOR = 0.1
 _COMPARABLE = (int, UInt, float, str, bytes, bool, Duration, Timestamp)
+# Element types whose Python order is CEL's (strings by code point, false before true); doubles
+# are not among them (NaN).
+_NATIVELY_ORDERED = (int, UInt, str, bytes, bool)
 
 
 def _charge(factor: float, size: int) -> None:
@@ -106,5 +108,8 @@ def sort_by_keys(items: Any, keys: Any) -> list[Any]:
         raise EvalError("list elements must be comparable")
     if any(type(k) is not kind for k in keys):
         raise EvalError("list elements must have the same type")
-    order = sorted(range(len(keys)), key=functools.cmp_to_key(lambda i, j: cel_compare(keys[i], keys[j])))
+    if kind in _NATIVELY_ORDERED:  # Python orders these as CEL does: no comparison in Python code
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+    else:
+        order = sorted(range(len(keys)), key=functools.cmp_to_key(lambda i, j: cel_compare(keys[i], keys[j])))
     return [items[i] for i in order]
