@@ -15,7 +15,7 @@ from pathlib import Path
 from extender.cel.engine import ENGINE_CHOICES
 from extender.model.features import DEFAULT_RELEASE, Features, parse_overrides, release_of, view
 
-SCORE_POLICIES = ("binpack", "spread", "none")
+SCORE_POLICIES = ("binpack", "spread", "compact", "none")
 PREEMPTION_MODES = ("verb", "evict")
 # The name the manifests deploy, and the one extender-protocol.md's examples use.
 DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler", "dra-scheduler")

@@ -22,6 +22,7 @@ from extender.model.pods import PodInfo
 from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder
 from extender.scheduling.memory import SchedulerMemory
+from extender.scheduling.placement.profiles import NodeProfiles
 from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.preemption.nominated import held_views
 from extender.scheduling.retry import RetryBook
@@ -64,10 +65,13 @@ class SchedulingContext:
     memory: SchedulerMemory = field(init=False)
     # Claim writes that outlived their bind, followed until their fate is known.
     settler: Settler = field(init=False)
+    # Each node's devices as the compact score policy reads them (scheduling/placement).
+    placement: NodeProfiles = field(init=False)
 
     def __post_init__(self) -> None:
         self.features = self.config.feature_gates
         self.memory = SchedulerMemory(self.state, self.config.result_ttl_s, self.clock)
+        self.placement = NodeProfiles(self.state)
         bind_timeout = self.config.bind_timeout_s
         self.settler = Settler(
             self.state, self.binder,

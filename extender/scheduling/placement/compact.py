@@ -1,0 +1,69 @@
+"""The ``compact`` score policy: place so that big requests stay placeable.
+
+The allocation on each node is the allocator's own (upstream's first fit in slice order), so
+every result stays one the upstream allocator returns; only the choice *between nodes* is
+ours. A node's allocation is judged by what it breaks, compared in this order (fewer wins):
+
+1. a whole free node (no unit of the allocation's drivers in use before): an 8-GPU job needs one;
+2. whole free topology domains (a NUMA node, a PCIe root with nothing in use): a 4-GPU job
+   with ``matchAttribute`` on NUMA needs one;
+3. whole free units: a partition taken from an untouched GPU leaves one whole GPU fewer,
+   taken from a GPU already partitioned (or consumable capacity from a device already shared)
+   leaves as many;
+4. topology spread of the allocation itself: how many values of each topology attribute its
+   devices span beyond one, whether or not the claim requires them to match;
+5. whole free units left on the node afterwards (bin packing, counted in units, so that
+   partitions of one GPU do not count as many free devices).
+"""
+
+from __future__ import annotations
+
+from extender.scheduling.placement.profiles import NodeProfiles
+from extender.scheduling.verdicts import NodeVerdict
+from extender.state import ClusterState
+
+# Each figure is far below this, so one integer orders nodes as the figures in turn would.
+_PLACE = 1 << 24
+
+
+class CompactRanker:
+    """Ranks one prioritize call's nodes; made per call over the live in-use sets."""
+
+    def __init__(self, state: ClusterState, profiles: NodeProfiles) -> None:
+        inuse = state.inuse
+        self._exclusive = inuse.devices
+        # Devices partly in use: consumed capacity or shares of a multi-allocatable device.
+        self._partly = set(inuse.capacity).union(device for device, _ in inuse.shared)
+        self._profiles = profiles
+
+    def figures(self, node: str, verdict: NodeVerdict) -> tuple[int, int, int, int, int]:
+        """The five figures of the module docstring for ``verdict`` on ``node``, fewer better."""
+        drivers = verdict.drivers
+        if not drivers:
+            return (0, 0, 0, 0, 0)
+        profile = self._profiles.of(node)
+        exclusive, partly = self._exclusive, self._partly
+        mine = [i for i, driver in enumerate(profile.unit_driver) if driver in drivers]
+        busy = {
+            i for i in mine if any(d in exclusive or d in partly for d in profile.unit_devices[i])
+        }
+        unit_of = profile.unit_of
+        touched = {unit_of[d] for d in verdict.devices if d in unit_of}
+        breaks_node = int(bool(touched) and not busy)
+        broken_units = len(touched - busy)
+        domains = {domain for i in touched for domain in profile.unit_domains[i]}
+        broken_domains = sum(
+            1 for domain in domains if busy.isdisjoint(profile.domain_units[domain])
+        )
+        spans: dict[str, int] = {}
+        for domain in domains:
+            spans[domain[2]] = spans.get(domain[2], -1) + 1
+        free_after = len(mine) - len(busy | touched)
+        return (breaks_node, broken_domains, broken_units, sum(spans.values()), free_after)
+
+    def rank(self, node: str, verdict: NodeVerdict) -> int:
+        """The figures as one integer, higher better (prioritize's packing key)."""
+        total = 0
+        for figure in self.figures(node, verdict):
+            total = total * _PLACE + min(figure, _PLACE - 1)
+        return -total
