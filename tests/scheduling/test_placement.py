@@ -135,20 +135,44 @@ def test_a_free_numa_node_is_kept_before_packing():
     assert best_node(objects, "binpack", claim_spec(request()))[0] == "node-b"
 
 
+def verdict(*devices: str) -> NodeVerdict:
+    """A fitting verdict on node "n" taking ``devices``."""
+    ids = frozenset((DRIVER, "n", d) for d in devices)
+    return NodeVerdict(True, devices=ids, drivers=frozenset({DRIVER}), taken=len(ids))
+
+
 def test_the_figures_name_what_is_broken():
     objects = [device_class(), node("n"), node_slice("n", whole_gpus(8)), taken("t", "n", "gpu-0")]
     ctx, _ = local_context(objects, score_policy="compact")
     ranker = CompactRanker(ctx.state, ctx.placement)
 
-    def verdict(*devices: str) -> NodeVerdict:
-        ids = frozenset((DRIVER, "n", d) for d in devices)
-        return NodeVerdict(True, devices=ids, drivers=frozenset({DRIVER}), taken=len(ids))
-
-    # gpu-1: NUMA 0 is already in use, nothing whole is broken but the GPU itself.
-    assert ranker.figures("n", verdict("gpu-1")) == (0, 0, 1, 0, 6)
+    # gpu-1: NUMA 0 is already in use; a plain GPU is taken whole: nothing broken.
+    assert ranker.figures("n", verdict("gpu-1")) == (0, 0, 0, 0, 6)
     # gpu-3 + gpu-4: breaks the free NUMA 1 and spans two NUMA nodes.
-    assert ranker.figures("n", verdict("gpu-3", "gpu-4")) == (0, 1, 2, 1, 5)
+    assert ranker.figures("n", verdict("gpu-3", "gpu-4")) == (0, 1, 0, 1, 5)
+    # gpu-4..7 fill NUMA 1: taken whole, not broken.
+    assert ranker.figures("n", verdict("gpu-4", "gpu-5", "gpu-6", "gpu-7")) == (0, 0, 0, 0, 3)
     assert ranker.rank("n", verdict("gpu-1")) > ranker.rank("n", verdict("gpu-3", "gpu-4"))
+
+
+def test_a_free_node_is_broken_unless_filled():
+    objects = [device_class(), node("n"), node_slice("n", whole_gpus(8))]
+    ctx, _ = local_context(objects, score_policy="compact")
+    ranker = CompactRanker(ctx.state, ctx.placement)
+
+    assert ranker.figures("n", verdict("gpu-0"))[:2] == (1, 1)
+    # All eight: nothing left to break (they span both NUMA nodes, as they must).
+    assert ranker.figures("n", verdict(*(f"gpu-{i}" for i in range(8)))) == (0, 0, 0, 1, 0)
+
+
+def test_partitions_break_a_whole_gpu_and_the_whole_device_does_not():
+    objects = [device_class(), node("n"), *partition_slices("n", 2)]
+    ctx, _ = local_context(objects, score_policy="compact")
+    ranker = CompactRanker(ctx.state, ctx.placement)
+
+    assert ranker.figures("n", verdict("gpu-1-half-0"))[2] == 1
+    assert ranker.figures("n", verdict("gpu-1"))[2] == 0
+    assert ctx.placement.of("n").whole == {(DRIVER, "n", "gpu-0"), (DRIVER, "n", "gpu-1")}
 
 
 def test_profiles_group_partitions_by_counter_set_and_follow_slice_changes():

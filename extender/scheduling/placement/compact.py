@@ -2,14 +2,14 @@
 
 The allocation on each node is the allocator's own (upstream's first fit in slice order), so
 every result stays one the upstream allocator returns; only the choice *between nodes* is
-ours. A node's allocation is judged by what it breaks, compared in this order (fewer wins):
+ours. A node's allocation is judged by what it *breaks* (finds wholly free and leaves partly
+used; what it takes whole is not broken), compared in this order (fewer wins):
 
-1. a whole free node (no unit of the allocation's drivers in use before): an 8-GPU job needs one;
-2. whole free topology domains (a NUMA node, a PCIe root with nothing in use): a 4-GPU job
-   with ``matchAttribute`` on NUMA needs one;
-3. whole free units: a partition taken from an untouched GPU leaves one whole GPU fewer,
-   taken from a GPU already partitioned (or consumable capacity from a device already shared)
-   leaves as many;
+1. a free node (no unit of the allocation's drivers in use): an 8-GPU job needs one;
+2. free topology domains (a NUMA node, a PCIe root): a 4-GPU job with ``matchAttribute`` on
+   NUMA needs one; a 2-GPU job that fills a free PCIe root breaks nothing;
+3. free units: a partition taken from an untouched GPU leaves one whole GPU fewer, taken from
+   a GPU already partitioned (or consumable capacity from a device already shared) as many;
 4. topology spread of the allocation itself: how many values of each topology attribute its
    devices span beyond one, whether or not the claim requires them to match;
 5. whole free units left on the node afterwards (bin packing, counted in units, so that
@@ -47,19 +47,22 @@ class CompactRanker:
         busy = {
             i for i in mine if any(d in exclusive or d in partly for d in profile.unit_devices[i])
         }
-        unit_of = profile.unit_of
+        unit_of, whole = profile.unit_of, profile.whole
         touched = {unit_of[d] for d in verdict.devices if d in unit_of}
-        breaks_node = int(bool(touched) and not busy)
-        broken_units = len(touched - busy)
+        # Units the allocation takes whole: nothing of them is left to break.
+        filled = {unit_of[d] for d in verdict.devices if d in whole}
+        broken = touched - filled - busy  # were whole, are partly used now
+        breaks_node = int(bool(touched) and not busy and not filled.issuperset(mine))
         domains = {domain for i in touched for domain in profile.unit_domains[i]}
-        broken_domains = sum(
-            1 for domain in domains if busy.isdisjoint(profile.domain_units[domain])
-        )
+        broken_domains = 0
+        for domain in domains:
+            units = profile.domain_units[domain]
+            broken_domains += busy.isdisjoint(units) and not filled.issuperset(units)
         spans: dict[str, int] = {}
         for domain in domains:
             spans[domain[2]] = spans.get(domain[2], -1) + 1
         free_after = len(mine) - len(busy | touched)
-        return (breaks_node, broken_domains, broken_units, sum(spans.values()), free_after)
+        return (breaks_node, broken_domains, len(broken), sum(spans.values()), free_after)
 
     def rank(self, node: str, verdict: NodeVerdict) -> int:
         """The figures as one integer, higher better (prioritize's packing key)."""

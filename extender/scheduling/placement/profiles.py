@@ -29,6 +29,9 @@ class NodeProfile:
     """The node's units and domains, by driver."""
 
     unit_of: dict[DeviceID, int]  # device -> index of its unit
+    # Devices that take their unit whole: a device of its own, or one consuming every counter
+    # of its counter set (the whole GPU beside its partitions).
+    whole: frozenset[DeviceID]
     unit_devices: tuple[tuple[DeviceID, ...], ...]
     unit_driver: tuple[str, ...]
     unit_domains: tuple[tuple[Domain, ...], ...]
@@ -42,6 +45,12 @@ def _identifier(name: str) -> str:
 def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
     """The units and domains of ``slices`` (a node's own slices and those every node sees)."""
     unit_index: dict[tuple[str, str, str], int] = {}
+    counter_sets = {
+        (rs.driver, rs.pool.name, counter_set.name): counter_set.counters
+        for rs in slices
+        for counter_set in rs.shared_counters
+    }
+    whole: set[DeviceID] = set()
     unit_of: dict[DeviceID, int] = {}
     devices: list[list[DeviceID]] = []
     drivers: list[str] = []
@@ -52,9 +61,9 @@ def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
                 continue  # an older generation of the pool lists it too
             # A device drawing on several counter sets belongs to the first one's unit.
             key = (
-                (device.driver, device.pool, "counters/" + device.consumes_counters[0].name)
+                (device.driver, device.pool, device.consumes_counters[0].name)
                 if device.consumes_counters
-                else (device.driver, device.pool, "device/" + device.name)
+                else (device.driver, device.pool, "/" + device.name)  # "/": no counter set's name
             )
             index = unit_index.get(key)
             if index is None:
@@ -63,6 +72,8 @@ def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
                 drivers.append(device.driver)
                 domains.append(set())
             unit_of[device.id] = index
+            if not device.consumes_counters or device.consumes_counters[0].counters == counter_sets.get(key):
+                whole.add(device.id)
             devices[index].append(device.id)
             for name, value in device.typed_attributes.items():
                 ident = _identifier(name)
@@ -74,6 +85,7 @@ def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
             domain_units.setdefault(domain, []).append(index)
     return NodeProfile(
         unit_of,
+        frozenset(whole),
         tuple(tuple(d) for d in devices),
         tuple(drivers),
         tuple(tuple(sorted(d, key=repr)) for d in domains),
