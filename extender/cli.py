@@ -135,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--score-policy",
         choices=SCORE_POLICIES,
-        default="binpack",
+        default="compact",
         help="how prioritize ranks nodes that fit (docs/scheduling-policy.md)",
     )
     serve.add_argument(

@@ -108,7 +108,7 @@ class Config:
     feature_gates: Features = field(default_factory=Features.defaults)
     cel_engine: str = "auto"
     cel_engine_in_use: str | None = None  # what "auto" resolved to, filled in at start-up
-    score_policy: str = "binpack"
+    score_policy: str = "compact"
     # Pods whose spec.schedulerName names another scheduler pass through untouched; a pod
     # without the field (as written in local manifests) counts as ours.
     # None: the mode's default. With --kube, DEFAULT_SCHEDULER_NAMES (other profiles' pods are
