@@ -406,33 +406,39 @@ def extender_weight(scheduler_config: Path) -> int:
     raise ValueError(f"{scheduler_config}: no KubeSchedulerConfiguration with a prioritizing extender")
 
 
-def markdown(results: dict[str, list[Figures]]) -> str:
-    """The comparison table, then utilisation over time, per variant."""
+def markdown(results: dict[str, list[dict[str, Any]]]) -> str:
+    """The comparison table, then utilisation over time, per cluster; ``results`` holds each
+    policy's ``Figures.row()``. "placed of none's" is the share of the large requests that the
+    policy without a device score (``none``) turned away which this policy placed."""
     lines = [
-        "| cluster | policy | large requests | large failed (enough GPUs free in total) | other failed "
-        "| utilisation | one NUMA node | one PCIe root | prioritize CPU ms/pod |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| cluster | policy | large requests | large failed (enough GPUs free in total) "
+        "| of none's large failures, placed | other failed | utilisation | one NUMA node | one PCIe root "
+        "| prioritize CPU ms/pod |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{value:.1f} %"
 
-    for variant, figures in results.items():
-        for f in figures:
-            r = f.row()
-            lines.append(
-                f"| {variant} | {f.policy} | {f.large} | {f.large_failed} ({f.large_stranded}) "
-                f"| {f.small_failed} "
-                f"| {pct(r['utilisation_pct'])} | {pct(r['one_numa_pct'])} | {pct(r['one_pcie_root_pct'])} "
-                f"| {r['prioritize_cpu_ms_per_pod']} |"
+    for variant, rows in results.items():
+        baseline = next((r["large_failed"] for r in rows if r["policy"] == "none"), None)
+        for r in rows:
+            placed = (
+                pct(100 * (baseline - r["large_failed"]) / baseline)
+                if baseline and r["policy"] != "none" else "-"
             )
-    lines += ["", "Utilisation over time (GPUs in use, mean of each tenth of the measured window):", ""]
+            lines.append(
+                f"| {variant} | {r['policy']} | {r['large']} | {r['large_failed']} ({r['large_stranded']}) "
+                f"| {placed} | {r['small_failed']} | {pct(r['utilisation_pct'])} | {pct(r['one_numa_pct'])} "
+                f"| {pct(r['one_pcie_root_pct'])} | {r['prioritize_cpu_ms_per_pod']} |"
+            )
+    lines += ["", "Utilisation over time (% of GPUs in use, mean of each tenth of the measured window):", ""]
     lines += ["| cluster | policy | " + " | ".join(f"{i + 1}" for i in range(10)) + " |",
               "|---|---|" + "---:|" * 10]
-    for variant, figures in results.items():
-        for f in figures:
-            cells = " | ".join(f"{100 * u:.0f}" for u in f.utilisation_over_time)
-            lines.append(f"| {variant} | {f.policy} | {cells} |")
+    for variant, rows in results.items():
+        for r in rows:
+            cells = " | ".join(f"{u:.0f}" for u in r["utilisation_over_time_pct"])
+            lines.append(f"| {variant} | {r['policy']} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
@@ -441,8 +447,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--nodes", type=int, default=64)
     p.add_argument("--gpus-per-node", type=int, default=8)
-    p.add_argument("--arrivals", type=int, default=3000, help="arrivals per cluster variant")
-    p.add_argument("--load", type=float, default=0.95, help="offered load, a fraction of the cluster's GPUs")
+    p.add_argument("--arrivals", type=int, default=2000, help="arrivals per cluster variant")
+    p.add_argument("--load", type=float, default=1.0, help="offered load, a fraction of the cluster's GPUs")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
     p.add_argument("--policies", default=",".join(POLICIES), help="comma-separated score policies")
     p.add_argument("--scheduler-config", type=Path, default=SCHEDULER_CONFIG,
@@ -468,10 +474,10 @@ def main(args: Any) -> int:
                                    gpus_per_node=args.gpus_per_node, arrivals=args.arrivals, load=args.load,
                                    weight=weight)
         print(f"{variant}: {time.monotonic() - started:.0f} s", flush=True)
-    table = markdown(results)
+    rows = {variant: [f.row() for f in figures] for variant, figures in results.items()}
+    table = markdown(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(f"seed {args.seed}\n\n{table}")
-    rows = {variant: [f.row() for f in figures] for variant, figures in results.items()}
     summary = {"seed": args.seed, "weight": weight, "load": args.load, "results": rows}
     args.out.with_suffix(".json").write_text(json.dumps(summary, indent=2) + "\n")
     print(table)

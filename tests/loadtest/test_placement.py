@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.kube_scores import InTreeScores, PodRequests
-from loadtest.placement import SCHEDULER_CONFIG, compare, extender_weight, stream
+from loadtest.placement import SCHEDULER_CONFIG, compare, extender_weight, markdown, stream
 
 SMALL = {"nodes": 6, "gpus_per_node": 8, "arrivals": 120, "load": 1.0, "weight": 5}
 
@@ -68,3 +68,14 @@ def test_the_extender_weight_comes_from_the_shipped_scheduler_configuration(tmp_
     plain.write_text("kind: KubeSchedulerConfiguration\n")
     with pytest.raises(ValueError, match="no KubeSchedulerConfiguration with a prioritizing extender"):
         extender_weight(plain)
+
+
+def test_the_table_says_how_many_of_the_baselines_large_failures_a_policy_placed():
+    def row(policy: str, failed: int) -> dict[str, object]:
+        return {"policy": policy, "large": 10, "large_failed": failed, "large_stranded": failed,
+                "small_failed": 0, "utilisation_pct": 50.0, "one_numa_pct": None, "one_pcie_root_pct": 80.0,
+                "prioritize_cpu_ms_per_pod": 0.1, "utilisation_over_time_pct": [50.0] * 10}
+
+    table = markdown({"whole": [row("none", 8), row("compact", 2)]})
+    assert "| whole | compact | 10 | 2 (2) | 75.0 % | 0 | 50.0 % | - | 80.0 % | 0.1 |" in table
+    assert "| whole | none | 10 | 8 (8) | - |" in table
