@@ -211,3 +211,29 @@ def test_the_devices_on_the_chosen_node_are_the_allocators_own():
     chosen, devices = _bind(objects, "compact", None)
     assert chosen == "node-b"
     assert _bind(objects, "none", chosen) == (chosen, devices) == ("node-b", ["gpu-0", "gpu-1"])
+
+
+def shareable_gpus(count: int) -> list[dict[str, Any]]:
+    """GPUs several claims may share, each taking part of the 80Gi (consumable capacity)."""
+    return [
+        {"name": f"gpu-{i}", "allowMultipleAllocations": True, "attributes": {NUMA: {"int": 0}},
+         "capacity": {"memory": {"value": "80Gi"}}}
+        for i in range(count)
+    ]
+
+
+def test_capacity_is_taken_from_a_device_already_shared():
+    # "shared" has 10Gi of gpu-0 taken; "fresh" nothing. Binpack counts no device in use on
+    # either (shares take no device away) and takes the first by name; compact shares gpu-0.
+    holder = claim("other", claim_spec(request(capacity={"requests": {"memory": "10Gi"}})))
+    holder["status"] = {"allocation": {"devices": {"results": [{
+        "request": "gpu", "driver": DRIVER, "pool": "shared", "device": "gpu-0",
+        "shareID": "5a1b3c4d-0000-4000-8000-000000000001", "consumedCapacity": {"memory": "10Gi"},
+    }]}}}
+    objects = [
+        device_class(), node("fresh"), node("shared"),
+        node_slice("fresh", shareable_gpus(2)), node_slice("shared", shareable_gpus(2)), holder,
+    ]
+    slice_of_memory = claim_spec(request(capacity={"requests": {"memory": "10Gi"}}))
+    assert best_node(objects, "compact", slice_of_memory)[0] == "shared"
+    assert best_node(objects, "binpack", slice_of_memory)[0] == "fresh"

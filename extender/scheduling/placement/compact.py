@@ -32,8 +32,10 @@ class CompactRanker:
     def __init__(self, state: ClusterState, profiles: NodeProfiles) -> None:
         inuse = state.inuse
         self._exclusive = inuse.devices
-        # Devices partly in use: consumed capacity or shares of a multi-allocatable device.
-        self._partly = set(inuse.capacity).union(device for device, _ in inuse.shared)
+        # Devices partly in use: consumed capacity (the live map), or shares of a
+        # multi-allocatable device (gathered per call, and only when there are any).
+        self._capacity = inuse.capacity
+        self._shared = {device for device, _ in inuse.shared} if inuse.shared else frozenset()
         self._profiles = profiles
 
     def figures(self, node: str, verdict: NodeVerdict) -> tuple[int, int, int, int, int]:
@@ -42,10 +44,11 @@ class CompactRanker:
         if not drivers:
             return (0, 0, 0, 0, 0)
         profile = self._profiles.of(node)
-        exclusive, partly = self._exclusive, self._partly
+        exclusive, capacity, shared = self._exclusive, self._capacity, self._shared
         mine = [i for i, driver in enumerate(profile.unit_driver) if driver in drivers]
         busy = {
-            i for i in mine if any(d in exclusive or d in partly for d in profile.unit_devices[i])
+            i for i in mine
+            if any(d in exclusive or d in capacity or d in shared for d in profile.unit_devices[i])
         }
         unit_of, whole = profile.unit_of, profile.whole
         touched = {unit_of[d] for d in verdict.devices if d in unit_of}
