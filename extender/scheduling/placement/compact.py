@@ -18,6 +18,9 @@ used; what it takes whole is not broken), compared in this order (fewer wins):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from extender.model import DeviceID
 from extender.scheduling.placement.profiles import NodeProfiles
 from extender.scheduling.verdicts import NodeVerdict
 from extender.state import ClusterState
@@ -44,12 +47,8 @@ class CompactRanker:
         if not drivers:
             return (0, 0, 0, 0, 0)
         profile = self._profiles.of(node)
-        exclusive, capacity, shared = self._exclusive, self._capacity, self._shared
-        mine = [i for i, driver in enumerate(profile.unit_driver) if driver in drivers]
-        busy = {
-            i for i in mine
-            if any(d in exclusive or d in capacity or d in shared for d in profile.unit_devices[i])
-        }
+        mine = profile.units_of(drivers)
+        busy = self._busy(mine, profile.unit_devices)
         unit_of, whole = profile.unit_of, profile.whole
         touched = {unit_of[d] for d in verdict.devices if d in unit_of}
         # Units the allocation takes whole: nothing of them is left to break.
@@ -66,6 +65,24 @@ class CompactRanker:
             spans[domain[2]] = spans.get(domain[2], -1) + 1
         free_after = len(mine) - len(busy | touched)
         return (breaks_node, broken_domains, len(broken), sum(spans.values()), free_after)
+
+    def _busy(self, units: Sequence[int], unit_devices: Sequence[Sequence[DeviceID]]) -> set[int]:
+        """The ``units`` with a device in use. Plain loops: this runs for every node scored."""
+        busy = set()
+        exclusive, capacity, shared = self._exclusive, self._capacity, self._shared
+        if not capacity and not shared:
+            for i in units:
+                for d in unit_devices[i]:
+                    if d in exclusive:
+                        busy.add(i)
+                        break
+            return busy
+        for i in units:
+            for d in unit_devices[i]:
+                if d in exclusive or d in capacity or d in shared:
+                    busy.add(i)
+                    break
+        return busy
 
     def rank(self, node: str, verdict: NodeVerdict) -> int:
         """The figures as one integer, higher better (prioritize's packing key)."""

@@ -21,6 +21,8 @@ from extender.state import ClusterState
 # share one value of such an attribute are close; an allocation within one is preferred.
 TOPOLOGY_ATTRIBUTES = ("numaNode", "numa", "pcieRoot")
 
+_TOPOLOGY = frozenset(TOPOLOGY_ATTRIBUTES)
+
 Domain = tuple[str, str, str, object]  # (driver, pool, attribute identifier, value)
 
 
@@ -36,6 +38,14 @@ class NodeProfile:
     unit_driver: tuple[str, ...]
     unit_domains: tuple[tuple[Domain, ...], ...]
     domain_units: dict[Domain, tuple[int, ...]]
+    by_driver: dict[str, tuple[int, ...]]  # the units of each driver
+
+    def units_of(self, drivers: frozenset[str]) -> tuple[int, ...]:
+        """The units of ``drivers`` (an allocation's), in unit order."""
+        if len(drivers) == 1:
+            (driver,) = drivers
+            return self.by_driver.get(driver, ())
+        return tuple(i for i, driver in enumerate(self.unit_driver) if driver in drivers)
 
 
 def _identifier(name: str) -> str:
@@ -77,7 +87,7 @@ def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
             devices[index].append(device.id)
             for name, value in device.typed_attributes.items():
                 ident = _identifier(name)
-                if ident in TOPOLOGY_ATTRIBUTES and value.values and not value.is_list:
+                if ident in _TOPOLOGY and value.values and not value.is_list:
                     domains[index].add((device.driver, device.pool, ident, value.values[0]))
     domain_units: dict[Domain, list[int]] = {}
     for index, unit_domains in enumerate(domains):
@@ -88,8 +98,9 @@ def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
         frozenset(whole),
         tuple(tuple(d) for d in devices),
         tuple(drivers),
-        tuple(tuple(sorted(d, key=repr)) for d in domains),
+        tuple(tuple(d) for d in domains),  # read only as sets: order does not matter
         {domain: tuple(units) for domain, units in domain_units.items()},
+        {driver: tuple(i for i, d in enumerate(drivers) if d == driver) for driver in set(drivers)},
     )
 
 
