@@ -154,7 +154,7 @@ def _scheduling_flags(serve: argparse.ArgumentParser) -> None:
     flags.add_argument(
         "--score-policy",
         choices=SCORE_POLICIES,
-        default="binpack",
+        default="compact",
         help="how prioritize ranks nodes that fit (docs/scheduling-policy.md)",
     )
     flags.add_argument(

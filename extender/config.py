@@ -16,7 +16,7 @@ from extender.cel.engine import ENGINE_CHOICES
 from extender.model.features import DEFAULT_RELEASE, Features, parse_overrides, release_of, view
 from extender.model.pods import PodInfo
 
-SCORE_POLICIES = ("binpack", "spread", "none")
+SCORE_POLICIES = ("binpack", "spread", "compact", "none")
 PREEMPTION_MODES = ("verb", "evict")
 # The name the manifests deploy, and the one extender-protocol.md's examples use.
 DEFAULT_SCHEDULER_NAMES = ("dra-extender-scheduler", "dra-scheduler")
@@ -109,7 +109,7 @@ class Config:
     feature_gates: Features = field(default_factory=Features.defaults)
     cel_engine: str = "auto"
     cel_engine_in_use: str | None = None  # what "auto" resolved to, filled in at start-up
-    score_policy: str = "binpack"
+    score_policy: str = "compact"
     # Pods whose spec.schedulerName names another scheduler pass through untouched; a pod
     # without the field (as written in local manifests) counts as ours.
     # None: the mode's default. With --kube, DEFAULT_SCHEDULER_NAMES (other profiles' pods are

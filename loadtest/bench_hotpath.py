@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import orjson
 
 from extender.cel.environment import Environment
-from extender.config import Config
+from extender.config import SCORE_POLICIES, Config
 from extender.local.binder import LocalBinder
 from extender.local.cluster import LocalCluster
 from extender.metrics import Metrics
@@ -57,9 +57,9 @@ class HotPathFigures:
         return self.filter_ms_per_pod * 1000 / self.candidates
 
 
-def service(workload: Workload) -> SchedulingContext:
+def service(workload: Workload, score_policy: str | None = None) -> SchedulingContext:
     """The extender's state and context over the workload's objects, as ``serve --state`` builds them."""
-    config = Config()
+    config = Config() if score_policy is None else Config(score_policy=score_policy)
     state = ClusterState(config.feature_gates)
     cluster = LocalCluster(state)
     cluster.load((f"object {i}", obj) for i, obj in enumerate(workload.objects))
@@ -115,11 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--devices-per-node", type=int, default=8)
     p.add_argument("--candidates", type=int, default=None, help="default: the adaptive rule")
     p.add_argument("--profile", action="store_true", help="print cProfile's top 25 by own time")
+    p.add_argument("--score-policy", choices=SCORE_POLICIES, default=Config.score_policy)
     args = p.parse_args(argv)
     if args.nodes < 1 or args.pods < 1 or args.devices_per_node < 1:
         p.error("--nodes, --pods and --devices-per-node must be >= 1")
     workload = generate(args.workload, WorkloadParams(args.nodes, args.devices_per_node, args.pods, seed=1))
-    ctx = service(workload)
+    ctx = service(workload, args.score_policy)
     # Frozen as `serve` freezes what it loaded (full collections skip the loaded cluster); collected
     # first, since this process also generated the workload, which serve does not.
     gc.collect()
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     gc.unfreeze()
     print(
-        f"{args.workload}: {args.nodes} nodes, {figures.candidates} candidates, "
+        f"{args.workload}: {args.nodes} nodes, {figures.candidates} candidates, {args.score_policy} scores, "
         f"{figures.bound}/{figures.pods} pods bound"
     )
     print(

@@ -1,4 +1,4 @@
-"""python -m loadtest generate | run | matrix"""
+"""python -m loadtest generate | run | matrix | placement"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from loadtest import report
+from loadtest import placement, report
 from loadtest.driver import DriverConfig
 from loadtest.matrix import markdown, run_matrix
 from loadtest.runner import RunSpec, run
@@ -172,6 +172,8 @@ def parser() -> argparse.ArgumentParser:
     mat.add_argument("--pods", type=_positive, default=None, help="pods per run (overrides --pods-per-node)")
     mat.add_argument("--out", type=Path, default=RESULTS / "matrix" / "matrix.md")
     mat.set_defaults(func=cmd_matrix)
+
+    placement.add_parser(sub)
     return top
 
 

@@ -21,6 +21,7 @@ from extender.metrics import Metrics
 from extender.model.refs import PodRef
 from extender.scheduling.binder import Binder
 from extender.scheduling.memory import SchedulerMemory
+from extender.scheduling.placement.profiles import NodeProfiles
 from extender.scheduling.preemption.book import EvictionBook
 from extender.scheduling.retry import RetryBook
 from extender.scheduling.settle import Handover, Releases, Settler
@@ -70,10 +71,13 @@ class SchedulingContext:
     releases: Releases = field(init=False)
     # What a replica taking over waits for before it allocates (settle.Handover).
     handover: Handover = field(init=False)
+    # Each node's devices as the compact score policy reads them (scheduling/placement).
+    placement: NodeProfiles = field(init=False)
 
     def __post_init__(self) -> None:
         self.features = self.config.feature_gates
         self.memory = SchedulerMemory(self.state, self.config.result_ttl_s, self.clock)
+        self.placement = NodeProfiles(self.state)
         bind_timeout = self.config.bind_timeout_s
         self.settler = Settler(
             self.state, self.binder,

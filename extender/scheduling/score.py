@@ -9,7 +9,8 @@ Nodes are ordered by three keys, the first one deciding:
    (whose bind has not arrived yet) is expected to take there;
 3. packing: the devices of the drivers this allocation uses that stay free on the node
    afterwards — fewest first with ``binpack`` (keeps whole nodes free for big pods),
-   most first with ``spread``.
+   most first with ``spread``; with ``compact``, what the allocation breaks of whole nodes,
+   topology domains and devices, fewest first (``placement.compact``).
 
 One node, the first of those with the best key, scores 10; the distinct keys are spread
 evenly from 9 (nodes tied with the best) down towards 0. A node that does not fit scores 0,
@@ -24,6 +25,7 @@ from extender.model import AllocationResult, ResourceClaim
 from extender.model.pods import PodInfo
 from extender.scheduling.claims import PodWaits
 from extender.scheduling.context import SchedulingContext
+from extender.scheduling.placement.compact import CompactRanker
 from extender.scheduling.plan import PodPlan
 from extender.scheduling.verdicts import NodeVerdict
 
@@ -97,12 +99,14 @@ def score_nodes(ctx: SchedulingContext, pod: PodInfo, names: list[str]) -> dict[
     prioritized = any(order)
     packing = _Packing(ctx)
     sign = -1 if ctx.config.score_policy == "binpack" else 1
+    compact = CompactRanker(ctx.state, ctx.placement) if ctx.config.score_policy == "compact" else None
 
     def key_of(name: str, verdict: NodeVerdict) -> tuple[int, int, int]:
         """The node's key as if no other pod contended for its devices."""
         # An extended-resource claim comes last and has no prioritized lists.
         prio = prioritized_score(order, verdict.results[: len(order)]) if prioritized else 0
-        return (prio, 1, sign * packing.free_after(name, verdict))
+        packed = compact.rank(name, verdict) if compact else sign * packing.free_after(name, verdict)
+        return (prio, 1, packed)
 
     # A node's verdict is this pod's filter result while the node is unchanged, else decided
     # afresh: binds of earlier pods land between this pod's filter and prioritize, and scoring

@@ -90,7 +90,7 @@ def add_parser(sub: Any) -> None:
         "--kubernetes-version", metavar="MAJOR.MINOR", default=DEFAULT_RELEASE,
         help=f"whose feature-gate defaults apply ({', '.join(RELEASES)}; default %(default)s)",
     )
-    parser.add_argument("--score-policy", choices=SCORE_POLICIES, default="binpack",
+    parser.add_argument("--score-policy", choices=SCORE_POLICIES, default="compact",
                         help="how prioritize ranks nodes that fit; match the service's (default %(default)s)")
     parser.add_argument("--cel-engine", choices=ENGINE_CHOICES, default="auto",
                         help="CEL engine for device selectors (default %(default)s)")
