@@ -128,6 +128,9 @@ def _value_type_name(t: Any) -> str:
 
 _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
+# Calls making library values, and the static type of a list or map holding them.
+_LIBRARY_CONSTRUCTORS = frozenset({"semver", "quantity", "ip", "cidr", "url", "capacity"})
+_LIBRARY_IN_CONTAINER = re.compile(r"(?:list|map)\(.*\b(?:kubernetes|net)\.")
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
 _DUPLICATE_KEY = "duplicate key in map"
@@ -136,12 +139,31 @@ _DUPLICATE_KEY = "duplicate key in map"
 def _bind_edits(
     toks: list[Token], start: int, op: int, end: int, left: str, right: str, body: str
 ) -> list[Edit]:
-    """``A op B`` -> ``cel.bind(left, A, cel.bind(right, B, body))``: each operand evaluated once."""
+    """``A op B`` -> ``[A].all(left, [B].all(right, body))``: each operand evaluated once.
+
+    Not ``cel.bind``: the C++ runtime initializes a bound name lazily, on first use, unless its
+    slot already holds a value, and an ``exists`` or ``all`` that stopped early leaves its
+    loop variable in that slot, so a later bind would read the other loop's element
+    (``["a", "b"].exists(k, k == "a") && cel.bind(x, 1, x == 1)`` is false there). A
+    one-element loop sets its variable before use and ends without stopping early.
+    """
     return [
-        (toks[start].start, toks[start].start, 0, f"cel.bind({left}, "),
-        (toks[op].start, toks[op].end, 2, f", cel.bind({right}, "),
-        (toks[end - 1].end, toks[end - 1].end, 3, f", {body}))"),
+        (toks[start].start, toks[start].start, 0, "["),
+        (toks[op].start, toks[op].end, 2, f"].all({left}, ["),
+        (toks[end - 1].end, toks[end - 1].end, 3, f"].all({right}, {body}))"),
     ]
+
+
+# Macros whose loop may stop early, and those binding a name lazily (see _bind_edits).
+_EARLY_STOPPING_LOOPS = frozenset({"exists", "all"})
+_LAZY_BINDINGS = frozenset({"bind", "optMap", "optFlatMap"})
+
+
+def _stale_bind_risk(toks: list[Token]) -> bool:
+    """Whether a lazily bound name may read a loop variable left behind by an ``exists`` or
+    ``all`` that stopped early (see _bind_edits); the python engine runs such expressions."""
+    calls = member_calls(toks)
+    return bool(calls & _LAZY_BINDINGS) and bool(calls & _EARLY_STOPPING_LOOPS)
 
 
 def _is_float_literal(tok: Token) -> bool:
@@ -275,7 +297,9 @@ class CppEngine:
         toks = original_toks = tokens(expression)
         if toks is None:
             self._check_backticks(expression)
-        if toks is not None and (uses_format_library(toks) or later_optional_map_entry(toks)):
+        if toks is not None and (
+            uses_format_library(toks) or later_optional_map_entry(toks) or _stale_bind_risk(toks)
+        ):
             return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
@@ -302,6 +326,7 @@ class CppEngine:
             rewritten = source
         else:
             routed = self._value_relations(source, source_toks, strict=optionals)
+            routed += self._container_relations(source, source_toks, routed)
             rewritten = rewrite(
                 source,
                 source_toks,
@@ -425,15 +450,34 @@ class CppEngine:
                 found.append((start, op, end))
         return found
 
+    def _container_relations(
+        self, source: str, toks: list[Token], routed: list[tuple[int, int, int]]
+    ) -> list[tuple[int, int, int]]:
+        """The ``==`` and ``!=`` between lists or maps holding library values, not yet ``routed``:
+        cel-go counts an element's "no such overload" as equal, the C++ runtime as unequal, so
+        these run by Python (cpp_equality.go_equal)."""
+        if not any(t.text in _LIBRARY_CONSTRUCTORS for t in toks):
+            return []
+        static_type = self._static_type_of(source, toks)
+        found = []
+        done = {op for _, op, _ in routed}
+        for start, op, end in relation_operands(toks, _GUARDED_RELATIONS - {"in"}):
+            if op in done or start >= op or op + 1 >= end:
+                continue
+            kinds = [static_type(start, op) or "", static_type(op + 1, end) or ""]
+            if any(_LIBRARY_IN_CONTAINER.match(k) for k in kinds) and not any("optional" in k for k in kinds):
+                found.append((start, op, end))
+        return found
+
     def _library_equality_guards(
         self, source: str, toks: list[Token], routed: list[tuple[int, int, int]]
     ) -> Iterator[Edit]:
-        """Kubernetes' library values answer "no such overload" to ``==``/``!=`` with a right
-        operand of another type, a runtime error; the C++ runtime answers false. A dyn left
-        operand (a version attribute, say) compared with anything but a library value or null is
-        guarded: ``cel.bind(l, A, cel.bind(r, B, type(l) in [...] && type(r) != type(l) &&
-        type(r) != null_type ? k8sdra_no_such_overload() : l == r))``. Relations run by
-        Python (``routed``) check this there."""
+        """Kubernetes' library values answer "no such overload" to ``==`` with a right
+        operand of another type, a runtime error (``!=`` is then true); the C++ runtime answers
+        false. A dyn left operand (a version attribute, say) compared with anything but a
+        library value or null is guarded: ``[A].all(l, [B].all(r, type(l) in [...] &&
+        type(r) != type(l) && type(r) != null_type ? k8sdra_no_such_overload() : l == r))``.
+        Relations run by Python (``routed``) check this there."""
         routed_ops = {op for _, op, _ in routed}
         static_type = self._static_type_of(source, toks)
         for n, (start, op, end) in enumerate(relation_operands(toks, _GUARDED_RELATIONS)):
@@ -459,9 +503,11 @@ class CppEngine:
                 continue
             if not right_literal and static_type(op + 1, end) in _LIBRARY_TYPE_NAMES:
                 continue
+            # cel-go's != is "Equal is not true": the "no such overload" of == makes it true.
+            mismatch = "k8sdra_no_such_overload()" if toks[op].text == "==" else "true"
             guard = (
                 f"type({left}) in [{', '.join(_LIBRARY_TYPE_NAMES)}] && type({right}) != type({left})"
-                f" && type({right}) != null_type ? k8sdra_no_such_overload() : {left} {toks[op].text} {right}"
+                f" && type({right}) != null_type ? {mismatch} : {left} {toks[op].text} {right}"
             )
             yield from _bind_edits(toks, start, op, end, left, right, guard)
 

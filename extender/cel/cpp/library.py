@@ -17,7 +17,7 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from extender.cel.cpp.equality import cel_in, relation_equal
+from extender.cel.cpp.equality import cel_in, relation_equal, relation_not_equal
 from extender.cel.cpp.formatting import format_values
 from extender.cel.cpp.types import (
     CALL_ALIASES,
@@ -253,6 +253,7 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("isSorted", "list_isSorted", T.BOOL, (T.List(T.DYN),), True, lib.list_is_sorted)
     # Internal: equality with quantities by value, and the probes finding where it is needed.
     yield _Decl("k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True, _relation_equal)
+    yield _Decl("k8sdra_not_equal", "k8sdra_not_equal", T.BOOL, (T.List(T.DYN),), True, _relation_not_equal)
     yield _Decl("k8sdra_no_such_overload", "k8sdra_no_such_overload", T.BOOL, (), False, _no_such_overload)
     yield _Decl("k8sdra_in", "k8sdra_in", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_in(*ab))
     for probe, result, param in PROBES:
@@ -563,6 +564,10 @@ def _pairs_budget(items: list[Any]) -> bool:
 
 def _relation_equal(pair: list[Any]) -> bool:
     return relation_equal(*pair)
+
+
+def _relation_not_equal(pair: list[Any]) -> bool:
+    return relation_not_equal(*pair)
 
 
 def _python_errors(fn: Callable[..., Any]) -> Callable[..., Any]:

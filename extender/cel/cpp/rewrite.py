@@ -202,14 +202,14 @@ def relation_operands(toks: list[Token], relations: frozenset[str]) -> Iterator[
 
 _VALUE_RELATIONS = {
     "==": ("[", "].k8sdra_equal()"),
-    "!=": ("![", "].k8sdra_equal()"),
+    "!=": ("[", "].k8sdra_not_equal()"),
     "in": ("[", "].k8sdra_in()"),
 }
 VALUE_RELATIONS = frozenset(_VALUE_RELATIONS)
 
 
 def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> Iterator[Edit]:
-    """``A == B`` -> ``[A, B].k8sdra_equal()``, ``A != B`` -> ``![A, B].k8sdra_equal()``,
+    """``A == B`` -> ``[A, B].k8sdra_equal()``, ``A != B`` -> ``[A, B].k8sdra_not_equal()``,
     ``A in B`` -> ``[A, B].k8sdra_in()``: run by Python, which compares quantities by value."""
     opening, closing = _VALUE_RELATIONS[toks[op].text]
     yield toks[start].start, toks[start].start, 1, opening

@@ -60,6 +60,7 @@ from extender.cel.runtime.values import (
     less,
     less_eq,
     logical_not,
+    map_find,
     member_of,
     mod,
     mul,
@@ -127,18 +128,44 @@ for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", gr
 
 # Kubernetes' library values compare only with their own type: their Equal answers "no such
 # overload" for anything else (null aside, which cel-go settles first), so such a value on the
-# left of == or != with another type on the right is a runtime error; on the right it is not.
+# left of == with another type on the right is a runtime error; on the right it is not.
+# cel-go's != is "Equal is not true" (interpreter/interpretable.go, evalNe), so there the
+# error is true; and a list or map is equal unless some element's Equal is false
+# (common/types/list.go, map.go), so an element's error counts as equal.
 _LIBRARY_VALUES = (Quantity, Semver, net.IPValue, net.CIDRValue, net.URLValue, k8s_format.Format)
 
 
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, _LIBRARY_VALUES) and b is not None and type(b) is not type(a):
-        raise EvalError("no such overload")
+def _go_equal(a: Any, b: Any) -> bool | None:
+    """cel-go's types.Equal(a, b): True, False, or None where it answers "no such overload"."""
+    if a is None or b is None:
+        return a is None and b is None
+    ta = type(a)
+    if isinstance(a, _LIBRARY_VALUES):
+        return None if type(b) is not ta else cel_equal(a, b)
+    if ta is list or ta is tuple:
+        if type(b) is not list and type(b) is not tuple:
+            return False
+        return len(a) == len(b) and all(_go_equal(x, y) is not False for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        if len(a) != len(b):
+            return False
+        for key, value in a.items():
+            found, other = map_find(b, key)
+            if not found or _go_equal(value, other) is False:
+                return False
+        return True
     return cel_equal(a, b)
 
 
+def _equal(a: Any, b: Any) -> bool:
+    equal = _go_equal(a, b)
+    if equal is None:
+        raise EvalError("no such overload")
+    return equal
+
+
 def _not_equal(a: Any, b: Any) -> bool:
-    return not _equal(a, b)
+    return _go_equal(a, b) is not True
 
 
 _decl("_==_", False, (A, A), BOOL, _equal)
