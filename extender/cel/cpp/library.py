@@ -554,7 +554,7 @@ LIST_BUDGET = {"range": "k8sdra_range_count", "pairs": "k8sdra_pairs_budget"}
 
 def _range_count(n: int) -> int:
     lists.charge_range(n)
-    return max(n, 0)
+    return n
 
 
 def _pairs_budget(items: list[Any]) -> bool:
