@@ -291,7 +291,7 @@ def _receiver_start(toks: list[Token], dot: int) -> int | None:
                 continue
         elif toks[j].kind not in ("id", "str", "num"):
             return None
-        if j > 0 and toks[j - 1].text == ".":
+        if j > 0 and toks[j - 1].text in (".", ".?"):  # a selection, optional or not
             j -= 2
             continue
         return j
@@ -302,7 +302,8 @@ def list_budget_edits(toks: list[Token]) -> Iterator[Edit]:
     """cel-go charges ``lists.range(n)`` n and ``sort``/``distinct``/``sortBy`` twice the square
     of the list's size (cel-go ext/lists.go, version 3): a call over the selector's whole budget
     fails before it runs, as the pure-Python engine's does; ``lists.range`` of a negative
-    count is empty, as in cel-go. The receiver of a quadratic call is bound once and charged."""
+    count is an error, as in cel-go. The receiver of a quadratic call is bound once (by a
+    one-element loop: see cpp_engine._bind_edits for why not ``cel.bind``) and charged."""
     for i, tok in enumerate(toks):
         if tok.text == "lists" and is_root(toks, i) and texts(toks, i + 1, 3) == (".", "range", "("):
             close = closing(toks, i + 3)
@@ -321,10 +322,10 @@ def list_budget_edits(toks: list[Token]) -> Iterator[Edit]:
         start = _receiver_start(toks, i - 1)
         if close is None or start is None:
             continue
-        name = f"k8sdra_budget{i}"
-        yield toks[start].start, toks[start].start, 0, f"cel.bind({name}, "
-        yield toks[i - 1].start, toks[i - 1].start, 3, f", {LIST_BUDGET['pairs']}({name}) ? {name}"
-        yield toks[close].end, toks[close].end, 3, f" : {name})"
+        name, budget = f"k8sdra_budget{i}", LIST_BUDGET["pairs"]
+        yield toks[start].start, toks[start].start, 0, "["
+        yield toks[i - 1].start, toks[i - 1].start, 3, f"].map({name}, {budget}({name}) ? {name}"
+        yield toks[close].end, toks[close].end, 3, f" : {name})[0]"
 
 
 def rewrite(

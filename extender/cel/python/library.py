@@ -185,11 +185,10 @@ _decl("!_", False, (BOOL,), BOOL, logical_not)
 
 
 def _in_list(item: Any, items: Any) -> bool:
-    """``in`` on a list compares with the item's Equal; a version's answers "no such overload"
-    to other types, which is the outcome unless some element matches."""
-    if type(item) is Semver and not member_of(item, items) and any(type(x) is not Semver for x in items):
-        raise EvalError("no such overload")
-    return member_of(item, items)
+    """``in`` on a list: whether some element's Equal is true; an element's "no such
+    overload" counts as false (cel-go common/types/list.go, Contains). A constant list of
+    scalars is a Go set instead (see compiler._set_membership)."""
+    return any(_go_equal(item, x) is True for x in items)
 
 
 _decl("@in", False, (A, list_of(A)), BOOL, _in_list)
@@ -314,6 +313,9 @@ _decl("value", True, (optional_of(A),), A, _opt_value)
 _decl("hasValue", True, (optional_of(A),), BOOL, lambda o: o.present)
 _decl("orValue", True, (optional_of(A), A), A, lambda o, v: o.value if o.present else v)
 _decl("or", True, (optional_of(A), optional_of(A)), optional_of(A), lambda o, p: o if o.present else p)
+# Optional types version 2 (cel-go ext optional library): a list's first and last element.
+_decl("first", True, (list_of(A),), optional_of(A), lambda xs: CelOptional(xs[0]) if xs else CelOptional.NONE)
+_decl("last", True, (list_of(A),), optional_of(A), lambda xs: CelOptional(xs[-1]) if xs else CelOptional.NONE)
 # --- Kubernetes quantity library -------------------------------------------------------------
 
 
