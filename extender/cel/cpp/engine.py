@@ -50,7 +50,7 @@ from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.cpp.errors import MIXED_LISTS, compile_text, lint, runtime_text
 from extender.cel.cpp.formatting import literal_format_problems
 from extender.cel.cpp.homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
-from extender.cel.cpp.library import LIST_FUNCTION_PROBES, function_decls
+from extender.cel.cpp.library import ABORTED, LIST_FUNCTION_PROBES, UNHASHABLE, function_decls
 from extender.cel.cpp.literals import literal_mismatches
 from extender.cel.cpp.rewrite import (
     VALUE_RELATIONS,
@@ -297,10 +297,15 @@ def _shallower_sources(source: str, toks: list[Token]) -> Iterator[str]:
 class CppProgram:
     """One compiled selector; evaluation reuses the device's cached activation."""
 
-    __slots__ = ("_compiled", "_engine", "_fallback", "_python_decides_errors", "expression")
+    __slots__ = ("_compiled", "_engine", "_fallback", "_may_abort", "_python_decides_errors", "expression")
 
     def __init__(
-        self, engine: CppEngine, expression: str, compiled: Any, python_decides_errors: bool = False
+        self,
+        engine: CppEngine,
+        expression: str,
+        compiled: Any,
+        python_decides_errors: bool = False,
+        may_abort: bool = False,
     ) -> None:
         self._engine = engine
         self._compiled = compiled
@@ -310,14 +315,21 @@ class CppProgram:
         # values the C++ runtime may fail on where cel-go finds nothing (_PYTHON_DECIDES), and
         # that failure may surface as another operand's error (``error && false``).
         self._python_decides_errors = python_decides_errors
+        # Whether a guard may note a panic of cel-go's (library.UNHASHABLE) to raise afterwards.
+        self._may_abort = may_abort
         self.expression = expression
 
     def evaluate(self, view: DeviceView) -> bool:
         if view.error is not None:
             raise CelRuntimeError(view.error, self.expression)
+        may_abort = self._may_abort
+        if may_abort:
+            ABORTED.message = None
         try:
             with self._engine.lock:
                 result = self._eval(view)
+            if may_abort and ABORTED.message is not None:
+                raise CelRuntimeError(ABORTED.message, self.expression)
         except RuntimeError as exc:  # the iteration budget and a repeated map key abort the evaluation
             if _ITERATION_BUDGET in str(exc):
                 # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
@@ -458,8 +470,8 @@ class CppEngine:
             program = self._env.compile(rewritten)
         except RuntimeError:
             # Not expected; the checked expression still runs, only without the rewrites.
-            program = checked
-        return CppProgram(self, expression, program, python_decides)
+            return CppProgram(self, expression, checked, python_decides)
+        return CppProgram(self, expression, program, python_decides, UNHASHABLE in rewritten)
 
     def python_program(self, expression: str) -> Program:
         """The pure-Python engine's program for ``expression`` (see ``_delegate``)."""
@@ -585,7 +597,12 @@ class CppEngine:
         for n, (start, op, end) in enumerate(relation_operands(toks, _GUARDED_RELATIONS)):
             if op in routed_ops or start >= op or op + 1 >= end or _is_literal(toks, start, op):
                 continue
-            if static_type(start, op) not in ("dyn", None):  # None: bound names, loop variables
+            left_type = static_type(start, op)
+            if left_type in _LIBRARY_TYPE_NAMES and toks[op].text != "in":
+                # A library value against a dyn operand (the checker admits it): guarded too.
+                if static_type(op + 1, end) not in ("dyn", None):
+                    continue
+            elif left_type not in ("dyn", None):  # None: bound names, loop variables
                 continue
             left, right = f"k8sdra_l{n}", f"k8sdra_r{n}"
             if toks[op].text == "in":
@@ -594,10 +611,8 @@ class CppEngine:
                 # there fails (interpreter/decorators.go maybeOptimizeSetMembership).
                 if not _constant_scalar_list(toks, op + 1, end):
                     continue
-                guard = (
-                    f"type({left}) in [kubernetes.Semver, bytes]"
-                    f" ? k8sdra_no_such_overload() : {left} in {right}"
-                )
+                unhashable = f"type({left}) in [kubernetes.Semver, bytes]"
+                guard = f"{unhashable} ? {UNHASHABLE}([{left}]) : {left} in {right}"
                 yield from _bind_edits(toks, start, op, end, left, right, guard)
                 continue
             right_literal = _is_literal(toks, op + 1, end)

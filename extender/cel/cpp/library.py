@@ -9,6 +9,7 @@ import datetime
 import ipaddress
 import itertools
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -255,6 +256,7 @@ def _declarations() -> Iterator[_Decl]:
     yield _Decl("k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True, _relation_equal)
     yield _Decl("k8sdra_not_equal", "k8sdra_not_equal", T.BOOL, (T.List(T.DYN),), True, _relation_not_equal)
     yield _Decl("k8sdra_no_such_overload", "k8sdra_no_such_overload", T.BOOL, (), False, _no_such_overload)
+    yield _Decl(UNHASHABLE, UNHASHABLE, T.BOOL, (T.List(T.DYN),), False, _unhashable)
     yield _Decl("k8sdra_in", "k8sdra_in", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_in(*ab))
     for probe, result, param in PROBES:
         yield _Decl(probe, probe, result, (param,), False, lambda v: v)
@@ -584,6 +586,20 @@ def _python_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _no_such_overload() -> bool:
     raise ValueError("no such overload")
+
+
+# cel-go panics hashing a version or bytes into the Go set a constant ``in`` list becomes; its
+# Eval recovers the panic as the evaluation's error, which no && or || absorbs. The guard
+# calling UNHASHABLE notes the panic here, per thread, for the program to raise after the
+# runtime has finished (see CppProgram.evaluate).
+UNHASHABLE = "k8sdra_unhashable"
+ABORTED = threading.local()
+
+
+def _unhashable(values: list[Any]) -> bool:
+    kind = "cel.Semver" if isinstance(values[0], SemverMsg) else "types.Bytes"
+    ABORTED.message = f"internal error: runtime error: hash of unhashable type {kind}"
+    raise ValueError(ABORTED.message)
 
 
 def _list_probe_decls() -> list[Any]:

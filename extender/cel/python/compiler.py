@@ -16,6 +16,7 @@ from typing import Any
 
 from extender.cel.python.evaluator import (
     Ctx,
+    EvalAbort,
     Fn,
     build_call,
     build_comprehension,
@@ -475,7 +476,7 @@ class Compiler:
             planned = name in CONVERSIONS and all(p.planned for p in parts)
             try:
                 value = fn(Ctx({}))
-            except EvalError as e:
+            except (EvalError, EvalAbort) as e:
                 if planned:
                     raise CompileFailure(str(e)) from None
                 return compiled
@@ -613,15 +614,15 @@ def _set_of_scalars(items: Compiled) -> bool:
 def _set_membership(item_fn: Fn, items: list[Any]) -> Fn:
     """``x in [constant scalars]`` as cel-go plans it (interpreter/decorators.go,
     maybeOptimizeSetMembership): an empty list is false without evaluating ``x``; otherwise a
-    hash lookup, where a version or bytes cannot be hashed (an error) and any other value of a
-    kind the list does not hold is simply absent."""
+    hash lookup, where a version or bytes cannot be hashed (Go panics: the whole evaluation
+    fails, see EvalAbort) and any other value of a kind the list does not hold is absent."""
     if not items:
         return lambda ctx: False
 
     def member(ctx: Ctx) -> bool:
         item = item_fn(ctx)
         if type(item) is Semver or type(item) is bytes:
-            raise EvalError(f"internal error: runtime error: hash of unhashable type {type_name(item)}")
+            raise EvalAbort(f"internal error: runtime error: hash of unhashable type {type_name(item)}")
         return member_of(item, items)
 
     return member

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from extender.cel import CelCompileError, CelRuntimeError
 from extender.cel.python.compiler import CompileFailure, compile_expression
-from extender.cel.python.evaluator import Ctx, Fn
+from extender.cel.python.evaluator import Ctx, EvalAbort, Fn
 from extender.cel.python.syntax import ParseFailure, parse
 from extender.cel.runtime.types import BOOL, DEVICE, DYN, display, unwrapped
 from extender.cel.runtime.values import DeviceValue, DomainMap, EvalError, type_name
@@ -41,7 +41,7 @@ class PythonProgram:
             device = view.engine_cache[_CACHE_KEY] = activation(view)
         try:
             result = self._fn(Ctx({"device": device}))
-        except EvalError as e:
+        except (EvalError, EvalAbort) as e:
             raise CelRuntimeError(str(e), self._expression) from None
         except RecursionError:
             raise CelRuntimeError(

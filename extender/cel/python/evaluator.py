@@ -41,6 +41,11 @@ class Ctx:
 Fn = Callable[[Ctx], Any]
 
 
+class EvalAbort(Exception):
+    """cel-go panicked while evaluating (hashing a value Go cannot hash): its Eval recovers the
+    panic as the whole evaluation's error, which no ``&&``, ``||`` or loop absorbs."""
+
+
 # --- selection and indexing ------------------------------------------------------------------
 
 
