@@ -63,6 +63,7 @@ from extender.cel.cpp.rewrite import (
     optional_index_edits,
     relation_operands,
     rewrite,
+    stale_slot_risk,
     widen_numeric_comparisons,
     without_doubled_parentheses,
 )
@@ -151,31 +152,31 @@ _DUPLICATE_KEY = "duplicate key in map"
 def _bind_edits(
     toks: list[Token], start: int, op: int, end: int, left: str, right: str, body: str
 ) -> list[Edit]:
-    """``A op B`` -> ``[A].all(left, [B].all(right, body))``: each operand evaluated once.
-
-    Not ``cel.bind``: the C++ runtime initializes a bound name lazily, on first use, unless its
-    slot already holds a value, and an ``exists`` or ``all`` that stopped early leaves its
-    loop variable in that slot, so a later bind would read the other loop's element
-    (``["a", "b"].exists(k, k == "a") && cel.bind(x, 1, x == 1)`` is false there). A
-    one-element loop sets its variable before use and ends without stopping early.
-    """
+    """``A op B`` -> ``cel.bind(left, A, cel.bind(right, B, body))``: each operand evaluated
+    once; where the expression has an ``exists`` or ``all``, ``[A].all(left, [B].all(right,
+    body))`` instead (slower), see stale_slot_risk."""
+    if stale_slot_risk(toks):
+        return [
+            (toks[start].start, toks[start].start, 0, "["),
+            (toks[op].start, toks[op].end, 2, f"].all({left}, ["),
+            (toks[end - 1].end, toks[end - 1].end, 3, f"].all({right}, {body}))"),
+        ]
     return [
-        (toks[start].start, toks[start].start, 0, "["),
-        (toks[op].start, toks[op].end, 2, f"].all({left}, ["),
-        (toks[end - 1].end, toks[end - 1].end, 3, f"].all({right}, {body}))"),
+        (toks[start].start, toks[start].start, 0, f"cel.bind({left}, "),
+        (toks[op].start, toks[op].end, 2, f", cel.bind({right}, "),
+        (toks[end - 1].end, toks[end - 1].end, 3, f", {body}))"),
     ]
 
 
-# Macros whose loop may stop early, and those binding a name lazily (see _bind_edits).
-_EARLY_STOPPING_LOOPS = frozenset({"exists", "all"})
+# Names bound lazily: by cel.bind and by the optMap/optFlatMap macros (see stale_slot_risk).
 _LAZY_BINDINGS = frozenset({"bind", "optMap", "optFlatMap"})
 
 
 def _stale_bind_risk(toks: list[Token]) -> bool:
-    """Whether a lazily bound name may read a loop variable left behind by an ``exists`` or
-    ``all`` that stopped early (see _bind_edits); the python engine runs such expressions."""
-    calls = member_calls(toks)
-    return bool(calls & _LAZY_BINDINGS) and bool(calls & _EARLY_STOPPING_LOOPS)
+    """Whether a name the user binds lazily may read a loop variable left behind by an
+    ``exists`` or ``all`` that stopped early (see stale_slot_risk); the python engine runs
+    such expressions."""
+    return bool(member_calls(toks) & _LAZY_BINDINGS) and stale_slot_risk(toks)
 
 
 _INVALID_QUALIFIER = "invalid qualifier type"

@@ -135,8 +135,13 @@ for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", gr
 _LIBRARY_VALUES = (Quantity, Semver, net.IPValue, net.CIDRValue, net.URLValue, k8s_format.Format)
 
 
+_SCALARS = frozenset({str, int, bool, float, UInt, bytes})
+
+
 def _go_equal(a: Any, b: Any) -> bool | None:
     """cel-go's types.Equal(a, b): True, False, or None where it answers "no such overload"."""
+    if type(a) in _SCALARS:  # the common case first: a scalar's Equal never fails
+        return cel_equal(a, b)
     if a is None or b is None:
         return a is None and b is None
     ta = type(a)
