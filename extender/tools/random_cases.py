@@ -473,12 +473,25 @@ _CEL_TERMS = (
     '" {m} ".trim().lowerAscii() == "{m}"',
     'strings.quote(device.attributes["{d}"].model) == "\\"{m}\\""',
     '"{m}".reverse() == "{m}"',
+    # List-type attributes of versions and bools; any attribute through the lists library.
+    'device.attributes["{d}"].versions.includes(semver("1.{i}.0"))',
+    'device.attributes["{d}"].versions.exists(v, v.isGreaterThan(semver("1.1.0")))',
+    'device.attributes["{d}"].flags.all(f, f) || device.attributes["{d}"].flags.includes(false)',
+    'device.attributes["{d}"].{a}.includes(device.attributes["{d}"].{a})',
+    'size(device.attributes["{d}"].{a}) {cmp} {i}',
+    'device.attributes["{d}"].{a}.sort().size() > 0',
+    'device.attributes["{d}"].{a}.max() {eq} device.attributes["{d}"].{a}.min()',
+    'string(device.attributes["{d}"].{a}) == "{m}"',
+    'type(device.attributes["{d}"].{a}) {eq} list',
     # Backtick-quoted fields and JSON literals.
     'device.attributes["{d}"].`{a}` {eq} "{m}"',
     'google.protobuf.Value{{number_value: {num}}} == {num}',
     'google.protobuf.Struct{{fields: {{"a": {i}}}}}.a == {i}',
 )
-_ATTRIBUTE_NAMES = ("model", "numa", "driverVersion", "fast", "links", "ids", "pcieRoot", "missing")
+_ATTRIBUTE_NAMES = (
+    *("model", "numa", "driverVersion", "fast", "links", "ids", "pcieRoot", "missing"),
+    *("versions", "flags"),
+)
 _LITERALS = ("null", "0", "1.5", '"s"', "[1]", '{"x": 1}', "true", 'b"b"')
 _MAP_KEYS = ("1", '"a"', "true", "1u", 'b"a"', "null", "1.5")
 _INDEXES = ("0", "0.0", '"0"', 'b""', "null", "[0]", "dyn(b\"\")", 'duration("1s")', "int")
@@ -492,6 +505,10 @@ def cel_case(seed: int, index: int) -> dict[str, Any]:
     attrs = _attributes(r, driver)
     if r.random() < 0.5:
         attrs["fast"] = {"bool": r.random() < 0.5}
+    if r.random() < 0.25:  # list-type attributes of the other kinds
+        attrs["versions"] = {"versions": [f"1.{n}.0" for n in r.sample(range(4), r.randint(1, 3))]}
+    if r.random() < 0.2:
+        attrs["flags"] = {"bools": [r.random() < 0.5 for _ in range(r.randint(1, 3))]}
     device: dict[str, Any] = {
         "driver": driver,
         "attributes": attrs,

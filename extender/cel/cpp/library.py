@@ -242,7 +242,9 @@ def _declarations() -> Iterator[_Decl]:
             "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True, lambda a, b: _compare(a, b) < 0
         )
     for target_name, target in _INCLUDES_TARGETS:
-        for arg_name, arg in _INCLUDES_ARGS:
+        # Upstream's includes takes any argument (list_includes_dyn_dyn): a value of another
+        # kind is simply not found.
+        for arg_name, arg in (*_INCLUDES_ARGS, *_SEARCH_ONLY_ARGS):
             yield _Decl(
                 "includes", f"{target_name}_includes_{arg_name}", T.BOOL, (target, arg), True, lib.includes
             )
@@ -332,6 +334,10 @@ _SEARCH_ONLY_ARGS = (
     ("duration", T.DURATION),
     ("list", T.List(T.DYN)),
     ("map", T.Map(T.DYN, T.DYN)),
+    ("null", T.NULL),
+    ("ip", IPT),
+    ("cidr", CIDRT),
+    ("url", URLT),
 )
 
 
