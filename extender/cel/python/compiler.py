@@ -512,9 +512,12 @@ class Compiler:
             )
             call_cost = 0 if sized else CALL_COST
         fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed, sized)
+        cost = sum(p.cost for p in parts) + call_cost
         if name == "@in" and _constant_set(parts[1]):
             fn = _set_membership(parts[0].fn, parts[1].const)
-        compiled = Compiled(result, fn, cost=sum(p.cost for p in parts) + call_cost)
+            if not parts[1].const:
+                cost = 0  # planned as the constant false: the item is never evaluated
+        compiled = Compiled(result, fn, cost=cost)
         if all(p.is_const for p in parts):
             planned = name in CONVERSIONS and all(p.planned for p in parts)
             try:

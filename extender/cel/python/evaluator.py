@@ -111,12 +111,30 @@ def select_optional(v: Any, field: str) -> CelOptional:
     return CelOptional.NONE
 
 
+def _unobserved_if_none(ctx: Ctx, found: CelOptional) -> CelOptional:
+    """cel-go applies an optional qualifier, and any qualifier after one, "if present", and
+    charges it only when it finds something (interpreter/interpretable.go,
+    evalWatchConstQual.QualifyIfPresent); once one finds nothing the attribute's later
+    qualifiers are not applied. Each qualifier's 1 is charged statically (compiler._qualified):
+    one that finds nothing, here, gives it back."""
+    if not found.present:
+        ctx.cost -= 1
+    return found
+
+
 def make_select(operand: Fn, field: str, optional: bool, on_device: bool) -> Fn:
     if optional:
-        return lambda ctx: select_optional(operand(ctx), field)
+        return lambda ctx: _unobserved_if_none(ctx, select_optional(operand(ctx), field))
     if on_device:
         return lambda ctx: operand(ctx)[field]
-    return lambda ctx: select_value(operand(ctx), field)
+
+    def select(ctx: Ctx) -> Any:
+        v = operand(ctx)
+        if type(v) is CelOptional:
+            return _unobserved_if_none(ctx, select_value(v, field))
+        return select_value(v, field)
+
+    return select
 
 
 def make_has(operand: Fn, field: str) -> Fn:
@@ -192,8 +210,15 @@ def _key_text(k: Any) -> str:
 
 def make_index(operand: Fn, index: Fn, optional: bool) -> Fn:
     if optional:
-        return lambda ctx: index_optional(operand(ctx), index(ctx))
-    return lambda ctx: index_value(operand(ctx), index(ctx))
+        return lambda ctx: _unobserved_if_none(ctx, index_optional(operand(ctx), index(ctx)))
+
+    def index_(ctx: Ctx) -> Any:
+        v = operand(ctx)
+        if type(v) is CelOptional:
+            return _unobserved_if_none(ctx, index_value(v, index(ctx)))
+        return index_value(v, index(ctx))
+
+    return index_
 
 
 # --- logic -----------------------------------------------------------------------------------
