@@ -53,7 +53,7 @@ PYTHON ?= .venv/bin/python
 SEED ?=
 COUNT ?= 300
 ORACLE_CASES = tests/conformance/cases tests/conformance/upstream tests/cel/cases.yaml \
-	tests/cel/upstream_cases.yaml tests/cel/celspec_cases.yaml
+	tests/cel/upstream_cases.yaml tests/cel/celspec_cases.yaml tests/cel/release_cases.yaml
 
 # RELEASE=1.34 answers with 1.34's released allocator instead of 1.37's (docs/upstream.md).
 oracle:

@@ -11,7 +11,11 @@ compile, derived attributes, gated fields with their gate off). The gates that d
 the allocator (NEUTRAL_GATES) are switched on and off too.
 
 :func:`cel_case` builds one CEL parity case (tests/cel/cases.yaml, without its ``expect``): a
-device and a selector drawn from Kubernetes' CEL environment.
+device and a selector drawn from Kubernetes' CEL environment, reaching its edges: equality of
+library values with other types, optional selection and indexing on maps, lists and scalars,
+strings v2 formatting, one- and two-variable comprehensions followed by binds, map literals and
+constant indexes, the semver/quantity/ip/cidr libraries, the lists, sets and strings
+extensions, backtick-quoted fields and JSON literals.
 
 Case ``index`` of ``seed`` depends on nothing else, so any case can be made again alone.
 """
@@ -437,7 +441,95 @@ _CEL_TERMS = (
     'device.attributes["other.example.com"].model == "x"',
     'device.nosuch == 1',
     'device.attributes["{d}"].model + 1',
+    # Equality of library values with other types (cel-go: == fails, != is true).
+    'device.attributes["{d}"].{a} {eq} "{m}"',
+    'device.attributes["{d}"].{a} {eq} {i}',
+    'device.capacity["{d}"].memory {eq} quantity("{q}")',
+    'device.capacity["{d}"].memory {eq} dyn({i})',
+    '[device.attributes["{d}"].{a}] {eq} [dyn("{m}")]',
+    'device.attributes["{d}"].{a} in ["{m}", "t4"]',
+    'device.attributes["{d}"].{a} in [device.driver]',
+    # Optional selection and indexing, on maps, lists and scalars.
+    'device.attributes["{d}"].?{a}.hasValue()',
+    'device.attributes["{d}"].?{a}.?x.hasValue()',
+    'device.attributes["{d}"].?{a}[{i0}].hasValue()',
+    'device.attributes["{d}"].?{a}.orValue("{m}") == "{m}"',
+    'device.attributes["{d}"].?{a}.orValue({i}) == {i}',
+    'has(device.attributes["{d}"].{a}.x)',
+    '{{"k": dyn({lit})}}.?k.x.hasValue()',
+    'dyn({lit})[?{i0}].hasValue()',
+    'optional.of(device.attributes["{d}"].{a}).optMap(v, v == "{m}").orValue(false)',
+    '[1, 2, 3].first().orValue(0) == {i} || [1, 2].last().hasValue()',
+    # Formatting (strings v2: %e pads non-finite values to the precision).
+    '"%{fmt}".format([{num}]) == "{m}"',
+    '"%{fmt}".format([{num}]).size() {cmp} {i}',
+    '"%s/%d".format([device.attributes["{d}"].model, device.attributes["{d}"].numa]).size() > 0',
+    '"%e".format([double("{special}")]).startsWith(" ")',
+    '"%x".format([device.attributes["{d}"].model]) == "{m}"',
+    # Comprehensions: two variables, early stopping followed by binds, one name twice.
+    'device.attributes["{d}"].exists(k, k.startsWith("m")) && cel.bind(x, {i}, x == {i})',
+    'device.attributes["{d}"].all(k, k.size() < {i}) || cel.bind(y, "{m}", y == device.driver)',
+    '[1, 2, 3].exists(i, v, v > {i} && i < 2)',
+    '[1, 2, 3].all({n1}, {n2}, {n2} > 0)',
+    '{{"a": 1, "b": 2}}.transformMap(k, v, v * {i}).size() == 2',
+    '[1, 2].transformList(i, v, v + i) == [1, {i}]',
+    '[3, 1, 2].sortBy(e, -e)[0] == {i}',
+    # Map literals and constant indexes cel-go plans (bytes/null/list keys fail).
+    '{{{key}: 1}}.size() == 1',
+    'dyn({{0: 1}})[{idx}] == 1',
+    # Kubernetes' libraries.
+    'device.attributes["{d}"].driverVersion.major() == 1',
+    'device.attributes["{d}"].driverVersion.minor() {cmp} {i}',
+    'semver("1.{i}.0") {eq} device.attributes["{d}"].driverVersion',
+    'semver("1.{i}.0", true).isLessThan(semver("v1.2", true))',
+    'quantity("{q}").sub(quantity("1Gi")).sign() {cmp} 0',
+    'quantity("{q}").isInteger() && quantity("{q}").asApproximateFloat() > 1.0',
+    'device.capacity["{d}"].memory.compareTo(quantity("{q}")) {cmp} 0 && isQuantity("{q}")',
+    'ip("10.0.0.{i}").isLoopback() || ip("::{i}").family() == 6',
+    'cidr("10.0.{i}.0/24").containsCIDR("10.0.{i}.128/25")',
+    'cidr("10.0.0.0/{i}8").masked() == cidr("10.0.0.0/8")',
+    'ip.isCanonical("10.0.0.{i}") && isIP("10.0.0.{i}")',
+    'string(cidr("10.{i}.0.0/16").ip()) == "10.{i}.0.0"',
+    # Lists and sets.
+    'lists.range({r}).size() == {i}',
+    '[{i}, 1, 2].sort() == [1, 2, {i}]',
+    '[[1], [{i}]].flatten().distinct().size() == 2',
+    '[1, 2, 3].slice({i0}, 3).size() {cmp} 1',
+    'device.attributes["{d}"].ids.reverse().size() > 0',
+    'sets.equivalent([1, {i}], [{i}, 1]) && sets.intersects([{i}], [1, 2])',
+    # Strings.
+    'device.attributes["{d}"].model.charAt({i0}) == "{c}"',
+    'device.attributes["{d}"].model.substring({i0}) {eq} "{m}"',
+    'device.attributes["{d}"].model.lastIndexOf("{c}") {cmp} {i}',
+    'device.attributes["{d}"].model.replace("{c}", "x", {i0}) != "{m}"',
+    '["{m}", device.attributes["{d}"].model].join("-").split("-").size() == 2',
+    '" {m} ".trim().lowerAscii() == "{m}"',
+    'strings.quote(device.attributes["{d}"].model) == "\\"{m}\\""',
+    '"{m}".reverse() == "{m}"',
+    # List-type attributes of versions and bools; any attribute through the lists library.
+    'device.attributes["{d}"].versions.includes(semver("1.{i}.0"))',
+    'device.attributes["{d}"].versions.exists(v, v.isGreaterThan(semver("1.1.0")))',
+    'device.attributes["{d}"].flags.all(f, f) || device.attributes["{d}"].flags.includes(false)',
+    'device.attributes["{d}"].{a}.includes(device.attributes["{d}"].{a})',
+    'size(device.attributes["{d}"].{a}) {cmp} {i}',
+    'device.attributes["{d}"].{a}.sort().size() > 0',
+    'device.attributes["{d}"].{a}.max() {eq} device.attributes["{d}"].{a}.min()',
+    'string(device.attributes["{d}"].{a}) == "{m}"',
+    'type(device.attributes["{d}"].{a}) {eq} list',
+    # Backtick-quoted fields and JSON literals.
+    'device.attributes["{d}"].`{a}` {eq} "{m}"',
+    'google.protobuf.Value{{number_value: {num}}} == {num}',
+    'google.protobuf.Struct{{fields: {{"a": {i}}}}}.a == {i}',
 )
+_ATTRIBUTE_NAMES = (
+    *("model", "numa", "driverVersion", "fast", "links", "ids", "pcieRoot", "missing"),
+    *("versions", "flags"),
+)
+_LITERALS = ("null", "0", "1.5", '"s"', "[1]", '{"x": 1}', "true", 'b"b"')
+_MAP_KEYS = ("1", '"a"', "true", "1u", 'b"a"', "null", "1.5")
+_INDEXES = ("0", "0.0", '"0"', 'b""', "null", "[0]", "dyn(b\"\")", 'duration("1s")', "int")
+_FORMATS = ("e", ".2e", ".10e", "f", ".3f", "s", "d", "x", "b", "o")
+_NUMBERS = ("2.5", "-0.0", "1e100", '{i}', 'double("NaN")', 'double("-Inf")', "3u")
 
 
 def cel_case(seed: int, index: int) -> dict[str, Any]:
@@ -446,6 +538,10 @@ def cel_case(seed: int, index: int) -> dict[str, Any]:
     attrs = _attributes(r, driver)
     if r.random() < 0.5:
         attrs["fast"] = {"bool": r.random() < 0.5}
+    if r.random() < 0.25:  # list-type attributes of the other kinds
+        attrs["versions"] = {"versions": [f"1.{n}.0" for n in r.sample(range(4), r.randint(1, 3))]}
+    if r.random() < 0.2:
+        attrs["flags"] = {"bools": [r.random() < 0.5 for _ in range(r.randint(1, 3))]}
     device: dict[str, Any] = {
         "driver": driver,
         "attributes": attrs,
@@ -455,13 +551,27 @@ def cel_case(seed: int, index: int) -> dict[str, Any]:
         device["allowMultipleAllocations"] = r.random() < 0.5
     terms = []
     for _ in range(r.randint(1, 3)):
+        n1 = r.choice(["x", "y"])
+        i = r.randint(0, 3)
         terms.append(r.choice(_CEL_TERMS).format(
             d=driver if r.random() < 0.9 else r.choice(DRIVERS),
             m=r.choice(MODELS),
-            i=r.randint(0, 3),
+            i=i,
             i0=r.randint(0, 2),
             q=r.choice(["1Gi", "2Gi", "1500Mi", "4G", "0"]),
             cmp=r.choice(["==", "!=", "<", ">=", ">"]),
+            eq=r.choice(["==", "!="]),
+            a=r.choice(_ATTRIBUTE_NAMES),
+            lit=r.choice(_LITERALS),
+            key=r.choice(_MAP_KEYS),
+            idx=r.choice(_INDEXES),
+            fmt=r.choice(_FORMATS),
+            num=r.choice(_NUMBERS).format(i=i),
+            special=r.choice(["NaN", "Inf", "-Inf"]),
+            n1=n1,
+            n2=n1 if r.random() < 0.3 else "v",
+            r=r.choice([-2, 0, i, 3]),
+            c=r.choice(["a", "1", "0", "t"]),
         ))
     expression = terms[0]
     for term in terms[1:]:

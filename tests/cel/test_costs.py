@@ -83,6 +83,17 @@ CASES = [
     ('@D.model.format([]) == "a100" && "%s-%d".format([@D.model, @D.index]) == "a100-3"', 26),
     ('url("https://example.com/a").getHost() == "example.com"', 6),
     ('ip("10.0.0.1").family() == 4 && cidr("10.0.0.0/8").containsIP("10.1.2.3")', 6),
+    # A constant empty ``in`` list is planned as false: the item is never evaluated.
+    ('@D.model in [] || @D.index in []', 0),
+    # A qualifier applied "if present" (optional, or after an optional one) costs only when it
+    # finds something, and the attribute's later qualifiers are not applied.
+    ('@D.model[?"foo"].hasValue() || @D.index.?foo.hasValue()', 10),
+    ('{"a": @D.model}.?b.c.hasValue()', 36),
+    ('{"a": @D.model}.?a.?b.hasValue()', 37),
+    ('{"a": [@D.model]}.?a[1].hasValue()', 47),
+    ('[@D.model][?1].hasValue()', 16),
+    ('[@D.model][?0].hasValue()', 17),
+    ('optional.none().?a.hasValue()', 3),
 ]
 
 

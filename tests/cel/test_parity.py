@@ -12,9 +12,10 @@ from extender.cel.engine import unavailable_reason
 from extender.cel.environment import Environment
 from extender.tools.cel_parity import Case, CaseFileError, load_cases, main, run_case
 
-# The shared conformance cases, those carried over from Kubernetes' own CEL tests, and
+# The shared conformance cases, those carried over from Kubernetes' own CEL tests, those found
+# disagreeing with the released environment by the oracle (tests/oracle), and
 # cel-spec's conformance tests translated by celspec_translate.py.
-CASE_FILES = ("cases.yaml", "upstream_cases.yaml", "celspec_cases.yaml")
+CASE_FILES = ("cases.yaml", "upstream_cases.yaml", "celspec_cases.yaml", "release_cases.yaml")
 CASES = {name: load_cases(Path(__file__).with_name(name)) for name in CASE_FILES}
 # Translated cel-spec cases an engine still gets wrong, by engine, with the reason.
 KNOWN_FAILURES: dict[str, dict[str, str]] = yaml.safe_load(

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -49,13 +50,13 @@ func evaluate(name string, line []byte) CELAnswer {
 		return ans
 	}
 	compiler := cel.GetCompiler(features)
-	if estimated := compiler.CompileCELExpression(c.Expression, cel.Options{}); estimated.Error == nil {
+	if estimated, err := compile(compiler, c.Expression, cel.Options{}); err == nil {
 		maxCost := estimated.MaxCost
 		ans.MaxCost = &maxCost
 	}
-	compiled := compiler.CompileCELExpression(c.Expression, cel.Options{DisableCostEstimation: true})
-	if compiled.Error != nil {
-		ans.Outcome, ans.Detail = "compile-error", compiled.Error.Error()
+	compiled, err := compile(compiler, c.Expression, cel.Options{DisableCostEstimation: true})
+	if err != nil {
+		ans.Outcome, ans.Detail = "compile-error", err.Error()
 		return ans
 	}
 	matches, details, err := compiled.DeviceMatches(context.Background(), cel.Device{
@@ -76,4 +77,22 @@ func evaluate(name string, line []byte) CELAnswer {
 		ans.Outcome = "false"
 	}
 	return ans
+}
+
+// compile is CompileCELExpression, with a panic of cel-go while planning the program (a map
+// literal with a bytes key: "hash of unhashable type types.Bytes") turned into its error: the
+// expression cannot be compiled by the release, which is what a case records.
+func compile(compiler interface {
+	CompileCELExpression(string, cel.Options) cel.CompilationResult
+}, expression string, options cel.Options) (result cel.CompilationResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cel-go panicked compiling the expression: %v", r)
+		}
+	}()
+	result = compiler.CompileCELExpression(expression, options)
+	if result.Error != nil {
+		return result, result.Error
+	}
+	return result, nil
 }

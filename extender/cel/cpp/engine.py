@@ -53,7 +53,7 @@ from extender.cel import CelCompileError, CelRuntimeError, Checkpoint
 from extender.cel.cpp.errors import MIXED_LISTS, compile_text, lint, runtime_text
 from extender.cel.cpp.formatting import literal_format_problems
 from extender.cel.cpp.homogeneity import MAX_LOCATING_PROBES, homogeneity_probes, homogeneity_variant
-from extender.cel.cpp.library import LIST_FUNCTION_PROBES, function_decls
+from extender.cel.cpp.library import ABORTED, LIST_FUNCTION_PROBES, UNHASHABLE, function_decls
 from extender.cel.cpp.literals import literal_mismatches
 from extender.cel.cpp.rewrite import (
     VALUE_RELATIONS,
@@ -66,12 +66,14 @@ from extender.cel.cpp.rewrite import (
     optional_index_edits,
     relation_operands,
     rewrite,
+    stale_slot_risk,
     widen_numeric_comparisons,
     without_doubled_parentheses,
 )
 from extender.cel.cpp.tokens import (
     LITERAL_WORDS,
     Token,
+    closing,
     later_optional_map_entry,
     literal_conversions,
     literal_patterns,
@@ -131,6 +133,11 @@ def _value_type_name(t: Any) -> str:
 
 _FOREIGN_ARENA = "No PyCelArena found"
 _GUARDED_RELATIONS = frozenset({"==", "!=", "in"})
+# Calls making library values, and the static type of a list or map holding them.
+_LIBRARY_CONSTRUCTORS = frozenset({"semver", "quantity", "ip", "cidr", "url", "capacity", "attributes"})
+_LIBRARY_IN_CONTAINER = re.compile(r"(?:list|map)\(.*\b(?:kubernetes|net)\.")
+# A list or map of dyn values, which may be library values (attributes, dyn(semver(...))).
+_DYN_IN_CONTAINER = re.compile(r"(?:list|map)\(.*\bdyn\b")
 _LIBRARY_TYPE_NAMES = ("kubernetes.Semver", "kubernetes.Quantity", "kubernetes.URL", "net.IP", "net.CIDR")
 _ITERATION_BUDGET = "Iteration budget exceeded"
 # What makes an evaluation's cost grow with the data: loops (the macros) and the functions that
@@ -145,18 +152,131 @@ _COSTLY_CALLS = frozenset(
     }
 )
 _COSTLY_NAMESPACES = frozenset({"lists", "sets"})
+# What the C++ runtime answers to a presence test or optional selection (has(x.f), x.?f,
+# x[?k], and a qualifier after an optional value) on null, a number, a string or a library
+# value, where cel-go finds nothing (false, optional.none(); interpreter/attributes.go,
+# refQualify), and to a map literal keyed by a double or null, which cel-go's Go map takes:
+# the python engine, which does as cel-go does, decides. Error path only.
+_PYTHON_DECIDES = re.compile(
+    r"Applying SELECT to non-message type|No matching overloads found : _(?:\?\._|\[\?_\])|no_such_field"
+    r"|Invalid map key type: '(?:double|null_type)'"
+)
 _DUPLICATE_KEY = "duplicate key in map"
 
 
 def _bind_edits(
     toks: list[Token], start: int, op: int, end: int, left: str, right: str, body: str
 ) -> list[Edit]:
-    """``A op B`` -> ``cel.bind(left, A, cel.bind(right, B, body))``: each operand evaluated once."""
+    """``A op B`` -> ``cel.bind(left, A, cel.bind(right, B, body))``: each operand evaluated
+    once; where the expression has an ``exists`` or ``all``, ``[A].all(left, [B].all(right,
+    body))`` instead (slower), see stale_slot_risk."""
+    if stale_slot_risk(toks):
+        return [
+            (toks[start].start, toks[start].start, 0, "["),
+            (toks[op].start, toks[op].end, 2, f"].all({left}, ["),
+            (toks[end - 1].end, toks[end - 1].end, 3, f"].all({right}, {body}))"),
+        ]
     return [
         (toks[start].start, toks[start].start, 0, f"cel.bind({left}, "),
         (toks[op].start, toks[op].end, 2, f", cel.bind({right}, "),
         (toks[end - 1].end, toks[end - 1].end, 3, f", {body}))"),
     ]
+
+
+# Names bound lazily: by cel.bind and by the optMap/optFlatMap macros (see stale_slot_risk).
+_LAZY_BINDINGS = frozenset({"bind", "optMap", "optFlatMap"})
+
+
+def _stale_bind_risk(toks: list[Token]) -> bool:
+    """Whether a name the user binds lazily may read a loop variable left behind by an
+    ``exists`` or ``all`` that stopped early (see stale_slot_risk); the python engine runs
+    such expressions."""
+    return bool(member_calls(toks) & _LAZY_BINDINGS) and stale_slot_risk(toks)
+
+
+_INVALID_QUALIFIER = "invalid qualifier type"
+# cel-go builds a map literal into a Go map, and a bytes key cannot be hashed: a constant
+# literal fails while the program is planned (a compile error).
+_BYTES_MAP_KEY = "unsupported map key type: bytes"
+# Tokens of a constant index cel-go cannot plan: bytes, null, lists, maps, types, durations
+# and timestamps (and the conversions making them).
+_ODD_QUALIFIER_WORDS = frozenset(
+    {
+        *("null", "bytes", "duration", "timestamp", "type", "int", "uint", "double", "string"),
+        *("bool", "list", "map", "null_type", "dyn", "[", "{"),
+    }
+)
+
+
+def _may_index_by_odd_constant(toks: list[Token]) -> bool:
+    """Whether some index ``x[...]`` (or ``x[?...]``) holds a bytes literal or a token of
+    _ODD_QUALIFIER_WORDS: a cheap screen before _check_constant_indexes asks the planner."""
+    for i, tok in enumerate(toks):
+        if _is_bytes_literal(tok) and texts(toks, i + 1, 1) == (":",):
+            return True  # perhaps a bytes map key, which cel-go cannot hash (see below)
+        if tok.text != "[" or i == 0:
+            continue
+        prev = toks[i - 1]
+        if not (prev.kind in ("id", "str") or prev.text in (")", "]", "}")):
+            continue  # a list literal, not an index
+        close = closing(toks, i)
+        inner = toks[i + 1 : close] if close is not None else []
+        if any(t.text in _ODD_QUALIFIER_WORDS or _is_bytes_literal(t) for t in inner):
+            return True
+    return False
+
+
+def _is_bytes_literal(tok: Token) -> bool:
+    """Whether a string token is a bytes literal: a ``b`` among the prefix letters."""
+    return tok.kind == "str" and "b" in _STRING_PREFIX.match(tok.text).group().lower()  # type: ignore[union-attr]
+
+
+_STRING_PREFIX = re.compile(r"[rRbB]*")
+
+
+def _presence_or_odd_keys(toks: list[Token]) -> bool:
+    """Whether the expression has a presence test, or a map key that may be a double or null
+    (a ``null``, a double literal or a dyn/double call before a ``:``): where the C++ runtime
+    may fail while cel-go answers (see _PYTHON_DECIDES)."""
+    for i, tok in enumerate(toks):
+        if tok.text == "has":
+            return True
+        if texts(toks, i + 1, 1) == (":",) and (tok.text == "null" or _is_float_literal(tok)):
+            return True
+        if tok.text in ("dyn", "double") and i > 0 and toks[i - 1].text in ("{", ","):
+            close = closing(toks, i + 1) if texts(toks, i + 1, 1) == ("(",) else None
+            if close is not None and texts(toks, close + 1, 1) == (":",):
+                return True
+    return False
+
+
+def _constant_scalar_list(toks: list[Token], a: int, b: int) -> bool:
+    """Whether ``toks[a:b]`` is a non-empty list literal of scalar literals other than bytes
+    and null (cel-go's types.IsPrimitiveType)."""
+    if b - a < 3 or toks[a].text != "[" or toks[b - 1].text != "]" or closing(toks, a) != b - 1:
+        return False
+    inner = toks[a + 1 : b - 1]
+    # A sign belongs to its number: [1, -2] holds two constants.
+    items = [t for j, t in enumerate(inner) if not (t.text == "-" and _kind_at(inner, j + 1) == "num")]
+    if items and items[-1].text == ",":
+        items = items[:-1]
+    scalars, commas = items[0::2], items[1::2]
+    return all(t.text == "," for t in commas) and all(_is_set_element(t) for t in scalars)
+
+
+def _kind_at(toks: list[Token], i: int) -> str | None:
+    return toks[i].kind if i < len(toks) else None
+
+
+def _is_set_element(tok: Token) -> bool:
+    return (tok.kind in ("str", "num") or tok.text in ("true", "false")) and not _is_bytes_literal(tok)
+
+
+def _quotes_a_field(expression: str) -> bool:
+    """Whether the expression has a backtick-quoted field name (``x.`a-b```), which the C++
+    parser reads but the tokens behind every rewrite do not: the python engine runs those."""
+    at = unknown_character(expression)
+    return at is not None and expression[at] == "`"
 
 
 def _is_float_literal(tok: Token) -> bool:
@@ -193,13 +313,26 @@ def _shallower_sources(source: str, toks: list[Token]) -> Iterator[str]:
 class CppProgram:
     """One compiled selector; evaluation reuses the device's cached activation."""
 
-    __slots__ = ("_compiled", "_engine", "_fallback", "expression")
+    __slots__ = ("_compiled", "_engine", "_fallback", "_may_abort", "_python_decides_errors", "expression")
 
-    def __init__(self, engine: CppEngine, expression: str, compiled: Any) -> None:
+    def __init__(
+        self,
+        engine: CppEngine,
+        expression: str,
+        compiled: Any,
+        python_decides_errors: bool = False,
+        may_abort: bool = False,
+    ) -> None:
         self._engine = engine
         self._compiled = compiled
         # The python engine's, for over-budget loops and repeated map keys (see _on_python).
         self._fallback: Program | None = None
+        # Whether any runtime error is the python engine's to confirm: the expression qualifies
+        # values the C++ runtime may fail on where cel-go finds nothing (_PYTHON_DECIDES), and
+        # that failure may surface as another operand's error (``error && false``).
+        self._python_decides_errors = python_decides_errors
+        # Whether a guard may note a panic of cel-go's (library.UNHASHABLE) to raise afterwards.
+        self._may_abort = may_abort
         self.expression = expression
 
     def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
@@ -208,9 +341,14 @@ class CppProgram:
         # the python engine, which calls the checkpoint, takes over (docs/reliability.md).
         if view.error is not None:
             raise CelRuntimeError(view.error, self.expression)
+        may_abort = self._may_abort
+        if may_abort:
+            ABORTED.message = None
         try:
             with self._engine.lock:
                 result = self._eval(view)
+            if may_abort and ABORTED.message is not None:
+                raise CelRuntimeError(ABORTED.message, self.expression)
         except RuntimeError as exc:  # the iteration budget and a repeated map key abort the evaluation
             if _ITERATION_BUDGET in str(exc):
                 # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
@@ -219,6 +357,8 @@ class CppProgram:
             if _DUPLICATE_KEY in str(exc):
                 # cel-go keeps the last value of a repeated map key, where the C++ runtime fails.
                 return self._on_python(view, "repeated map key", checkpoint)
+            if self._python_decides_errors or _PYTHON_DECIDES.search(str(exc)):
+                return self._on_python(view, "a value the C++ runtime cannot qualify or key", checkpoint)
             raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
             raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
@@ -226,7 +366,10 @@ class CppProgram:
         if kind == T.BOOL:
             return bool(result.value())
         if kind == T.ERROR:
-            raise CelRuntimeError(runtime_text(str(result.value())), self.expression)
+            message = str(result.value())
+            if self._python_decides_errors or _PYTHON_DECIDES.search(message):
+                return self._on_python(view, "a value the C++ runtime cannot qualify or key", checkpoint)
+            raise CelRuntimeError(runtime_text(message), self.expression)
         raise CelRuntimeError(
             f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
         )
@@ -293,9 +436,11 @@ class CppEngine:
 
     def _compile(self, expression: str) -> Program:
         toks = original_toks = tokens(expression)
-        if toks is None:
-            self._check_backticks(expression)
-        if toks is not None and (uses_format_library(toks) or later_optional_map_entry(toks)):
+        if toks is None and _quotes_a_field(expression):
+            return self._delegate(expression)
+        if toks is not None and (
+            uses_format_library(toks) or later_optional_map_entry(toks) or _stale_bind_risk(toks)
+        ):
             return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
@@ -312,6 +457,7 @@ class CppEngine:
         if optionals and member_calls(toks) & _PYTHON_VALUE_FUNCTIONS:
             return self._delegate(expression)
         lint(expression, toks)
+        self._check_constant_indexes(expression, toks)
         self._check_list_functions(expression, source, toks)
         self._check_constants(expression, original_toks or toks)  # the conversions before their aliases
         self._check_homogeneous(expression, toks)
@@ -324,6 +470,7 @@ class CppEngine:
             rewritten = source
         else:
             routed = self._value_relations(source, source_toks, strict=optionals)
+            routed += self._container_relations(source, source_toks, routed)
             rewritten = rewrite(
                 source,
                 source_toks,
@@ -339,25 +486,15 @@ class CppEngine:
                     *self._library_equality_guards(source, source_toks, routed),
                 ],
             )
+        python_decides = optionals or _presence_or_odd_keys(toks)
         if rewritten == source:
-            return CppProgram(self, expression, checked)
+            return CppProgram(self, expression, checked, python_decides)
         try:
             program = self._env.compile(rewritten)
         except RuntimeError:
             # Not expected; the checked expression still runs, only without the rewrites.
-            program = checked
-        return CppProgram(self, expression, program)
-
-    @staticmethod
-    def _check_backticks(expression: str) -> None:
-        """Kubernetes' parser does not enable backtick-quoted identifiers (cel-go's
-        EnableIdentEscapeSyntax), which the C++ parser accepts."""
-        at = unknown_character(expression)
-        if at is not None and expression[at] == "`":
-            line, col = position(expression, at)
-            raise CelCompileError(
-                f"ERROR: <input>:{line}:{col}: Syntax error: token recognition error at: '`'", expression
-            )
+            return CppProgram(self, expression, checked, python_decides)
+        return CppProgram(self, expression, program, python_decides, UNHASHABLE in rewritten)
 
     def python_program(self, expression: str) -> Program:
         """The pure-Python engine's program for ``expression`` (see ``_delegate``)."""
@@ -447,33 +584,58 @@ class CppEngine:
                 found.append((start, op, end))
         return found
 
+    def _container_relations(
+        self, source: str, toks: list[Token], routed: list[tuple[int, int, int]]
+    ) -> list[tuple[int, int, int]]:
+        """The ``==`` and ``!=`` between lists or maps that may hold library values (their static
+        type names one, or dyn where the expression reads attributes or makes library values),
+        not yet ``routed``:
+        cel-go counts an element's "no such overload" as equal, the C++ runtime as unequal, so
+        these run by Python (cpp_equality.go_equal)."""
+        if not any(t.text in _LIBRARY_CONSTRUCTORS for t in toks):
+            return []
+        static_type = self._static_type_of(source, toks)
+        found = []
+        done = {op for _, op, _ in routed}
+        for start, op, end in relation_operands(toks, _GUARDED_RELATIONS - {"in"}):
+            if op in done or start >= op or op + 1 >= end:
+                continue
+            kinds = [static_type(start, op) or "", static_type(op + 1, end) or ""]
+            holds_library = any(_LIBRARY_IN_CONTAINER.match(k) or _DYN_IN_CONTAINER.match(k) for k in kinds)
+            if holds_library and not any("optional" in k for k in kinds):
+                found.append((start, op, end))
+        return found
+
     def _library_equality_guards(
         self, source: str, toks: list[Token], routed: list[tuple[int, int, int]]
     ) -> Iterator[Edit]:
-        """Kubernetes' library values answer "no such overload" to ``==``/``!=`` with a right
-        operand of another type, a runtime error; the C++ runtime answers false. A dyn left
-        operand (a version attribute, say) compared with anything but a library value or null is
-        guarded: ``cel.bind(l, A, cel.bind(r, B, type(l) in [...] && type(r) != type(l) &&
-        type(r) != null_type ? k8sdra_no_such_overload() : l == r))``. Relations run by
-        Python (``routed``) check this there."""
+        """Kubernetes' library values answer "no such overload" to ``==`` with a right
+        operand of another type, a runtime error (``!=`` is then true); the C++ runtime answers
+        false. A dyn left operand (a version attribute, say) compared with anything but a
+        library value or null is guarded: ``[A].all(l, [B].all(r, type(l) in [...] &&
+        type(r) != type(l) && type(r) != null_type ? k8sdra_no_such_overload() : l == r))``.
+        Relations run by Python (``routed``) check this there."""
         routed_ops = {op for _, op, _ in routed}
         static_type = self._static_type_of(source, toks)
         for n, (start, op, end) in enumerate(relation_operands(toks, _GUARDED_RELATIONS)):
             if op in routed_ops or start >= op or op + 1 >= end or _is_literal(toks, start, op):
                 continue
-            if static_type(start, op) not in ("dyn", None):  # None: bound names, loop variables
+            left_type = static_type(start, op)
+            if left_type in _LIBRARY_TYPE_NAMES and toks[op].text != "in":
+                # A library value against a dyn operand (the checker admits it): guarded too.
+                if static_type(op + 1, end) not in ("dyn", None):
+                    continue
+            elif left_type not in ("dyn", None):  # None: bound names, loop variables
                 continue
             left, right = f"k8sdra_l{n}", f"k8sdra_r{n}"
             if toks[op].text == "in":
-                # A version in a list of other things: its Equal's "no such overload", unless
-                # some element matches.
-                if not (static_type(op + 1, end) or "").startswith("list("):
+                # cel-go's list membership ignores an element's "no such overload" (false), but
+                # a constant list of scalars becomes a Go set, and hashing a version or bytes
+                # there fails (interpreter/decorators.go maybeOptimizeSetMembership).
+                if not _constant_scalar_list(toks, op + 1, end):
                     continue
-                guard = (
-                    f"type({left}) == kubernetes.Semver && !({left} in {right})"
-                    f" && {right}.exists(k8sdra_e{n}, type(k8sdra_e{n}) != kubernetes.Semver)"
-                    f" ? k8sdra_no_such_overload() : {left} in {right}"
-                )
+                unhashable = f"type({left}) in [kubernetes.Semver, bytes]"
+                guard = f"{unhashable} ? {UNHASHABLE}([{left}]) : {left} in {right}"
                 yield from _bind_edits(toks, start, op, end, left, right, guard)
                 continue
             right_literal = _is_literal(toks, op + 1, end)
@@ -481,9 +643,11 @@ class CppEngine:
                 continue
             if not right_literal and static_type(op + 1, end) in _LIBRARY_TYPE_NAMES:
                 continue
+            # cel-go's != is "Equal is not true": the "no such overload" of == makes it true.
+            mismatch = "k8sdra_no_such_overload()" if toks[op].text == "==" else "true"
             guard = (
                 f"type({left}) in [{', '.join(_LIBRARY_TYPE_NAMES)}] && type({right}) != type({left})"
-                f" && type({right}) != null_type ? k8sdra_no_such_overload() : {left} {toks[op].text} {right}"
+                f" && type({right}) != null_type ? {mismatch} : {left} {toks[op].text} {right}"
             )
             yield from _bind_edits(toks, start, op, end, left, right, guard)
 
@@ -584,6 +748,20 @@ class CppEngine:
             if detail is not None:
                 line, col = position(expression, pattern.start)
                 raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+
+    def _check_constant_indexes(self, expression: str, toks: list[Token]) -> None:
+        """cel-go's planner fails on a constant index that is not a string, number or bool
+        (``m[b'a']``, ``m[dyn(null)]``: interpreter/attributes.go, NewQualifier), and on a map
+        literal with a bytes key, a compile error. The python engine's compiler, which plans
+        constants as cel-go does, decides; it is asked only when an index holds something that
+        may fold to such a constant, or a bytes literal may be a map key."""
+        if not _may_index_by_odd_constant(toks):
+            return
+        try:
+            self._delegate(expression)
+        except CelCompileError as exc:
+            if _INVALID_QUALIFIER in exc.message or _BYTES_MAP_KEY in exc.message:
+                raise CelCompileError(exc.message, expression) from None
 
     def _check_list_functions(self, expression: str, source: str, toks: list[Token]) -> None:
         """cel-go rejects ``["a"].sum()`` and ``[[1]].min()`` (see LIST_FUNCTION_PROBES)."""

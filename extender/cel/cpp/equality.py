@@ -44,12 +44,37 @@ def cel_equal(a: Any, b: Any, quantities: QuantityMessages) -> bool:
 _LIBRARY_MESSAGES = (QuantityMsg, SemverMsg, IPMsg, CIDRMsg, URLMsg)
 
 
-def relation_equal(a: Any, b: Any, quantities: QuantityMessages) -> bool:
-    """``a == b`` as the operator evaluates it: Kubernetes' library values answer "no such
-    overload" for a right operand of another type (null aside), which is a runtime error."""
-    if isinstance(a, _LIBRARY_MESSAGES) and b is not None and type(b) is not type(a):
-        raise ValueError("no such overload")
+def go_equal(a: Any, b: Any, quantities: QuantityMessages) -> bool | None:
+    """cel-go's types.Equal(a, b): True, False, or None for "no such overload", which
+    Kubernetes' library values answer to a right operand of another type (null aside). A list
+    or map is equal unless some element's Equal is false (common/types/list.go, map.go)."""
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, _LIBRARY_MESSAGES):
+        return None if type(b) is not type(a) else cel_equal(a, b, quantities)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(
+            go_equal(x, y, quantities) is not False for x, y in zip(a, b, strict=True)
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return len(a) == len(b) and all(
+            _entry_not_unequal(b, key, value, quantities) for key, value in a.items()
+        )
     return cel_equal(a, b, quantities)
+
+
+def relation_equal(a: Any, b: Any, quantities: QuantityMessages) -> bool:
+    """``a == b`` as the operator evaluates it: "no such overload" is a runtime error."""
+    equal = go_equal(a, b, quantities)
+    if equal is None:
+        raise ValueError("no such overload")
+    return equal
+
+
+def relation_not_equal(a: Any, b: Any, quantities: QuantityMessages) -> bool:
+    """``a != b`` as cel-go evaluates it: whether Equal is not true, so "no such overload" is
+    true (interpreter/interpretable.go, evalNe)."""
+    return go_equal(a, b, quantities) is not True
 
 
 def cel_in(item: Any, items: Any, quantities: QuantityMessages) -> bool:
@@ -61,6 +86,15 @@ def cel_in(item: Any, items: Any, quantities: QuantityMessages) -> bool:
 
 def _same_quantity(a: Any, b: Any, quantities: QuantityMessages) -> bool:
     return quantities.quantity(a).compare(quantities.quantity(b)) == 0
+
+
+def _entry_not_unequal(
+    mapping: dict[Any, Any], key: Any, value: Any, quantities: QuantityMessages
+) -> bool:
+    return any(
+        cel_equal(key, k, quantities) and go_equal(value, v, quantities) is not False
+        for k, v in mapping.items()
+    )
 
 
 def _has_entry(mapping: dict[Any, Any], key: Any, value: Any, quantities: QuantityMessages) -> bool:

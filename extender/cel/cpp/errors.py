@@ -84,8 +84,17 @@ def _called(toks: list[Token], name: str) -> bool:
 
 
 def lint(source: str, toks: list[Token]) -> None:
-    """Reject what the message encoding would otherwise expose to expressions."""
+    """Reject what the message encoding would otherwise expose to expressions, and the name
+    ``dyn`` standing alone, which the C++ checker takes for the type and cel-go declares only
+    as the function ``dyn(x)``."""
+    # ``dyn`` followed by a comma may name a loop or bind variable: then it is declared.
+    dyn_declared = any(t.text == "dyn" and texts(toks, i + 1, 1) == (",",) for i, t in enumerate(toks))
     for i, tok in enumerate(toks):
+        if tok.text == "dyn" and not dyn_declared and is_root(toks, i) and texts(toks, i + 1, 1) != ("(",):
+            line, col = position(source, tok.start)
+            raise CelCompileError(
+                f"ERROR: <input>:{line}:{col}: undeclared reference to 'dyn' (in container '')", source
+            )
         if tok.text == KEY_FIELD:
             line, col = position(source, tok.start)
             raise CelCompileError(f"ERROR: <input>:{line}:{col}: undefined field '{tok.text}'", source)

@@ -9,6 +9,7 @@ import datetime
 import ipaddress
 import itertools
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,7 +18,7 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from extender.cel.cpp.equality import cel_in, relation_equal
+from extender.cel.cpp.equality import cel_in, relation_equal, relation_not_equal
 from extender.cel.cpp.formatting import format_values
 from extender.cel.cpp.types import (
     CALL_ALIASES,
@@ -248,7 +249,9 @@ def _declarations(quantities: QuantityMessages) -> Iterator[_Decl]:
             lambda a, b: _compare(a, b, quantities) < 0,
         )
     for target_name, target in _INCLUDES_TARGETS:
-        for arg_name, arg in _INCLUDES_ARGS:
+        # Upstream's includes takes any argument (list_includes_dyn_dyn): a value of another
+        # kind is simply not found.
+        for arg_name, arg in (*_INCLUDES_ARGS, *_SEARCH_ONLY_ARGS):
             yield _Decl(
                 "includes", f"{target_name}_includes_{arg_name}", T.BOOL, (target, arg), True, lib.includes
             )
@@ -263,7 +266,12 @@ def _declarations(quantities: QuantityMessages) -> Iterator[_Decl]:
         "k8sdra_equal", "k8sdra_equal", T.BOOL, (T.List(T.DYN),), True,
         lambda ab: relation_equal(ab[0], ab[1], quantities),
     )
+    yield _Decl(
+        "k8sdra_not_equal", "k8sdra_not_equal", T.BOOL, (T.List(T.DYN),), True,
+        lambda ab: relation_not_equal(ab[0], ab[1], quantities),
+    )
     yield _Decl("k8sdra_no_such_overload", "k8sdra_no_such_overload", T.BOOL, (), False, _no_such_overload)
+    yield _Decl(UNHASHABLE, UNHASHABLE, T.BOOL, (T.List(T.DYN),), False, _unhashable)
     yield _Decl(
         "k8sdra_in", "k8sdra_in", T.BOOL, (T.List(T.DYN),), True, lambda ab: cel_in(ab[0], ab[1], quantities)
     )
@@ -341,6 +349,10 @@ _SEARCH_ONLY_ARGS = (
     ("duration", T.DURATION),
     ("list", T.List(T.DYN)),
     ("map", T.Map(T.DYN, T.DYN)),
+    ("null", T.NULL),
+    ("ip", IPT),
+    ("cidr", CIDRT),
+    ("url", URLT),
 )
 
 
@@ -565,7 +577,7 @@ LIST_BUDGET = {"range": "k8sdra_range_count", "pairs": "k8sdra_pairs_budget"}
 
 def _range_count(n: int) -> int:
     lists.charge_range(n)
-    return max(n, 0)
+    return n
 
 
 def _pairs_budget(items: list[Any]) -> bool:
@@ -587,6 +599,20 @@ def _python_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _no_such_overload() -> bool:
     raise ValueError("no such overload")
+
+
+# cel-go panics hashing a version or bytes into the Go set a constant ``in`` list becomes; its
+# Eval recovers the panic as the evaluation's error, which no && or || absorbs. The guard
+# calling UNHASHABLE notes the panic here, per thread, for the program to raise after the
+# runtime has finished (see CppProgram.evaluate).
+UNHASHABLE = "k8sdra_unhashable"
+ABORTED = threading.local()
+
+
+def _unhashable(values: list[Any]) -> bool:
+    kind = "cel.Semver" if isinstance(values[0], SemverMsg) else "types.Bytes"
+    ABORTED.message = f"internal error: runtime error: hash of unhashable type {kind}"
+    raise ValueError(ABORTED.message)
 
 
 def _list_probe_decls() -> list[Any]:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 
 from extender.cel.cpp.library import GO_NUMBER_TEXT, GO_TIME_TEXT, LIST_BUDGET
-from extender.cel.cpp.tokens import Token, closing, is_root, offset, split_top, texts
+from extender.cel.cpp.tokens import Token, closing, is_root, member_calls, offset, split_top, texts
 from extender.cel.cpp.types import CALL_ALIASES, GLOBAL_ALIASES, STRING_ALIAS, STRING_OF_NET
 
 DEVICE_FIELDS = ("driver", "attributes", "capacity", "allowMultipleAllocations")
@@ -202,14 +202,14 @@ def relation_operands(toks: list[Token], relations: frozenset[str]) -> Iterator[
 
 _VALUE_RELATIONS = {
     "==": ("[", "].k8sdra_equal()"),
-    "!=": ("![", "].k8sdra_equal()"),
+    "!=": ("[", "].k8sdra_not_equal()"),
     "in": ("[", "].k8sdra_in()"),
 }
 VALUE_RELATIONS = frozenset(_VALUE_RELATIONS)
 
 
 def _value_relation_edits(toks: list[Token], op: int, start: int, end: int) -> Iterator[Edit]:
-    """``A == B`` -> ``[A, B].k8sdra_equal()``, ``A != B`` -> ``![A, B].k8sdra_equal()``,
+    """``A == B`` -> ``[A, B].k8sdra_equal()``, ``A != B`` -> ``[A, B].k8sdra_not_equal()``,
     ``A in B`` -> ``[A, B].k8sdra_in()``: run by Python, which compares quantities by value."""
     opening, closing = _VALUE_RELATIONS[toks[op].text]
     yield toks[start].start, toks[start].start, 1, opening
@@ -291,18 +291,33 @@ def _receiver_start(toks: list[Token], dot: int) -> int | None:
                 continue
         elif toks[j].kind not in ("id", "str", "num"):
             return None
-        if j > 0 and toks[j - 1].text == ".":
+        if j > 0 and toks[j - 1].text in (".", ".?"):  # a selection, optional or not
             j -= 2
             continue
         return j
     return None
 
 
+# Macros whose loop may stop early (see stale_slot_risk).
+_EARLY_STOPPING_LOOPS = frozenset({"exists", "all"})
+
+
+def stale_slot_risk(toks: list[Token]) -> bool:
+    """Whether a ``cel.bind`` may read a stale slot: the C++ runtime initializes a bound name
+    lazily, on first use, unless its slot already holds a value, and an ``exists`` or ``all``
+    that stopped early leaves its loop variable in that slot, so a later bind reads the other
+    loop's element (``["a", "b"].exists(k, k == "a") && cel.bind(x, 1, x == 1)`` is false
+    there). Without such a loop in the expression, binds are safe; with one, the rewrites bind
+    with one-element loops, which set their variable before use and never stop early."""
+    return bool(member_calls(toks) & _EARLY_STOPPING_LOOPS)
+
+
 def list_budget_edits(toks: list[Token]) -> Iterator[Edit]:
     """cel-go charges ``lists.range(n)`` n and ``sort``/``distinct``/``sortBy`` twice the square
     of the list's size (cel-go ext/lists.go, version 3): a call over the selector's whole budget
     fails before it runs, as the pure-Python engine's does; ``lists.range`` of a negative
-    count is empty, as in cel-go. The receiver of a quadratic call is bound once and charged."""
+    count is an error, as in cel-go. The receiver of a quadratic call is bound once (by a
+    one-element loop where stale_slot_risk says ``cel.bind`` is unsafe) and charged."""
     for i, tok in enumerate(toks):
         if tok.text == "lists" and is_root(toks, i) and texts(toks, i + 1, 3) == (".", "range", "("):
             close = closing(toks, i + 3)
@@ -321,10 +336,15 @@ def list_budget_edits(toks: list[Token]) -> Iterator[Edit]:
         start = _receiver_start(toks, i - 1)
         if close is None or start is None:
             continue
-        name = f"k8sdra_budget{i}"
-        yield toks[start].start, toks[start].start, 0, f"cel.bind({name}, "
-        yield toks[i - 1].start, toks[i - 1].start, 3, f", {LIST_BUDGET['pairs']}({name}) ? {name}"
-        yield toks[close].end, toks[close].end, 3, f" : {name})"
+        name, budget = f"k8sdra_budget{i}", LIST_BUDGET["pairs"]
+        if stale_slot_risk(toks):
+            yield toks[start].start, toks[start].start, 0, "["
+            yield toks[i - 1].start, toks[i - 1].start, 3, f"].map({name}, {budget}({name}) ? {name}"
+            yield toks[close].end, toks[close].end, 3, f" : {name})[0]"
+        else:
+            yield toks[start].start, toks[start].start, 0, f"cel.bind({name}, "
+            yield toks[i - 1].start, toks[i - 1].start, 3, f", {budget}({name}) ? {name}"
+            yield toks[close].end, toks[close].end, 3, f" : {name})"
 
 
 def rewrite(

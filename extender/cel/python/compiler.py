@@ -17,6 +17,7 @@ from typing import Any
 from extender.cel.python.evaluator import (
     CostLimitExceeded,
     Ctx,
+    EvalAbort,
     Fn,
     LoopCosts,
     build_call,
@@ -59,7 +60,7 @@ from extender.cel.python.syntax import (
     Struct,
     qualified_name,
 )
-from extender.cel.python.wrappers import FIELD, WRAPPERS
+from extender.cel.python.wrappers import FIELD, JSON_MESSAGES, WRAPPERS, JsonMessage
 from extender.cel.runtime.costs import (
     CALL_COST,
     LIST_CREATE_COST,
@@ -69,6 +70,7 @@ from extender.cel.runtime.costs import (
     STRUCT_CREATE_COST,
 )
 from extender.cel.runtime.formatting import check_format
+from extender.cel.runtime.semver import Semver
 from extender.cel.runtime.types import (
     BOOL,
     BYTES,
@@ -92,14 +94,14 @@ from extender.cel.runtime.types import (
     unwrapped,
     wrapper_of,
 )
-from extender.cel.runtime.values import CelType, EvalError, UInt
+from extender.cel.runtime.values import CelType, EvalError, UInt, member_of, type_name
 
 _NOCONST = object()
 # Scope key flagging a cel.bind variable, whose initializer cel-go evaluates lazily; only its
 # presence counts (it maps to the variable's type, as every scope entry maps to a type).
 _LAZY = "\0lazy "
 _QUANTIFIERS = frozenset({"all", "exists", "exists_one", "existsOne"})
-_MAP_KEY_TYPES = (INT, UINT, BOOL, STRING, DYN)
+_MAP_KEY_TYPES = (INT, UINT, BOOL, STRING, DYN, DOUBLE, NULL)  # see evaluator._KEY_TYPES
 
 
 class CompileFailure(Exception):
@@ -152,6 +154,25 @@ def _literal_type(v: Any) -> Type:
     return DYN
 
 
+# cel-go's planner turns a constant index into a qualifier of one of these types only
+# (interpreter/attributes.go, NewQualifier); any other constant fails the program's planning.
+_QUALIFIER_TYPES = (str, int, UInt, float, bool)
+_GO_CONSTANT_TYPES = {
+    bytes: "types.Bytes",
+    type(None): "types.Null",
+    list: "*types.baseList",
+    tuple: "*types.baseList",
+    dict: "*types.baseMap",
+    CelType: "*types.Type",
+}
+
+
+def _check_qualifier(value: Any) -> None:
+    if not isinstance(value, _QUALIFIER_TYPES):
+        go_type = _GO_CONSTANT_TYPES.get(type(value), f"types.{type(value).__name__}")
+        raise CompileFailure(f"program instantiation failed: invalid qualifier type: {go_type}")
+
+
 def _const(value: Any, type_: Type, cost: int = 0, planned: bool = False) -> Compiled:
     return Compiled(type_, lambda ctx: value, value, cost, planned)
 
@@ -172,7 +193,7 @@ def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) 
         return compiled
     try:
         return _fold(compiled, literal and all(p.planned for p in parts))
-    except (EvalError, CostLimitExceeded):
+    except (EvalError, EvalAbort, CostLimitExceeded):
         return compiled
 
 
@@ -249,6 +270,8 @@ class Compiler:
     def _index(self, node: Index, scope: dict[str, Type]) -> Compiled:
         operand = self.compile(node.operand, scope)
         index = self.compile(node.index, scope)
+        if index.planned or type(index.const) is CelType:
+            _check_qualifier(index.const)
         result = self._element_type(operand.type, index.type)
         if node.optional:
             result = optional_of(_strip_optional(result))
@@ -332,6 +355,9 @@ class Compiler:
         return compiled
 
     def _struct(self, node: Struct, scope: dict[str, Type]) -> Compiled:
+        json = JSON_MESSAGES.get(node.name)
+        if json is not None:
+            return self._json_message(json, node, scope)
         wrapper = WRAPPERS.get(node.name)
         if wrapper is None:
             raise CompileFailure(f"undeclared reference to '{node.name}' (in container '')")
@@ -350,6 +376,29 @@ class Compiler:
         compiled = Compiled(
             wrapper_of(wrapper.primitive), fn, cost=sum(v.cost for v in values) + STRUCT_CREATE_COST
         )
+        return _try_fold(compiled, values)
+
+    def _json_message(self, message: JsonMessage, node: Struct, scope: dict[str, Type]) -> Compiled:
+        names, values = [], []
+        for field, value_node in node.fields:
+            expected = message.fields.get(field)
+            if expected is None:
+                raise CompileFailure(f"undefined field '{field}'")
+            value = self.compile(value_node, scope)
+            if not unify(expected, value.type, {}):
+                raise CompileFailure(
+                    f"expected type of field '{field}' is '{display(expected)}' "
+                    f"but provided type is '{display(value.type)}'"
+                )
+            names.append(field)
+            values.append(value)
+        fns = [v.fn for v in values]
+        build = message.build
+
+        def fn(ctx: Ctx) -> Any:
+            return build([(name, f(ctx)) for name, f in zip(names, fns, strict=True)])
+
+        compiled = Compiled(message.result, fn, cost=sum(v.cost for v in values) + STRUCT_CREATE_COST)
         return _try_fold(compiled, values)
 
     def _homogeneous(self, types: list[Type]) -> Type:
@@ -441,13 +490,15 @@ class Compiler:
                 continue
             bindings: dict[str, Type] = {}
             if all(unify(p, c.type, bindings) for p, c in zip(ov.params, parts, strict=True)):
+                _keep_dyn(ov.params, parts, bindings)
                 matched.append((ov, substitute(ov.result, bindings)))
         if not matched:
             raise _no_overload(name, _applied([p.type for p in parts], member))
         if name == "format" and member:
             self._check_format(parts, arg_nodes)
         result = join([r for _, r in matched])
-        dispatch_needed = len(matched) > 1 or any(p.type == DYN for p in parts)
+        # A null argument admitted for a timestamp or duration (see unify) is checked at run time.
+        dispatch_needed = len(matched) > 1 or any(p.type in (DYN, NULL) for p in parts)
         # cel-go's size-based costs are by overload: a call it can only dispatch at run time (an
         # argument of type dyn that several overloads would take) costs 1; Kubernetes' own
         # functions are costed by name. ``x in [constant list]`` is a set lookup: free.
@@ -461,12 +512,17 @@ class Compiler:
             )
             call_cost = 0 if sized else CALL_COST
         fn = build_call(name, [ov for ov, _ in matched], [p.fn for p in parts], dispatch_needed, sized)
-        compiled = Compiled(result, fn, cost=sum(p.cost for p in parts) + call_cost)
+        cost = sum(p.cost for p in parts) + call_cost
+        if name == "@in" and _constant_set(parts[1]):
+            fn = _set_membership(parts[0].fn, parts[1].const)
+            if not parts[1].const:
+                cost = 0  # planned as the constant false: the item is never evaluated
+        compiled = Compiled(result, fn, cost=cost)
         if all(p.is_const for p in parts):
             planned = name in CONVERSIONS and all(p.planned for p in parts)
             try:
                 return _fold(compiled, planned)
-            except EvalError as e:
+            except (EvalError, EvalAbort) as e:
                 if planned:
                     raise CompileFailure(str(e)) from None
                 return compiled
@@ -561,6 +617,9 @@ class Compiler:
         scope: dict[str, Type],
     ) -> Compiled:
         names = [_var_name(v) for v in var_nodes]
+        if len(names) == 2 and names[0] == names[1]:
+            # cel-go's two-variable macros (ext/comprehensions.go) refuse one name for both.
+            raise CompileFailure(f"duplicate variable name: {names[1]}")
         rng = self.compile(target, scope)
         var_types = _range_var_types(rng.type, len(names))
         inner = {**scope, **dict(zip(names, var_types, strict=True))}
@@ -664,6 +723,42 @@ def _constant_set(items: Compiled) -> bool:
         and type(value) is list
         and all(type(v) in _SET_ELEMENTS for v in value)
     )
+
+
+def _set_membership(item_fn: Fn, items: list[Any]) -> Fn:
+    """``x in [constant scalars]`` as cel-go plans it (interpreter/decorators.go,
+    maybeOptimizeSetMembership): an empty list is false without evaluating ``x``; otherwise a
+    hash lookup, where a version or bytes cannot be hashed (Go panics: the whole evaluation
+    fails, see EvalAbort) and any other value of a kind the list does not hold is absent."""
+    if not items:
+        return lambda ctx: False
+
+    def member(ctx: Ctx) -> bool:
+        item = item_fn(ctx)
+        if type(item) is Semver or type(item) is bytes:
+            raise EvalAbort(f"internal error: runtime error: hash of unhashable type {type_name(item)}")
+        return member_of(item, items)
+
+    return member
+
+
+def _keep_dyn(params: tuple[Type, ...], parts: list[Compiled], bindings: dict[str, Type]) -> None:
+    """A type parameter an argument of type dyn binds stays dyn (cel-go's most general type),
+    though unify narrows it to a later argument's type: that narrowing is for arguments whose
+    dyn stands for an unbound parameter (``free``: ``[]``, ``optional.none()``). So
+    ``optional(dyn).orValue("a")`` is dyn, ``optional.none().orValue("a")`` a string."""
+    for param, part in zip(params, parts, strict=True):
+        if part.free or not _has_dyn_type(part.type):
+            continue
+        own: dict[str, Type] = {}
+        if unify(param, part.type, own):
+            for name, bound in own.items():
+                if bound == DYN:
+                    bindings[name] = DYN
+
+
+def _has_dyn_type(t: Type) -> bool:
+    return t == DYN or (isinstance(t, tuple) and any(_has_dyn_type(p) for p in t[1:]))
 
 
 def _applied(types: list[Type], member: bool) -> str:

@@ -21,7 +21,7 @@ from extender.cel import (
     EvaluationInterrupted,
 )
 from extender.cel.python.compiler import CompileFailure, compile_expression
-from extender.cel.python.evaluator import CostLimitExceeded, Ctx, Fn
+from extender.cel.python.evaluator import CostLimitExceeded, Ctx, EvalAbort, Fn
 from extender.cel.python.syntax import ParseFailure, parse
 from extender.cel.runtime.types import BOOL, DEVICE, DYN, display, unwrapped
 from extender.cel.runtime.values import DeviceValue, DomainMap, EvalError, type_name
@@ -67,7 +67,7 @@ class PythonProgram:
             raise  # the caller's, not the selector's: no verdict
         except CostLimitExceeded:
             raise CelRuntimeError(COST_EXCEEDED, self._expression) from None
-        except EvalError as e:
+        except (EvalError, EvalAbort) as e:
             raise CelRuntimeError(str(e), self._expression) from None
         except RecursionError:
             raise CelRuntimeError(

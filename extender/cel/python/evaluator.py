@@ -71,6 +71,11 @@ class Ctx:
 Fn = Callable[[Ctx], Any]
 
 
+class EvalAbort(Exception):
+    """cel-go panicked while evaluating (hashing a value Go cannot hash): its Eval recovers the
+    panic as the whole evaluation's error, which no ``&&``, ``||`` or loop absorbs."""
+
+
 # --- selection and indexing ------------------------------------------------------------------
 
 
@@ -90,22 +95,46 @@ def select_value(v: Any, field: str) -> Any:
 
 
 def select_optional(v: Any, field: str) -> CelOptional:
-    if type(v) is DomainMap:  # its lookup always finds, the default if nothing else
+    """``v.?field``. cel-go qualifies with a presence test (interpreter/attributes.go,
+    refQualify): a list rejects a field name, and a value that is neither map nor list (null,
+    a number, a string) has no field, so the result is optional.none()."""
+    t = type(v)
+    if t is DomainMap:  # its lookup always finds, the default if nothing else
         return CelOptional(dict.get(v, field, EMPTY_DOMAIN))
-    if type(v) is CelOptional:
+    if t is CelOptional:
         return select_optional(v.value, field) if v.present else v
     if isinstance(v, dict):
         found, value = map_find(v, field)
         return CelOptional(value) if found else CelOptional.NONE
-    raise EvalError(f"type '{type_name(v)}' does not support field selection")
+    if t is list or t is tuple:
+        raise EvalError("unsupported index type 'string' in list")
+    return CelOptional.NONE
+
+
+def _unobserved_if_none(ctx: Ctx, found: CelOptional) -> CelOptional:
+    """cel-go applies an optional qualifier, and any qualifier after one, "if present", and
+    charges it only when it finds something (interpreter/interpretable.go,
+    evalWatchConstQual.QualifyIfPresent); once one finds nothing the attribute's later
+    qualifiers are not applied. Each qualifier's 1 is charged statically (compiler._qualified):
+    one that finds nothing, here, gives it back."""
+    if not found.present:
+        ctx.cost -= 1
+    return found
 
 
 def make_select(operand: Fn, field: str, optional: bool, on_device: bool) -> Fn:
     if optional:
-        return lambda ctx: select_optional(operand(ctx), field)
+        return lambda ctx: _unobserved_if_none(ctx, select_optional(operand(ctx), field))
     if on_device:
         return lambda ctx: operand(ctx)[field]
-    return lambda ctx: select_value(operand(ctx), field)
+
+    def select(ctx: Ctx) -> Any:
+        v = operand(ctx)
+        if type(v) is CelOptional:
+            return _unobserved_if_none(ctx, select_value(v, field))
+        return select_value(v, field)
+
+    return select
 
 
 def make_has(operand: Fn, field: str) -> Fn:
@@ -118,7 +147,9 @@ def make_has(operand: Fn, field: str) -> Fn:
             return map_contains(v, field)
         if type(v) is CelOptional:
             return v.present and has_field(v.value)
-        raise EvalError(f"invalid type for field selection: {type_name(v)}")
+        if type(v) is list or type(v) is tuple:
+            raise EvalError("unsupported index type 'string' in list")
+        return False  # a presence test on null, a number or a string (see select_optional)
 
     def has(ctx: Ctx) -> bool:
         return has_field(operand(ctx))
@@ -168,7 +199,7 @@ def index_optional(v: Any, k: Any) -> CelOptional:
     if t is list or t is tuple:
         i = _list_position(v, k)
         return CelOptional(v[i]) if 0 <= i < len(v) else CelOptional.NONE
-    raise EvalError(f"no such overload: {type_name(v)}[?{type_name(k)}]")
+    return CelOptional.NONE  # neither map nor list: nothing to find (see select_optional)
 
 
 def _key_text(k: Any) -> str:
@@ -179,8 +210,15 @@ def _key_text(k: Any) -> str:
 
 def make_index(operand: Fn, index: Fn, optional: bool) -> Fn:
     if optional:
-        return lambda ctx: index_optional(operand(ctx), index(ctx))
-    return lambda ctx: index_value(operand(ctx), index(ctx))
+        return lambda ctx: _unobserved_if_none(ctx, index_optional(operand(ctx), index(ctx)))
+
+    def index_(ctx: Ctx) -> Any:
+        v = operand(ctx)
+        if type(v) is CelOptional:
+            return _unobserved_if_none(ctx, index_value(v, index(ctx)))
+        return index_value(v, index(ctx))
+
+    return index_
 
 
 # --- logic -----------------------------------------------------------------------------------
@@ -307,7 +345,10 @@ def _present(v: Any) -> bool:
     return v.present
 
 
-_KEY_TYPES = (int, UInt, bool, str)
+# cel-go builds a map literal into a Go map, which takes any hashable key: doubles and null as
+# well (bytes, which Go cannot hash, fail; lists and maps are hashed by identity there and are
+# not supported here).
+_KEY_TYPES = (int, UInt, bool, str, float, type(None))
 
 
 def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:

@@ -20,7 +20,6 @@ from extender.cel.runtime.values import (
 )
 from extender.model.quantity import Quantity
 
-INCLUDES_MAX_LIST = 48
 SET_PAIRS_LIMIT = 1_000_000
 
 
@@ -96,8 +95,6 @@ def sets_intersects(a: Any, b: Any) -> bool:
 
 def includes(target: Any, item: Any) -> bool:
     if type(target) is list or type(target) is tuple:
-        if len(target) > INCLUDES_MAX_LIST:
-            raise EvalError(f"includes: list has {len(target)} elements, more than {INCLUDES_MAX_LIST}")
         return any(cel_equal(x, item) for x in target)
     return cel_equal(target, item)
 

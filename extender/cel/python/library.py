@@ -61,6 +61,7 @@ from extender.cel.runtime.values import (
     less,
     less_eq,
     logical_not,
+    map_find,
     member_of,
     mod,
     mul,
@@ -128,18 +129,49 @@ for _op, _fn in (("_<_", less), ("_<=_", less_eq), ("_>_", greater), ("_>=_", gr
 
 # Kubernetes' library values compare only with their own type: their Equal answers "no such
 # overload" for anything else (null aside, which cel-go settles first), so such a value on the
-# left of == or != with another type on the right is a runtime error; on the right it is not.
+# left of == with another type on the right is a runtime error; on the right it is not.
+# cel-go's != is "Equal is not true" (interpreter/interpretable.go, evalNe), so there the
+# error is true; and a list or map is equal unless some element's Equal is false
+# (common/types/list.go, map.go), so an element's error counts as equal.
 _LIBRARY_VALUES = (Quantity, Semver, net.IPValue, net.CIDRValue, net.URLValue, k8s_format.Format)
 
 
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, _LIBRARY_VALUES) and b is not None and type(b) is not type(a):
-        raise EvalError("no such overload")
+_SCALARS = frozenset({str, int, bool, float, UInt, bytes})
+
+
+def _go_equal(a: Any, b: Any) -> bool | None:
+    """cel-go's types.Equal(a, b): True, False, or None where it answers "no such overload"."""
+    if type(a) in _SCALARS:  # the common case first: a scalar's Equal never fails
+        return cel_equal(a, b)
+    if a is None or b is None:
+        return a is None and b is None
+    ta = type(a)
+    if isinstance(a, _LIBRARY_VALUES):
+        return None if type(b) is not ta else cel_equal(a, b)
+    if ta is list or ta is tuple:
+        if type(b) is not list and type(b) is not tuple:
+            return False
+        return len(a) == len(b) and all(_go_equal(x, y) is not False for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        if len(a) != len(b):
+            return False
+        for key, value in a.items():
+            found, other = map_find(b, key)
+            if not found or _go_equal(value, other) is False:
+                return False
+        return True
     return cel_equal(a, b)
 
 
+def _equal(a: Any, b: Any) -> bool:
+    equal = _go_equal(a, b)
+    if equal is None:
+        raise EvalError("no such overload")
+    return equal
+
+
 def _not_equal(a: Any, b: Any) -> bool:
-    return not _equal(a, b)
+    return _go_equal(a, b) is not True
 
 
 _decl("_==_", False, (A, A), BOOL, _equal)
@@ -159,11 +191,10 @@ _decl("!_", False, (BOOL,), BOOL, logical_not)
 
 
 def _in_list(item: Any, items: Any) -> bool:
-    """``in`` on a list compares with the item's Equal; a version's answers "no such overload"
-    to other types, which is the outcome unless some element matches."""
-    if type(item) is Semver and not member_of(item, items) and any(type(x) is not Semver for x in items):
-        raise EvalError("no such overload")
-    return member_of(item, items)
+    """``in`` on a list: whether some element's Equal is true; an element's "no such
+    overload" counts as false (cel-go common/types/list.go, Contains). A constant list of
+    scalars is a Go set instead (see compiler._set_membership)."""
+    return any(_go_equal(item, x) is True for x in items)
 
 
 _decl("@in", False, (A, list_of(A)), BOOL, _in_list)
@@ -288,6 +319,9 @@ _decl("value", True, (optional_of(A),), A, _opt_value)
 _decl("hasValue", True, (optional_of(A),), BOOL, lambda o: o.present)
 _decl("orValue", True, (optional_of(A), A), A, lambda o, v: o.value if o.present else v)
 _decl("or", True, (optional_of(A), optional_of(A)), optional_of(A), lambda o, p: o if o.present else p)
+# Optional types version 2 (cel-go ext optional library): a list's first and last element.
+_decl("first", True, (list_of(A),), optional_of(A), lambda xs: CelOptional(xs[0]) if xs else CelOptional.NONE)
+_decl("last", True, (list_of(A),), optional_of(A), lambda xs: CelOptional(xs[-1]) if xs else CelOptional.NONE)
 # --- Kubernetes quantity library -------------------------------------------------------------
 
 

@@ -1,8 +1,9 @@
 """CEL source -> a small expression tree, using cel-python's Lark grammar for the parse.
 
-cel-python's grammar lacks optional syntax (``a.?b``, ``a[?k]``, ``[?e]``, ``{?k: v}``), so
-those are rewritten to reserved marker calls before parsing and turned back into dedicated
-nodes here. Literals are decoded with CEL's escape rules (cel-python's lexer accepts some invalid escapes).
+cel-python's grammar lacks optional syntax (``a.?b``, ``a[?k]``, ``[?e]``, ``{?k: v}``) and
+backtick-quoted field names (``a.`b-c```), so those are rewritten to reserved marker calls
+before parsing and turned back into dedicated nodes here. Literals are decoded with CEL's
+escape rules (cel-python's lexer accepts some invalid escapes).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ MAX_BRACKET_DEPTH = 250
 _OPT_SELECT = "zzOptSelect__"
 _OPT_INDEX = "zzOptIndex__"
 _OPT_ELEMENT = "zzOptElement__"
+# A backtick-quoted field name (cel-go's ESC_IDENTIFIER, on in Kubernetes' environment:
+# cel-go's cel.feature.backtick_escape_syntax), selected with ``.`` or ``.?``.
+_QUOTED_SELECT = "zzOptQuoted__"
+_SELECTED_NAME = re.compile(r"\s*(?:([_a-zA-Z][_a-zA-Z0-9]*)|`([a-zA-Z0-9_./\- ]+)`)")
 
 RESERVED = frozenset(
     {
@@ -233,9 +238,16 @@ def _rewrite_optional_syntax(source: str) -> str:
             continue
         top = open_brackets[-1] if open_brackets else None
         if c == "." and i + 1 < n and source[i + 1] == "?":
-            m2 = re.compile(r"\s*([_a-zA-Z][_a-zA-Z0-9]*)").match(source, i + 2)
+            m2 = _SELECTED_NAME.match(source, i + 2)
             if m2:
-                out.append(f'.{_OPT_SELECT}("{m2.group(1)}")')
+                out.append(f'.{_OPT_SELECT}("{m2.group(1) or m2.group(2)}")')
+                i = m2.end()
+                last_sig = ")"
+                continue
+        if c == ".":
+            m2 = _SELECTED_NAME.match(source, i + 1)
+            if m2 and m2.group(2):
+                out.append(f'.{_QUOTED_SELECT}("{m2.group(2)}")')
                 i = m2.end()
                 last_sig = ")"
                 continue
@@ -344,6 +356,8 @@ def _convert(t: Any) -> Any:
         args = _convert_list(kids[2]) if len(kids) > 2 else ()
         if name == _OPT_SELECT:
             return Select(target, args[0].value, optional=True)
+        if name == _QUOTED_SELECT:
+            return Select(target, args[0].value)
         if name == _OPT_INDEX:
             if len(args) != 1:
                 raise ParseFailure("Syntax error: optional index takes exactly one expression")

@@ -160,21 +160,24 @@ def _non_finite(x: float) -> str | None:
 
 
 def _fixed_clause(v: Any, precision: int | None) -> str:
-    x = _as_double("f", v)
+    # The locale printer drops the sign of a negative zero (-0.0 prints as 0.000000).
+    x = _as_double("f", v) + 0.0
     return _non_finite(x) or f"{x:,.{6 if precision is None else precision}f}"
 
 
-def _scientific_clause(v: Any, _precision: int | None) -> str:
-    x = _as_double("e", v)
-    special = _non_finite(x)
-    if special is not None:
-        return special
-    mantissa, exponent = f"{x:.6e}".split("e")
-    # The en locale's scientific notation: mantissa, narrow no-break space, multiplication sign,
-    # narrow no-break space, 10 and the exponent in superscript digits.
-    digits = f"{abs(int(exponent)):02d}"
-    sign = "-" if int(exponent) < 0 else ""
-    return f"{mantissa}\u202f\u00d7\u202f10{(sign + digits).translate(_SUPERSCRIPTS)}"
+def _scientific_clause(v: Any, precision: int | None) -> str:
+    """cel-go hands ``%e``'s precision to x/text's printer as the width (6 without one): six
+    digits always, the whole padded on the left with blanks to that width (``   NaN``)."""
+    x = _as_double("e", v) + 0.0  # a negative zero prints as 0, as in %f
+    text = _non_finite(x)
+    if text is None:
+        mantissa, exponent = f"{x:.6e}".split("e")
+        # x/text's en scientific notation (golang.org/x/text v0.40): mantissa, multiplication
+        # sign, 10 and the exponent in superscript digits, with no spaces between.
+        digits = f"{abs(int(exponent)):02d}"
+        sign = "-" if int(exponent) < 0 else ""
+        text = f"{mantissa}\u00d710{(sign + digits).translate(_SUPERSCRIPTS)}"
+    return text.rjust(6 if precision is None else precision)
 
 
 def _integer_clause(verb: str, base: Callable[[int], str]) -> Callable[[Any, int | None], str]:

@@ -38,12 +38,15 @@ def charge_self_compare(items: Any) -> None:
 
 
 def charge_range(n: int) -> None:
-    _charge(1, max(n, 0))
+    """``lists.range(n)``'s charge; a negative ``n`` is an error (cel-go ext/lists.go)."""
+    if n < 0:
+        raise EvalError(f"lists.range: size must be non-negative, got {n}")
+    _charge(1, n)
 
 
 def list_range(n: int) -> list[int]:
     charge_range(n)
-    return list(range(max(n, 0)))
+    return list(range(n))
 
 
 def reverse(items: Any) -> list[Any]:

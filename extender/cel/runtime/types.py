@@ -75,6 +75,9 @@ def unify(param: Type, arg: Type, bindings: dict[str, Type]) -> bool:
         if bound is None:
             bindings[param] = arg
             return True
+        if bound == NULL and arg in _NULLABLE_MESSAGES:
+            bindings[param] = arg
+            return True
         if unify(bound, arg, {}):
             if bound == DYN or _has_dyn(bound):
                 bindings[param] = arg if not _has_dyn(arg) else bound
@@ -82,6 +85,8 @@ def unify(param: Type, arg: Type, bindings: dict[str, Type]) -> bool:
         return False
     if unwrapped(param) != param or unwrapped(arg) != arg:
         return NULL in (param, arg) or unify(unwrapped(param), unwrapped(arg), bindings)
+    if (arg == NULL and param in _NULLABLE_MESSAGES) or (param == NULL and arg in _NULLABLE_MESSAGES):
+        return True
     if isinstance(param, str) or isinstance(arg, str):
         return param == arg
     return (
@@ -89,6 +94,11 @@ def unify(param: Type, arg: Type, bindings: dict[str, Type]) -> bool:
         and len(param) == len(arg)
         and all(unify(p, a, bindings) for p, a in zip(param[1:], arg[1:], strict=True))
     )
+
+
+# Timestamp and Duration are messages to cel-go's checker, which null is assignable to
+# (checker/types.go isAssignable): ``null < timestamp(0)`` compiles and fails when evaluated.
+_NULLABLE_MESSAGES = frozenset({TIMESTAMP, DURATION})
 
 
 def _has_dyn(t: Type) -> bool:
@@ -104,7 +114,15 @@ def substitute(t: Type, bindings: dict[str, Type]) -> Type:
 def join(types: list[Type]) -> Type:
     """The type of a value that is one of ``types``: the common one, else ``dyn``."""
     first = types[0]
-    return first if all(t == first for t in types[1:]) else DYN
+    if all(t == first for t in types[1:]):
+        return first
+    if isinstance(first, tuple) and all(
+        isinstance(t, tuple) and t[0] == first[0] and len(t) == len(first) for t in types[1:]
+    ):
+        # One constructor throughout: join its parameters (cel-go's most general type, so
+        # optional(dyn) and optional(int) make optional(dyn), not dyn).
+        return (first[0], *(join([t[i] for t in types]) for i in range(1, len(first))))
+    return DYN
 
 
 _RUNTIME_CHECKS: dict[str, Any] = {

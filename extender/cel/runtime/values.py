@@ -237,9 +237,12 @@ def map_find(m: dict[Any, Any], key: Any) -> tuple[bool, Any]:
         return False, None
     if tk is float:
         if not key.is_integer():
-            return False, None
+            # A double key of a map literal (cel-go keeps any hashable key in its Go map).
+            return (True, m[key]) if key in m else (False, None)
         key = int(key)
         tk = int
+    if key is None:  # null, a key cel-go's map literals allow too
+        return (True, m[None]) if None in m else (False, None)
     if tk is int or tk is UInt:
         if key in m:
             if key == 0 or key == 1:
