@@ -217,91 +217,133 @@ def _rewrite_optional_syntax(source: str) -> str:
     """Turn ``x.?f`` into ``x.zzOptSelect__("f")``, ``x[?k]`` into ``x.zzOptIndex__(k)`` and an
     optional element ``?e`` of a list (or key ``?k`` of a map) into ``zzOptElement__(e)``,
     leaving string literals and comments untouched."""
-    out: list[str] = []
-    open_brackets: list[_Bracket] = []
-    i, n = 0, len(source)
-    last_sig = ""
-    while i < n:
-        c = source[i]
+    return _OptionalRewrite(source).run()
+
+
+class _OptionalRewrite:
+    """One left-to-right scan of an expression for :func:`_rewrite_optional_syntax`: each step
+    either copies a literal or comment whole, rewrites a selection, marks an optional element,
+    or follows the brackets; ``last_sig`` is the last significant character written."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.out: list[str] = []
+        self.open_brackets: list[_Bracket] = []
+        self.i = 0
+        self.last_sig = ""
+
+    def run(self) -> str:
+        source, n = self.source, len(self.source)
+        while self.i < n:
+            c = source[self.i]
+            if self._copied_whole(c) or self._selection(c) or self._element(c) or self._bracket(c):
+                continue
+            self.out.append(c)
+            if not c.isspace():
+                self.last_sig = c
+            self.i += 1
+        return "".join(self.out)
+
+    def _copied_whole(self, c: str) -> bool:
+        """A string literal or a comment, copied unchanged."""
+        source, i = self.source, self.i
         m = _STRING_START.match(source, i) if c in "rRbB'\"" else None
         if m and (c in "'\"" or not (i > 0 and (source[i - 1].isalnum() or source[i - 1] == "_"))):
             end = _string_end(source, m.end(), m.group(1), raw="r" in m.group(0).lower()[:-1])
-            out.append(source[i:end])
-            last_sig = '"'
-            i = end
-            continue
+            self.out.append(source[i:end])
+            self.last_sig = '"'
+            self.i = end
+            return True
         if c == "/" and source.startswith("//", i):
             j = source.find("\n", i)
-            j = n if j < 0 else j
-            out.append(source[i:j])
-            i = j
-            continue
-        top = open_brackets[-1] if open_brackets else None
-        if c == "." and i + 1 < n and source[i + 1] == "?":
-            m2 = _SELECTED_NAME.match(source, i + 2)
-            if m2:
-                out.append(f'.{_OPT_SELECT}("{m2.group(1) or m2.group(2)}")')
-                i = m2.end()
-                last_sig = ")"
-                continue
-        if c == ".":
-            m2 = _SELECTED_NAME.match(source, i + 1)
-            if m2 and m2.group(2):
-                out.append(f'.{_QUOTED_SELECT}("{m2.group(2)}")')
-                i = m2.end()
-                last_sig = ")"
-                continue
-        if c == "?" and top is not None:
-            if top.literal and last_sig in ("[", "{", ","):
-                out.append(f"{_OPT_ELEMENT}(")
+            j = len(source) if j < 0 else j
+            self.out.append(source[i:j])
+            self.i = j
+            return True
+        return False
+
+    def _selection(self, c: str) -> bool:
+        """``.?f`` (optional selection) and ``.`f` `` (a quoted field name)."""
+        if c != ".":
+            return False
+        source, i = self.source, self.i
+        optional = i + 1 < len(source) and source[i + 1] == "?"
+        m = _SELECTED_NAME.match(source, i + 2 if optional else i + 1)
+        if m and optional:
+            self.out.append(f'.{_OPT_SELECT}("{m.group(1) or m.group(2)}")')
+        elif m and m.group(2):
+            self.out.append(f'.{_QUOTED_SELECT}("{m.group(2)}")')
+        else:
+            return False
+        self.i = m.end()
+        self.last_sig = ")"
+        return True
+
+    def _element(self, c: str) -> bool:
+        """An optional element's ``?`` opens its marker; the ternaries and separators of the
+        innermost bracket decide where the marker closes. True when ``c`` was consumed."""
+        top = self.open_brackets[-1] if self.open_brackets else None
+        if top is None:
+            return False
+        if c == "?":
+            if top.literal and self.last_sig in ("[", "{", ","):
+                self.out.append(f"{_OPT_ELEMENT}(")
                 top.marked = True
-                i += 1
-                last_sig = "("
-                continue
+                self.i += 1
+                self.last_sig = "("
+                return True
             top.ternaries += 1
-        elif c == ":" and top is not None:
+        elif c == ":":
             if top.ternaries:
                 top.ternaries -= 1
             elif top.marked and top.closer == "}":
-                out.append(")")
+                self.out.append(")")
                 top.marked = False
-        elif c == "," and top is not None:
+        elif c == ",":
             if top.marked:
-                out.append(")")
+                self.out.append(")")
             top.marked, top.ternaries = False, 0
-        if c == "[":
-            j = i + 1
-            while j < n and source[j].isspace():
-                j += 1
-            is_index = last_sig != "" and (last_sig.isalnum() or last_sig in ')]}_"')
-            if is_index and last_sig == "n" and _ENDS_WITH_IN.search("".join(out).rstrip()):
-                is_index = False  # ``x in [...]``: a list after the operator
-            if j < n and source[j] == "?" and is_index:
-                out.append(f".{_OPT_INDEX}(")
-                open_brackets.append(_Bracket(")", literal=False))
-                i = j + 1
-                last_sig = "("
-                continue
-            open_brackets.append(_Bracket("]", literal=not is_index))
-        elif c in "({":
-            literal = c == "{" and not (last_sig.isalnum() or last_sig == "_")
-            open_brackets.append(_Bracket(")" if c == "(" else "}", literal=literal))
-        if len(open_brackets) >= MAX_BRACKET_DEPTH:
+        return False
+
+    def _bracket(self, c: str) -> bool:
+        """Brackets opened and closed (``x[?k]`` rewritten); True when ``c`` was consumed."""
+        if c == "[" and self._index_opened():
+            return True
+        if c in "({":
+            last = self.last_sig
+            literal = c == "{" and not (last.isalnum() or last == "_")
+            self.open_brackets.append(_Bracket(")" if c == "(" else "}", literal=literal))
+        if len(self.open_brackets) >= MAX_BRACKET_DEPTH:
             raise ParseFailure(f"expression recursion limit exceeded: {MAX_BRACKET_DEPTH}")
-        elif c in ")]}" and open_brackets:
-            closed = open_brackets.pop()
+        if c in ")]}" and self.open_brackets:
+            closed = self.open_brackets.pop()
             if closed.marked:
-                out.append(")")
+                self.out.append(")")
             if c == "]":
-                out.append(closed.closer)
-                i += 1
-                last_sig = "]"
-                continue
-        out.append(c)
-        if not c.isspace():
-            last_sig = c
-        i += 1
-    return "".join(out)
+                self.out.append(closed.closer)
+                self.i += 1
+                self.last_sig = "]"
+                return True
+        return False
+
+    def _index_opened(self) -> bool:
+        """A ``[``: an optional index ``[?k]`` is rewritten (True); else the bracket is pushed,
+        an index or a list literal, and the ``[`` is left to be copied (False)."""
+        source, n, last = self.source, len(self.source), self.last_sig
+        j = self.i + 1
+        while j < n and source[j].isspace():
+            j += 1
+        is_index = last != "" and (last.isalnum() or last in ')]}_"')
+        if is_index and last == "n" and _ENDS_WITH_IN.search("".join(self.out).rstrip()):
+            is_index = False  # ``x in [...]``: a list after the operator
+        if j < n and source[j] == "?" and is_index:
+            self.out.append(f".{_OPT_INDEX}(")
+            self.open_brackets.append(_Bracket(")", literal=False))
+            self.i = j + 1
+            self.last_sig = "("
+            return True
+        self.open_brackets.append(_Bracket("]", literal=not is_index))
+        return False
 
 
 def _string_end(source: str, start: int, quote: str, raw: bool) -> int:
