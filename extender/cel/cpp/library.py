@@ -35,7 +35,6 @@ from extender.cel.cpp.types import (
     CIDRMsg,
     IPMsg,
     QuantityMsg,
-    SemverMsg,
     T,
     URLMsg,
     status_text,
@@ -54,10 +53,6 @@ from extender.model.quantity import Quantity
 
 def _is_quantity(v: Any) -> bool:
     return isinstance(v, QuantityMsg)
-
-
-def _is_semver(v: Any) -> bool:
-    return isinstance(v, SemverMsg)
 
 
 def _quantity(s: str) -> Any:
@@ -100,14 +95,20 @@ def _arith(op: str) -> Callable[[Any, Any], Any]:
     return impl
 
 
-def _compare(target: Any, other: Any) -> int:
-    """compareTo for both library types: the C++ registry keys overloads by argument kind,
-    and both types are messages, so one implementation must serve both."""
-    if _is_quantity(target) and _is_quantity(other):
-        return as_quantity(target).compare(as_quantity(other))
-    if _is_semver(target) and _is_semver(other):
-        return as_semver(target).compare(as_semver(other))
-    raise ValueError("no such overload")
+def _native(value: Any) -> Quantity | Semver:
+    """A quantity or semver message as its runtime value. The C++ registry keys overloads by
+    argument kind, and both types are messages: one implementation of each order function serves
+    both (the checker has made sure both arguments are of one type)."""
+    return as_quantity(value) if _is_quantity(value) else as_semver(value)
+
+
+def _ordering(order: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """An order function of the quantity and semver libraries over the messages the runtime passes."""
+
+    def impl(target: Any, other: Any) -> Any:
+        return order(_native(target), _native(other))
+
+    return impl
 
 
 def _as_integer(target: Any) -> int:
@@ -228,18 +229,12 @@ def _declarations() -> Iterator[_Decl]:
     for part in ("major", "minor", "patch"):
         yield _Decl(part, f"semver_{part}", T.INT, (ST,), True, _semver_part(part))
     for kind, typ in (("quantity", QT), ("semver", ST)):
-        yield _Decl("compareTo", f"{kind}_compareTo", T.INT, (typ, typ), True, _compare)
-        yield _Decl(
-            "isGreaterThan",
-            f"{kind}_isGreaterThan",
-            T.BOOL,
-            (typ, typ),
-            True,
-            lambda a, b: _compare(a, b) > 0,
-        )
-        yield _Decl(
-            "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True, lambda a, b: _compare(a, b) < 0
-        )
+        for name, order, result in (
+            ("compareTo", lib.compare_to, T.INT),
+            ("isGreaterThan", lib.is_greater_than, T.BOOL),
+            ("isLessThan", lib.is_less_than, T.BOOL),
+        ):
+            yield _Decl(name, f"{kind}_{name}", result, (typ, typ), True, _ordering(order))
     for target_name, target in _INCLUDES_TARGETS:
         for arg_name, arg in _INCLUDES_ARGS:
             yield _Decl(
