@@ -118,7 +118,72 @@ async def attack(url: str, pods: dict[str, Any], candidates: list[str], until: f
     return seen
 
 
-async def measure(url: str, pid: int, seconds: float, candidates: int) -> dict[str, Any]:
+# ----- large requests within the limits (issue 28, item 6) ------------------------------------
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def minimal_node(i: int) -> dict[str, Any]:
+    """A full Node as small as it gets: many of them fit under the body and element limits."""
+    return {"metadata": {"name": f"big-{i}", "uid": f"uid-{i}"},
+            "status": {"allocatable": {"cpu": "8", "memory": "1Gi"}}}
+
+
+async def full_nodes_attack(url: str, pods: dict[str, Any], until: float, nodes: int = 40_000,
+                            at_once: int = 4) -> dict[str, Any]:
+    """``at_once`` filters at a time, each carrying ``nodes`` full Node objects."""
+    body = json.dumps({"Pod": pods["normal"], "Nodes": {"items": [minimal_node(i) for i in range(nodes)]}})
+    return await _repeat(url, until, at_once, f"filter of {nodes} full nodes",
+                         lambda c: c.post("/filter", content=body, headers=JSON))
+
+
+async def preempt_flood_attack(url: str, pods: dict[str, Any], until: float, candidates: list[str],
+                               at_once: int = 20) -> dict[str, Any]:
+    """``at_once`` hostile preempts (a claim with no solution) at a time."""
+    victims = {"Pods": [{"UID": "nobody"}], "NumPDBViolations": 0}
+    body = {"Pod": pods["attacker"], "NodeNameToMetaVictims": dict.fromkeys(candidates, victims)}
+    return await _repeat(url, until, at_once, f"{at_once} hostile preempts",
+                         lambda c: c.post("/preempt", json=body))
+
+
+async def preempt_names_attack(url: str, pods: dict[str, Any], until: float, names: int = 50_000
+                               ) -> dict[str, Any]:
+    """One preempt at a time over ``names`` node names (none of them a node of the cluster)."""
+    victims = {"Pods": [{"UID": "nobody"}], "NumPDBViolations": 0}
+    body = {"Pod": pods["attacker"], "NodeNameToMetaVictims": {f"ghost-{i}": victims for i in range(names)}}
+    text = json.dumps(body)
+    return await _repeat(url, until, 1, f"preempt of {names} names",
+                         lambda c: c.post("/preempt", content=text, headers=JSON))
+
+
+async def _repeat(url: str, until: float, at_once: int, what: str, send: Any) -> dict[str, Any]:
+    """``at_once`` clients sending ``send(client)`` back to back until ``until``: answers by status."""
+    seen: dict[str, Any] = {}
+    longest = [0.0]
+
+    async def one() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            while time.monotonic() < until:
+                started = time.monotonic()
+                try:
+                    key = f"{what} {(await send(client)).status_code}"
+                except httpx.HTTPError as exc:
+                    key = f"{what} {type(exc).__name__}"
+                seen[key] = seen.get(key, 0) + 1
+                longest[0] = max(longest[0], time.monotonic() - started)
+
+    await asyncio.gather(*(one() for _ in range(at_once)))
+    seen[f"{what} longest s"] = round(longest[0], 2)
+    return seen
+
+
+ATTACKS = ("default", "full-nodes", "preempt-flood", "preempt-names")
+
+
+async def measure(
+    url: str, pid: int, seconds: float, candidates: int, kind: str = "default"
+) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
         pods = (await client.get("/debug/pods")).json()["items"]
         by_name = {p["metadata"]["name"]: p for p in pods}
@@ -144,7 +209,15 @@ async def measure(url: str, pid: int, seconds: float, candidates: int) -> dict[s
                 peak = max(peak, rss_bytes(pid))
                 await asyncio.sleep(0.05)
 
-        attack_task = asyncio.ensure_future(attack(url, by_name, nodes[:candidates], loud_until))
+        if kind == "full-nodes":
+            attacking = full_nodes_attack(url, by_name, loud_until)
+        elif kind == "preempt-flood":
+            attacking = preempt_flood_attack(url, by_name, loud_until, nodes[:candidates])
+        elif kind == "preempt-names":
+            attacking = preempt_names_attack(url, by_name, loud_until)
+        else:
+            attacking = attack(url, by_name, nodes[:candidates], loud_until)
+        attack_task = asyncio.ensure_future(attacking)
         sampler = asyncio.ensure_future(sample_rss())
         await asyncio.sleep(0.5)  # the attack is under way
         loud = await asyncio.gather(probe_loop(client, healthz, loud_until),
@@ -159,6 +232,10 @@ async def measure(url: str, pid: int, seconds: float, candidates: int) -> dict[s
     }
     for name, q, lo in zip(("/healthz", "/filter"), quiet, loud, strict=True):
         median = statistics.median(q)
+        if not lo:  # not one probe came back while the attack lasted
+            out[name] = {"quiet median ms": round(median * 1000, 1), "probes under attack": 0,
+                         "worst added ms": f"> {round(seconds * 1000)}"}
+            continue
         out[name] = {"quiet median ms": round(median * 1000, 1), "attack max ms": round(max(lo) * 1000, 1),
                      "worst added ms": round((max(lo) - median) * 1000, 1), "probes under attack": len(lo)}
     return out
@@ -174,6 +251,10 @@ def main() -> int:
     parser.add_argument("--candidates", type=int, default=4,
                         help="candidate nodes of the hostile preempt (4: as reported in issue 11; "
                         "0: no preempt)")
+    parser.add_argument("--attack", choices=ATTACKS, default="default",
+                        help="default: a hostile preempt and eight 10 MB bodies; full-nodes: four filters "
+                        "of 40,000 full Nodes at a time; preempt-flood: 20 hostile preempts at a time; "
+                        "preempt-names: a preempt over 50,000 node names")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp, "state")
@@ -195,7 +276,8 @@ def main() -> int:
                     print(Path(tmp, "log").read_text()[-2000:], file=sys.stderr)
                     return 1
                 time.sleep(0.1)
-            print(json.dumps(asyncio.run(measure(url, process.pid, args.seconds, args.candidates)), indent=2))
+            figures = asyncio.run(measure(url, process.pid, args.seconds, args.candidates, args.attack))
+            print(json.dumps(figures, indent=2))
         finally:
             process.terminate()
             process.wait(10)
