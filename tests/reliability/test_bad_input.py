@@ -464,14 +464,21 @@ def big_list(n: int) -> str:
 def test_hostile_selectors_make_the_claim_unschedulable_with_a_reason(
     what: str, expression: str, fragment: str
 ) -> None:
-    passed, reason = filter_reason(hostile(expression))
+    service = hostile()
+    # Through the path watch events take in --kube mode (local mode's /local/apply refuses a
+    # selector over 10 KiB as the API server does, tests/local/test_validation.py).
+    service.state.apply("DeviceClass", device_class("hostile", expression))
+    passed, reason = filter_reason(service)
     assert passed == [] and fragment in reason and "class hostile" in reason, reason
     record("hostile cluster objects")
 
 
 def test_a_slice_with_thousands_of_devices_is_served(svc: Service) -> None:
     many = [gpu(f"gpu-{i}") for i in range(4_000)]
-    passed, _ = filter_reason(hostile(devices=many))
+    service = hostile()
+    # Beyond the API's 128 devices per slice: only the watch path (--kube) could bring it in.
+    service.state.apply("ResourceSlice", node_slice("node-0", many))
+    passed, _ = filter_reason(service)
     assert passed == ["node-0"]
     record("hostile cluster objects")
 
