@@ -199,8 +199,78 @@ async def cel_attack(url: str, pods: dict[str, Any], nodes: list[str], attackers
             "node answers": answers}
 
 
-async def measure(url: str, pid: int, seconds: float, candidates: int,
-                  cel: tuple[int, int] | None = None, attackers: int = 1) -> dict[str, Any]:
+# ----- large requests within the limits (issue 28, item 6) ------------------------------------
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def minimal_node(i: int) -> dict[str, Any]:
+    """A full Node as small as it gets: many of them fit under the body and element limits."""
+    return {"metadata": {"name": f"big-{i}", "uid": f"uid-{i}"},
+            "status": {"allocatable": {"cpu": "8", "memory": "1Gi"}}}
+
+
+async def full_nodes_attack(url: str, pods: dict[str, Any], until: float, nodes: int = 40_000,
+                            at_once: int = 4) -> dict[str, Any]:
+    """``at_once`` filters at a time, each carrying ``nodes`` full Node objects."""
+    body = json.dumps({"Pod": pods["normal"], "Nodes": {"items": [minimal_node(i) for i in range(nodes)]}})
+    return await _repeat(url, until, at_once, f"filter of {nodes} full nodes",
+                         lambda c: c.post("/filter", content=body, headers=JSON))
+
+
+async def preempt_flood_attack(url: str, pods: dict[str, Any], until: float, candidates: list[str],
+                               at_once: int = 20) -> dict[str, Any]:
+    """``at_once`` hostile preempts (a claim with no solution) at a time."""
+    victims = {"Pods": [{"UID": "nobody"}], "NumPDBViolations": 0}
+    body = {"Pod": pods["attacker"], "NodeNameToMetaVictims": dict.fromkeys(candidates, victims)}
+    return await _repeat(url, until, at_once, f"{at_once} hostile preempts",
+                         lambda c: c.post("/preempt", json=body))
+
+
+async def preempt_names_attack(url: str, pods: dict[str, Any], until: float, names: int = 50_000
+                               ) -> dict[str, Any]:
+    """One preempt at a time over ``names`` node names (none of them a node of the cluster)."""
+    victims = {"Pods": [{"UID": "nobody"}], "NumPDBViolations": 0}
+    body = {"Pod": pods["attacker"], "NodeNameToMetaVictims": {f"ghost-{i}": victims for i in range(names)}}
+    text = json.dumps(body)
+    return await _repeat(url, until, 1, f"preempt of {names} names",
+                         lambda c: c.post("/preempt", content=text, headers=JSON))
+
+
+async def _repeat(url: str, until: float, at_once: int, what: str, send: Any) -> dict[str, Any]:
+    """``at_once`` clients sending ``send(client)`` back to back until ``until``: answers by status."""
+    seen: dict[str, Any] = {}
+    longest = [0.0]
+
+    async def one() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            while time.monotonic() < until:
+                started = time.monotonic()
+                try:
+                    key = f"{what} {(await send(client)).status_code}"
+                except httpx.HTTPError as exc:
+                    key = f"{what} {type(exc).__name__}"
+                seen[key] = seen.get(key, 0) + 1
+                longest[0] = max(longest[0], time.monotonic() - started)
+
+    await asyncio.gather(*(one() for _ in range(at_once)))
+    seen[f"{what} longest s"] = round(longest[0], 2)
+    return seen
+
+
+ATTACKS = ("default", "full-nodes", "preempt-flood", "preempt-names")
+
+
+async def measure(
+    url: str,
+    pid: int,
+    seconds: float,
+    candidates: int,
+    cel: tuple[int, int] | None = None,
+    attackers: int = 1,
+    kind: str = "default",
+) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
         pods = (await client.get("/debug/pods")).json()["items"]
         by_name = {p["metadata"]["name"]: p for p in pods}
@@ -226,10 +296,17 @@ async def measure(url: str, pid: int, seconds: float, candidates: int,
                 peak = max(peak, rss_bytes(pid))
                 await asyncio.sleep(0.05)
 
-        if cel is None:
-            attack_task = asyncio.ensure_future(attack(url, by_name, nodes[:candidates], loud_until))
+        if cel is not None:
+            attacking = cel_attack(url, by_name, nodes, attackers, loud_until)
+        elif kind == "full-nodes":
+            attacking = full_nodes_attack(url, by_name, loud_until)
+        elif kind == "preempt-flood":
+            attacking = preempt_flood_attack(url, by_name, loud_until, nodes[:candidates])
+        elif kind == "preempt-names":
+            attacking = preempt_names_attack(url, by_name, loud_until)
         else:
-            attack_task = asyncio.ensure_future(cel_attack(url, by_name, nodes, attackers, loud_until))
+            attacking = attack(url, by_name, nodes[:candidates], loud_until)
+        attack_task = asyncio.ensure_future(attacking)
         sampler = asyncio.ensure_future(sample_rss())
         await asyncio.sleep(0.5)  # the attack is under way
         loud = await asyncio.gather(probe_loop(client, healthz, loud_until),
@@ -244,6 +321,10 @@ async def measure(url: str, pid: int, seconds: float, candidates: int,
     }
     for name, q, lo in zip(("/healthz", "/filter"), quiet, loud, strict=True):
         median = statistics.median(q)
+        if not lo:  # not one probe came back while the attack lasted
+            out[name] = {"quiet median ms": round(median * 1000, 1), "probes under attack": 0,
+                         "worst added ms": f"> {round(seconds * 1000)}"}
+            continue
         out[name] = {"quiet median ms": round(median * 1000, 1), "attack max ms": round(max(lo) * 1000, 1),
                      "worst added ms": round((max(lo) - median) * 1000, 1), "probes under attack": len(lo)}
     return out
@@ -263,6 +344,10 @@ def main() -> int:
                         help="issue 28 attack instead: a costly selector over NODESxDEVICES (1x128, 50x8)")
     parser.add_argument("--attackers", type=int, default=1, help="concurrent hostile filters (--cel)")
     parser.add_argument("--cel-engine", default="auto", help="the server's --cel-engine")
+    parser.add_argument("--attack", choices=ATTACKS, default="default",
+                        help="default: a hostile preempt and eight 10 MB bodies; full-nodes: four filters "
+                        "of 40,000 full Nodes at a time; preempt-flood: 20 hostile preempts at a time; "
+                        "preempt-names: a preempt over 50,000 node names")
     args = parser.parse_args()
     cel = None
     if args.cel:
@@ -290,7 +375,9 @@ def main() -> int:
                     print(Path(tmp, "log").read_text()[-2000:], file=sys.stderr)
                     return 1
                 time.sleep(0.1)
-            figures = measure(url, process.pid, args.seconds, args.candidates, cel, args.attackers)
+            figures = measure(
+                url, process.pid, args.seconds, args.candidates, cel, args.attackers, args.attack
+            )
             print(json.dumps(asyncio.run(figures), indent=2))
         finally:
             process.terminate()

@@ -34,7 +34,16 @@ import orjson
 from cachetools import LRUCache
 
 from extender.api.text_cache import TextCache
-from extender.api.wire import BadRequest, ExtenderArgs, fold, json_type, request_pod, request_pod_object
+from extender.api.wire import (
+    MAX_NODES,
+    BadRequest,
+    ExtenderArgs,
+    at_most_max_nodes,
+    fold,
+    json_type,
+    request_pod,
+    request_pod_object,
+)
 from extender.model import Node, parse_node
 from extender.model.pods import PodInfo
 
@@ -237,6 +246,8 @@ class ArgsDecoder:
                 break
             following = body.find(_NEXT_NODE, p, end)
             text = body[p : end if following < 0 else following]
+            if len(found) >= MAX_NODES:
+                return None  # too many to parse: the next path refuses them before parsing any
             node = self._unseen_node(len(found), text)
             if node is None:
                 return None
@@ -289,6 +300,7 @@ class ArgsDecoder:
     # ----- nodes ------------------------------------------------------------------------------
 
     def _nodes(self, items: list[msgspec.Raw]) -> list[tuple[bytes, Node]]:
+        at_most_max_nodes("Nodes.items", len(items))  # before any is parsed, each costs ~0.1 ms
         found = []
         for i, raw in enumerate(items):
             text = bytes(raw)

@@ -6,6 +6,9 @@ generator changes the cluster through them while it schedules. Only a local serv
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from fastapi import FastAPI, Request, Response
 
 from extender.api import wire
@@ -15,6 +18,9 @@ from extender.api.wire import BadRequest
 from extender.local.cluster import LocalCluster
 from extender.local.store import ManifestError
 from extender.model.kinds import KIND_NAMES
+
+# How long one apply holds the event loop before it lets other requests run.
+APPLY_TURN_S = 0.01
 
 
 def add_local_routes(app: FastAPI, cluster: LocalCluster, bodies: Bodies) -> None:
@@ -27,7 +33,13 @@ def add_local_routes(app: FastAPI, cluster: LocalCluster, bodies: Bodies) -> Non
                 body = wire.decode(raw)
             objs = body if isinstance(body, list) else [body]
             applied = []
+            turn_started = time.perf_counter()
             for i, obj in enumerate(objs):
+                if time.perf_counter() - turn_started > APPLY_TURN_S:
+                    # A long list takes turns with the other requests: each object is applied
+                    # whole (no request sees half of one), as kubectl applies a list one by one.
+                    await asyncio.sleep(0)
+                    turn_started = time.perf_counter()
                 try:
                     written = cluster.apply(obj)
                 except (ManifestError, ValueError) as exc:

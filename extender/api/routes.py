@@ -45,10 +45,11 @@ if TYPE_CHECKING:
 
 Handler = Callable[[bytes], Awaitable[Any]]
 
-# Far above any real cluster (Kubernetes supports 5,000 nodes, kubelet ~250 pods per node), far
-# below what would keep the single event loop busy for seconds: beyond these a list is a bug or
-# an attack, and gets a 400 instead of a long stall for every other caller.
-MAX_NODES = 50_000
+# Far above any real node (kubelet runs ~250 pods), far below what would keep the single event
+# loop busy for seconds: beyond it a list is a bug or an attack, and gets a 400 instead of a
+# long stall for every other caller. The node count's limit is wire.MAX_NODES, checked there
+# before any node is parsed.
+MAX_NODES = wire.MAX_NODES
 MAX_VICTIMS_PER_NODE = 5_000
 
 

@@ -21,6 +21,7 @@ import orjson
 from extender.logs import OncePerSecond
 from extender.model.kinds import KINDS
 from extender.model.pods import PodInfo
+from extender.model.validation import validate
 from extender.state import ClusterState, object_key
 
 API_VERSIONS: Mapping[str, str] = {kind.name: kind.api_version for kind in KINDS}
@@ -173,6 +174,12 @@ class LocalStore:
         if api_version is not None and api_version != API_VERSIONS[kind]:
             want = API_VERSIONS[kind]
             raise ManifestError(f"{kind}: apiVersion {api_version!r} is not supported, use {want}")
+        # The API server's limits and name formats, on the object as sent: a slice of 10,000
+        # devices is refused before it is copied, let alone parsed.
+        try:
+            validate(kind, obj)
+        except ValueError as exc:
+            raise ManifestError(str(exc)) from None
         # null means absent in the API (and would trip every later setdefault).
         obj = {k: v for k, v in (obj if owned else clone(obj)).items() if v is not None}
         try:

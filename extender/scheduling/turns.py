@@ -32,7 +32,16 @@ T = TypeVar("T")
 
 # How long the work runs before it lets the loop serve others: short enough that a health
 # probe or a normal filter waits at most a few turns, long enough that switching costs nothing.
+# It is shared: with N pieces of work under way each turn is TURN_S / N (at least MIN_TURN_S),
+# so that one pass of the loop over them all still takes about TURN_S. Twenty hostile preempts
+# at once with a turn each of their own held every probe back 2-3.5 s.
 TURN_S = 0.01
+MIN_TURN_S = 0.0005
+_running = 0  # pieces of work under way (in_turns calls not yet returned)
+
+
+def _turn() -> float:
+    return max(TURN_S / max(_running, 1), MIN_TURN_S)
 
 
 class _Turns(greenlet):  # type: ignore[misc]
@@ -54,17 +63,20 @@ async def in_turns(work: Callable[..., T], *args: Any) -> T:
     Exceptions of ``work`` propagate; if the caller is cancelled the work is unwound (its
     ``finally`` blocks run) before the cancellation goes on.
     """
+    global _running
     runner = _Turns(work)
     # The work sees the caller's context variables, as a plain call would.
     runner.gr_context = contextvars.copy_context()
-    runner.turn_ends = time.monotonic() + TURN_S
-    result = runner.switch(*args)
+    _running += 1
     try:
+        runner.turn_ends = time.monotonic() + _turn()
+        result = runner.switch(*args)
         while not runner.dead:
             await asyncio.sleep(0)
-            runner.turn_ends = time.monotonic() + TURN_S
+            runner.turn_ends = time.monotonic() + _turn()
             result = runner.switch()
     finally:
+        _running -= 1
         if not runner.dead:
             runner.throw()  # GreenletExit inside the work: it unwinds and ends
     return result  # type: ignore[no-any-return]

@@ -164,3 +164,34 @@ def test_a_request_finer_than_milli_units_is_an_allocation_error() -> None:
     cap = device_with(FRACTIONAL).capacities["m"]
     with pytest.raises(AllocationError, match="cannot be represented"):
         consumed_for(q("250500u"), cap, fractional=True)
+
+
+def test_committed_partitions_count_against_counters_after_a_device_without_counters() -> None:
+    # A device that consumes no counters comes first in the pool: the partitions committed after
+    # it still use up the counter set (8 = 4 + 4), so the third partition does not fit.
+    counters, _ = partitionable("4")
+    kind = {"kind": {"string": "part"}}
+    parts = [{"name": "plain"}] + [
+        {"name": f"part-{i}", "attributes": kind,
+         "consumesCounters": [{"counterSet": "gpu", "counters": {"mem": {"value": "4"}}}]}
+        for i in range(3)
+    ]
+    slices = [counters, resource_slice("devices", parts, count=2)]
+    full = AllocatedState(
+        allocated_devices={("driver-a", "pool-1", "part-0"), ("driver-a", "pool-1", "part-1")}
+    )
+    is_part = '"kind" in device.attributes["driver-a"]'
+    a_part = claim(request(selectors=[{"cel": {"expression": is_part}}]))
+    assert allocator(slices, state=full).allocate(node(), [a_part]) is None
+    assert picked(allocator(slices).allocate(node(), [a_part])) == [[("req-0", "part-0")]]
+
+
+def test_a_partition_held_only_as_a_share_counts_against_counters() -> None:
+    # Allocated as a share (allowMultipleAllocations) with no capacity consumed: it holds its
+    # counters all the same, so with part-1 also taken nothing is left for part-2.
+    slices = partitionable("4")
+    held = AllocatedState(
+        allocated_devices={("driver-a", "pool-1", "part-1")},
+        allocated_shared={(("driver-a", "pool-1", "part-0"), "share-1")},
+    )
+    assert allocator(slices, state=held).allocate(node(), [claim(request())]) is None

@@ -8,6 +8,8 @@ Where a fault strikes decides what the client can know afterwards:
   keep it waiting, after which it is carried out as it would be then (a resourceVersion
   precondition that no longer holds gets its 409). A request kept waiting past the caller's
   deadline is a late write.
+- instead of an answer: ``time_out`` answers 504 at once (kube-apiserver's own request timeout)
+  and carries the request out later all the same, if its preconditions still hold then.
 - after it is carried out: ``delay_reply`` answers late (a slow reply); ``lose_reply`` closes
   the connection without an answer (a lost reply: the write is in, the client cannot tell).
 - on watches: ``force_gone`` and ``cut_watches`` end them; ``lag_watches`` holds their events
@@ -54,7 +56,10 @@ class RandomFaults:
     late: float = 0.0  # kept waiting ``hold`` seconds, then carried out if its preconditions still hold
     lost_reply: float = 0.0  # carried out; ``hold`` seconds later the connection closes, unanswered
     slow: float = 0.0  # carried out, answered ``hold`` seconds later
+    # answered 504 at once; carried out ``landing`` seconds later if its preconditions still hold
+    time_out: float = 0.0
     hold: float = 0.0
+    landing: float = 0.0
     code: int = 500
 
 
@@ -78,6 +83,8 @@ class Plan:
     code: int = 0  # answer this error instead of carrying it out (random draws; rules come after the wait)
     reply_after: float | threading.Event = 0.0  # carried out: answer (or drop) this much later
     drop: bool = False  # carried out: close the connection instead of answering
+    # answered 504 at once, then carried out this much later (or once the event is set)
+    land_after: float | threading.Event | None = None
 
 
 @dataclass
@@ -93,6 +100,7 @@ class Faults:
         self._failures: list[_Rule] = []
         self._delays: list[_Rule] = []
         self._replies: list[_Rule] = []
+        self._timeouts: list[_Rule] = []
         self._random: list[_RandomRule] = []
         self._gone: list[_Rule] = []
         self._outages: list[tuple[float, float, int, _Rule]] = []  # (ends at, hang, code, what)
@@ -135,6 +143,15 @@ class Faults:
             self._delays.append(_Rule(verb, resource, subresource, 1, release=release))
         return release
 
+    def time_out(self, verb: str | None = None, resource: str | None = None,
+                 subresource: str | None = None, after: float | threading.Event = 0.0) -> None:
+        """Answer the next matching request 504 at once, as kube-apiserver does when its request
+        timeout strikes, and carry it out ``after`` seconds later (or once the event is set) all
+        the same, if its preconditions still hold then: the client cannot know whether it lands."""
+        seconds, release = (0.0, after) if isinstance(after, threading.Event) else (after, None)
+        with self._lock:
+            self._timeouts.append(_Rule(verb, resource, subresource, 1, delay=seconds, release=release))
+
     def delay_reply(self, seconds: float, verb: str | None = None, resource: str | None = None,
                     times: int = 1, subresource: str | None = None) -> None:
         """Carry the next matching requests out, then answer only ``seconds`` later (a slow reply)."""
@@ -168,6 +185,9 @@ class Faults:
                     self.fired += 1
                     plan.wait, plan.code = hang, code
                     break
+        timeout = self._take(self._timeouts, verb, resource, subresource)
+        if timeout is not None:
+            plan.land_after = timeout.release or timeout.delay
         reply = self._take(self._replies, verb, resource, subresource)
         if reply is not None:
             plan.reply_after, plan.drop = reply.release or reply.delay, reply.drop
@@ -185,6 +205,9 @@ class Faults:
 
         if roll(faults.fail):
             plan.code = plan.code or faults.code
+            return
+        if roll(faults.time_out) and plan.land_after is None:
+            plan.land_after = faults.landing
             return
         if roll(faults.late) and not isinstance(plan.wait, threading.Event):
             plan.wait = max(plan.wait, faults.hold)

@@ -224,6 +224,9 @@ class _Handler(BaseHTTPRequestHandler):
             if self.api.stopping:
                 self._drop()
                 return
+            if plan.land_after is not None and not plan.code:
+                self._time_out(plan.land_after, method, verb, route, query, body)
+                return
             code = plan.code or self.api.faults.take_failure(verb, route.rtype.plural, route.subresource)
             if code:
                 raise ApiError(code, f"injected fault: {verb} {route.rtype.plural} -> {code}")
@@ -239,6 +242,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._drop()
             return
         self._send_json(status, result)
+
+    def _time_out(self, land_after: float | threading.Event, method: str, verb: str, route: _Route,
+                  query: dict[str, str], body: Any) -> None:
+        """Answer 504 now, then carry the request out all the same (a refusal then goes unseen)."""
+        data = json.dumps(ApiError(504, f"injected fault: {verb} {route.rtype.plural} timed out").status())
+        with contextlib.suppress(OSError):
+            self.send_response(504)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            # The client's next request must not queue behind this one on the same connection.
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data.encode())
+            self.wfile.flush()
+        self.close_connection = True
+        self.api.pause(land_after)
+        if not self.api.stopping:
+            with contextlib.suppress(ApiError):
+                self._execute(method, verb, route, query, body)
 
     def _drop(self) -> None:
         """Close the connection without an answer."""

@@ -421,3 +421,27 @@ def test_value_is_exact_and_survives_its_string(sign: str, whole: int, frac: str
         expected = -expected
     assert q.value == expected
     assert Q(str(q)) == q
+
+
+@pytest.mark.parametrize(
+    ("text", "other", "order"),
+    [
+        ("1", 1, 0),
+        ("1", 2, -1),
+        ("1500m", 1, 1),
+        ("1k", 1000, 0),
+        ("1Ki", 1025, -1),
+        ("-2", -1, -1),
+        ("0", 0, 0),
+        ("-500m", 0, -1),
+    ],
+)
+def test_compare_with_an_int_orders_by_value(text: str, other: int, order: int) -> None:
+    # Capacity arithmetic compares quantities with plain ints; equal values compare 0.
+    assert Q(text).compare(other) == order
+
+
+@pytest.mark.parametrize(("other", "name"), [(True, "bool"), (1.0, "float"), ("1", "str")])
+def test_compare_with_anything_else_is_refused_by_name(other: object, name: str) -> None:
+    with pytest.raises(TypeError, match=rf"^cannot compare Quantity with {name}$"):
+        Q("1").compare(other)  # type: ignore[arg-type]

@@ -220,3 +220,8 @@ def test_round_trip_and_normalisation_is_idempotent(
     assert S(text, normalize=True) == v
     assert S("v" + text, normalize=True) == v
     assert v.pre == tuple(pre)
+
+
+def test_compare_with_anything_but_a_semver_is_refused_by_name() -> None:
+    with pytest.raises(TypeError, match=r"^cannot compare Semver with str$"):
+        Semver.parse("1.0.0").compare("1.0.0")  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
+from tests.apiserver.store import ApiError
 from tests.kube import objects
 from tests.kube.conftest import eventually
 
@@ -181,7 +182,22 @@ async def test_release_of_a_vanished_claim_is_a_no_op(apiserver: ApiServer, clie
     raw = make_claim(apiserver)
     pod = make_pod(apiserver)
     apiserver.store.delete(CLAIM, "default", "gpu-claim")
-    await binder(client).release_claim(parse_resource_claim(raw), pod, deallocate=True)
+    left = await binder(client).release_claim(parse_resource_claim(raw), pod, deallocate=True)
+    assert left is None
+    with pytest.raises(ApiError, match="not found"):
+        apiserver.store.get(CLAIM, "default", "gpu-claim")
+
+
+async def test_release_leaves_a_claim_of_the_same_name_made_since_untouched(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.store.delete(CLAIM, "default", "gpu-claim")
+    successor = make_claim(apiserver, status={"allocation": objects.allocation("node-b")})
+    left = await binder(client).release_claim(parse_resource_claim(raw), pod, deallocate=True)
+    assert left is None
+    assert apiserver.store.get(CLAIM, "default", "gpu-claim") == successor
 
 
 async def test_a_standby_does_not_write(apiserver: ApiServer, client: RawClient) -> None:

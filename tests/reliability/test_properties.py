@@ -3,7 +3,8 @@
 Extends tests/scheduling/test_invariants.py (local store, writes visible at once) with what only
 a real API server does: the watch echo arrives later than the bind's reply (sometimes after
 newer writes), writes are refused, replies get lost or arrive after the bind deadline, requests
-sit in the server past it and land afterwards, claims and pods are deleted mid-bind, drivers
+sit in the server past it and land afterwards, the API server times a write out (504) and
+carries it out later all the same, claims and pods are deleted mid-bind, drivers
 withdraw devices and bump the pool generation. The extender is the production one against the
 test API server (tests/apiserver): KubeBinder writes over HTTP, KubeSource lists and watches.
 Filter and bind are called directly (no extender HTTP) so that many interleavings fit in the
@@ -55,6 +56,9 @@ T = TypeVar("T")
 BIND_TIMEOUT = 0.025
 # Faulted requests are held this long: past the bind deadline, so the bind has given up first.
 HOLD = BIND_TIMEOUT * 1.5
+# A write the API server timed out (504) lands this much later: after the bind has ended and
+# while later operations run, so that a device freed too early would be handed out again.
+LANDING = 0.3
 # Far beyond a batch, even one that a loaded machine stretches to seconds: no entry may leave by
 # its TTL here, only by its bind or once its write's fate is known, as a cluster's TTL outlasts
 # its slowest write and watch lag. (An entry expiring while its bind stalled would free devices
@@ -137,6 +141,9 @@ faults_shape = st.fixed_dictionaries(
         "lost_reply": st.sampled_from([0.0, 0.1]),
         "slow": st.sampled_from([0.0, 0.1]),
         "late": st.sampled_from([0.0, 0.2]),
+        # Answered 504 at once and carried out HOLD later: a write whose fate is unknown long
+        # before the bind deadline, its retry then refused (403) or overtaken.
+        "time_out": st.sampled_from([0.0, 0.3]),
         "seed": st.integers(0, 2**32 - 1),
     }
 )
@@ -243,6 +250,8 @@ class Harness:
             lost_reply=fault_knobs["lost_reply"],
             slow=fault_knobs["slow"],
             late=fault_knobs["late"],
+            time_out=fault_knobs["time_out"],
+            landing=LANDING,
             hold=HOLD,
             code=403,  # refused: no retry makes it through
         )

@@ -34,8 +34,8 @@ from tests.scheduling.cluster import (
 R = "example.com/gpu"
 R1 = "example.com/gpu1"
 RI = "example.com/gpuinit"
-IMPLICIT = "deviceclass.resource.kubernetes.io/classInit"
-CLASSES = {R: "class", R1: "class1", RI: "classInit", IMPLICIT: "classInit"}
+IMPLICIT = "deviceclass.resource.kubernetes.io/class-init"
+CLASSES = {R: "class", R1: "class1", RI: "class-init", IMPLICIT: "class-init"}
 
 Spec = tuple[str, dict[str, str]]  # ("con" | "init" | "sidecar", requests)
 
@@ -125,17 +125,17 @@ POD_INIT_IMPLICIT = (con(r="1"), init(ri="1"), init(implicit="2"))
         ),
         pytest.param(
             POD_INIT, (R, RI),
-            [("container-0-request-0", "classInit", 2), ("container-1-request-0", "class", 1)],
+            [("container-0-request-0", "class-init", 2), ("container-1-request-0", "class", 1)],
             id="one init container, one regular container",
         ),
         pytest.param(
             POD_INIT2, (R, RI),
-            [("container-1-request-0", "classInit", 2), ("container-2-request-0", "class", 1)],
+            [("container-1-request-0", "class-init", 2), ("container-2-request-0", "class", 1)],
             id="two init containers, one regular container",
         ),
         pytest.param(
             POD_INIT3, (R, RI),
-            [("container-1-request-0", "classInit", 1), ("container-2-request-0", "classInit", 2),
+            [("container-1-request-0", "class-init", 1), ("container-2-request-0", "class-init", 2),
              ("container-3-request-0", "class", 1)],
             id="three init containers, one sidecar, one regular container",
         ),
@@ -264,7 +264,7 @@ def test_mappings_of_a_claim_with_requests_the_pod_would_not_make_is_an_error():
 
 def classes_and_node(devices: int) -> list[dict[str, Any]]:
     """Two classes over the same devices, so the node's count is what all requests share."""
-    gpu_class, init_class = device_class("class"), device_class("classInit")
+    gpu_class, init_class = device_class("class"), device_class("class-init")
     gpu_class["spec"]["extendedResourceName"] = R
     init_class["spec"]["extendedResourceName"] = RI
     return [gpu_class, init_class, node("n"), node_slice("n", gpus(devices))]
@@ -285,7 +285,7 @@ def test_two_init_containers_share_one_request_and_fit_three_devices():
     assert svc.run(lambda c: schedule(c, svc.pod("p"), ["n"])) == ("n", "")
     [(name, written)] = svc.claims().items()
     assert requests_of(written) == [
-        ("container-1-request-0", "classInit", 2), ("container-2-request-0", "class", 1)
+        ("container-1-request-0", "class-init", 2), ("container-2-request-0", "class", 1)
     ]
     assert len(set(allocated_devices([written]))) == 3
     assert svc.pod("p")["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == name
@@ -301,8 +301,8 @@ def test_three_init_containers_and_a_sidecar_fit_four_devices():
     assert svc.run(lambda c: schedule(c, svc.pod("p"), ["n"])) == ("n", "")
     [written] = svc.claims().values()
     assert requests_of(written) == [
-        ("container-1-request-0", "classInit", 1),
-        ("container-2-request-0", "classInit", 2),
+        ("container-1-request-0", "class-init", 1),
+        ("container-2-request-0", "class-init", 2),
         ("container-3-request-0", "class", 1),
     ]
     assert len(set(allocated_devices([written]))) == 4
@@ -326,7 +326,7 @@ def test_adopted_claim_with_shared_requests_gets_upstreams_mappings_in_the_statu
     p = svc.pod("p")
     uid = p["metadata"]["uid"]
     earlier = claim("p-extended-resources-xyz12", {"devices": {"requests": [
-        {"name": "container-1-request-0", "exactly": {"deviceClassName": "classInit", "count": 2}},
+        {"name": "container-1-request-0", "exactly": {"deviceClassName": "class-init", "count": 2}},
         {"name": "container-2-request-0", "exactly": {"deviceClassName": "class", "count": 1}},
     ]}})
     earlier["metadata"]["annotations"] = {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"}

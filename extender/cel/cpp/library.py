@@ -57,10 +57,6 @@ def _is_quantity(v: Any) -> bool:
     return isinstance(v, QuantityMsg)
 
 
-def _is_semver(v: Any) -> bool:
-    return isinstance(v, SemverMsg)
-
-
 def _quantity(quantities: QuantityMessages) -> Callable[[str], Any]:
     return lambda s: quantities.message(_parse_quantity(s))
 
@@ -103,14 +99,20 @@ def _arith(op: str, quantities: QuantityMessages) -> Callable[[Any, Any], Any]:
     return impl
 
 
-def _compare(target: Any, other: Any, quantities: QuantityMessages) -> int:
-    """compareTo for both library types: the C++ registry keys overloads by argument kind,
-    and both types are messages, so one implementation must serve both."""
-    if _is_quantity(target) and _is_quantity(other):
-        return quantities.quantity(target).compare(quantities.quantity(other))
-    if _is_semver(target) and _is_semver(other):
-        return as_semver(target).compare(as_semver(other))
-    raise ValueError("no such overload")
+def _native(value: Any, quantities: QuantityMessages) -> Quantity | Semver:
+    """A quantity or semver message as its runtime value. The C++ registry keys overloads by
+    argument kind, and both types are messages: one implementation of each order function serves
+    both (the checker has made sure both arguments are of one type)."""
+    return quantities.quantity(value) if _is_quantity(value) else as_semver(value)
+
+
+def _ordering(order: Callable[[Any, Any], Any], quantities: QuantityMessages) -> Callable[[Any, Any], Any]:
+    """An order function of the quantity and semver libraries over the messages the runtime passes."""
+
+    def impl(target: Any, other: Any) -> Any:
+        return order(_native(target, quantities), _native(other, quantities))
+
+    return impl
 
 
 def _as_integer(target: Any, quantities: QuantityMessages) -> int:
@@ -232,22 +234,12 @@ def _declarations(quantities: QuantityMessages) -> Iterator[_Decl]:
     for part in ("major", "minor", "patch"):
         yield _Decl(part, f"semver_{part}", T.INT, (ST,), True, _semver_part(part))
     for kind, typ in (("quantity", QT), ("semver", ST)):
-        yield _Decl(
-            "compareTo", f"{kind}_compareTo", T.INT, (typ, typ), True,
-            lambda a, b: _compare(a, b, quantities),
-        )
-        yield _Decl(
-            "isGreaterThan",
-            f"{kind}_isGreaterThan",
-            T.BOOL,
-            (typ, typ),
-            True,
-            lambda a, b: _compare(a, b, quantities) > 0,
-        )
-        yield _Decl(
-            "isLessThan", f"{kind}_isLessThan", T.BOOL, (typ, typ), True,
-            lambda a, b: _compare(a, b, quantities) < 0,
-        )
+        for name, order, result in (
+            ("compareTo", lib.compare_to, T.INT),
+            ("isGreaterThan", lib.is_greater_than, T.BOOL),
+            ("isLessThan", lib.is_less_than, T.BOOL),
+        ):
+            yield _Decl(name, f"{kind}_{name}", result, (typ, typ), True, _ordering(order, quantities))
     for target_name, target in _INCLUDES_TARGETS:
         # Upstream's includes takes any argument (list_includes_dyn_dyn): a value of another
         # kind is simply not found.

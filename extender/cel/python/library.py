@@ -335,9 +335,9 @@ _decl("asApproximateFloat", True, (QUANTITY,), DOUBLE, lambda q: q.as_approximat
 for _t in (QUANTITY, INT):
     _decl("add", True, (QUANTITY, _t), QUANTITY, lambda q, o: q.add(o))
     _decl("sub", True, (QUANTITY, _t), QUANTITY, lambda q, o: q.sub(o))
-_decl("compareTo", True, (QUANTITY, QUANTITY), INT, lambda a, b: a.compare(b))
-_decl("isGreaterThan", True, (QUANTITY, QUANTITY), BOOL, lambda a, b: a.compare(b) > 0)
-_decl("isLessThan", True, (QUANTITY, QUANTITY), BOOL, lambda a, b: a.compare(b) < 0)
+_decl("compareTo", True, (QUANTITY, QUANTITY), INT, k8s_functions.compare_to)
+_decl("isGreaterThan", True, (QUANTITY, QUANTITY), BOOL, k8s_functions.is_greater_than)
+_decl("isLessThan", True, (QUANTITY, QUANTITY), BOOL, k8s_functions.is_less_than)
 # --- Kubernetes semver library ---------------------------------------------------------------
 
 
@@ -348,9 +348,9 @@ _decl("isSemver", False, (STRING, BOOL), BOOL, k8s.is_semver)
 _decl("major", True, (SEMVER,), INT, lambda v: v.major)
 _decl("minor", True, (SEMVER,), INT, lambda v: v.minor)
 _decl("patch", True, (SEMVER,), INT, lambda v: v.patch)
-_decl("compareTo", True, (SEMVER, SEMVER), INT, lambda a, b: a.compare(b))
-_decl("isGreaterThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) > 0)
-_decl("isLessThan", True, (SEMVER, SEMVER), BOOL, lambda a, b: a.compare(b) < 0)
+_decl("compareTo", True, (SEMVER, SEMVER), INT, k8s_functions.compare_to)
+_decl("isGreaterThan", True, (SEMVER, SEMVER), BOOL, k8s_functions.is_greater_than)
+_decl("isLessThan", True, (SEMVER, SEMVER), BOOL, k8s_functions.is_less_than)
 
 # --- Kubernetes IP, CIDR and URL libraries ---------------------------------------------------
 

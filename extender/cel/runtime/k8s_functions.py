@@ -13,7 +13,7 @@ import functools
 import ipaddress
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import re2
 
@@ -62,6 +62,27 @@ ALL = QUANTITY | SEMVER | REGEX | LISTS | URLS | IP | CIDR | DRA
 GLOBAL_ONLY = frozenset(
     {"quantity", "isQuantity", "sign", "semver", "isSemver", "url", "isURL", "ip", "isIP", "cidr", "isCIDR"}
 )
+
+
+class _Ordered(Protocol):
+    def compare(self, other: Any) -> int: ...
+
+
+# The order functions of the quantity and semver libraries, shared by both engines so that
+# one definition (and one set of boundary cases, equal values included) covers them.
+def compare_to(a: _Ordered, b: _Ordered) -> int:
+    """``compareTo``: -1, 0 or 1."""
+    return a.compare(b)
+
+
+def is_greater_than(a: _Ordered, b: _Ordered) -> bool:
+    """``isGreaterThan``: strictly greater (equal values are not)."""
+    return a.compare(b) > 0
+
+
+def is_less_than(a: _Ordered, b: _Ordered) -> bool:
+    """``isLessThan``: strictly less (equal values are not)."""
+    return a.compare(b) < 0
 
 
 def unsupported_message(name: str) -> str:
