@@ -289,6 +289,8 @@ class PodVerdicts:
         entries = table.entries
         decided = Decided()
         passed, rejected = decided.passed, decided.rejected
+        # The table keeps each distinct failure once: named for this pod once, by identity.
+        named: dict[int, Failure] = {}
         for name in names:
             if name in own:
                 verdict = own[name]
@@ -303,7 +305,10 @@ class PodVerdicts:
             else:
                 failure = entries[name].verdict.failure
                 assert failure is not None  # the table's rejections have one
-                rejected[name] = self._naming(failure, variant)
+                mine = named.get(id(failure))
+                if mine is None:
+                    mine = named[id(failure)] = self._naming(failure, variant)
+                rejected[name] = mine
         return decided
 
     def fitting(
