@@ -61,6 +61,8 @@ class OncePerSecond:
 
 
 _local_second = OncePerSecond(lambda second: time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second)))
+# A whole second as RFC 3339 in UTC: the timestamps local mode stamps on the objects it admits.
+utc_rfc3339 = OncePerSecond(lambda second: datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def _asctime(created: float, msecs: float) -> str:

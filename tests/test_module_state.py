@@ -47,7 +47,7 @@ ALLOWED = {
     ("model/resource_slice.py", "_SHARED_JSON"): "SharedJson: equal subtrees made one, 100,000",
     ("model/resource_slice.py", "_DEVICE_BODIES"): "ContentMemo: a device's parse but its pool, 4096",
     ("logs.py", "_local_second"): "OncePerSecond: one entry, a function of the second",
-    ("local/store.py", "_utc_second"): "OncePerSecond: one entry, a function of the second",
+    ("logs.py", "utc_rfc3339"): "OncePerSecond: one entry, a function of the second",
 }
 
 # Process-wide state another change of this step gives an owner (the stale-release tasks go to

@@ -13,12 +13,11 @@ import itertools
 import time
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import orjson
 
-from extender.logs import OncePerSecond
+from extender.logs import utc_rfc3339
 from extender.model.kinds import KINDS
 from extender.model.pods import PodInfo
 from extender.model.validation import validate
@@ -69,12 +68,10 @@ def _unrepresentable(obj: Any, path: str) -> str:
     return path
 
 
-# Every admitted object is stamped: formatting once a second, not once an object.
-_utc_second = OncePerSecond(lambda second: datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-
-
 def now_rfc3339() -> str:
-    return _utc_second(int(time.time()))
+    """Every admitted object is stamped: formatted once a second (``logs.utc_rfc3339``), not once
+    an object."""
+    return utc_rfc3339(int(time.time()))
 
 
 def uuid5_url(name: str) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from extender.allocator import AllocatedState
+from extender.allocator import AllocatedState, Failure
 from extender.allocator.capacity import capacity_fits, consumed_for, violates
 from extender.allocator.outcome import AllocationError
 from extender.allocator.taints import tolerates
@@ -182,7 +182,7 @@ def test_committed_partitions_count_against_counters_after_a_device_without_coun
     )
     is_part = '"kind" in device.attributes["driver-a"]'
     a_part = claim(request(selectors=[{"cel": {"expression": is_part}}]))
-    assert allocator(slices, state=full).allocate(node(), [a_part]) is None
+    assert isinstance(allocator(slices, state=full).allocate(node(), [a_part]), Failure)
     assert picked(allocator(slices).allocate(node(), [a_part])) == [[("req-0", "part-0")]]
 
 
@@ -194,4 +194,4 @@ def test_a_partition_held_only_as_a_share_counts_against_counters() -> None:
         allocated_devices={("driver-a", "pool-1", "part-1")},
         allocated_shared={(("driver-a", "pool-1", "part-0"), "share-1")},
     )
-    assert allocator(slices, state=held).allocate(node(), [claim(request())]) is None
+    assert isinstance(allocator(slices, state=held).allocate(node(), [claim(request())]), Failure)
