@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ NESTED = b"[" * 500 + b"]" * 500 + b","
 HOSTILE_BODY = b"[" + NESTED * (10 * MB // len(NESTED)) + b"[]]"
 
 
-def cluster(nodes: int) -> list[dict[str, Any]]:
+def _nodes(nodes: int, devices: Callable[[int], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The device class, and ``nodes`` nodes each with one slice of ``devices(node index)``."""
     objs: list[dict[str, Any]] = [{
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
@@ -54,8 +56,13 @@ def cluster(nodes: int) -> list[dict[str, Any]]:
             "metadata": {"name": f"{name}-gpus"},
             "spec": {"driver": DRIVER, "nodeName": name,
                      "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{d}"} for d in range(24)]},
+                     "devices": devices(i)},
         })
+    return objs
+
+
+def cluster(nodes: int) -> list[dict[str, Any]]:
+    objs = _nodes(nodes, lambda _: [{"name": f"gpu-{d}"} for d in range(24)])
 
     def claim(name: str, *counts: int) -> dict[str, Any]:
         requests = [{"name": f"r{i}", "exactly": {"deviceClassName": DRIVER, "count": n}}
@@ -90,21 +97,8 @@ CEL_VARIANTS = 200
 
 def cel_cluster(nodes: int, devices: int) -> list[dict[str, Any]]:
     """Nodes of distinct devices (a serial number each), the attacker's claims and a normal pod."""
-    objs: list[dict[str, Any]] = [{
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-    }]
-    for i in range(nodes):
-        name = f"node-{i}"
-        objs.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-        objs.append({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-gpus"},
-            "spec": {"driver": DRIVER, "nodeName": name,
-                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-                     "devices": [{"name": f"gpu-{d}", "attributes": {"serial": {"int": i * devices + d}}}
-                                 for d in range(devices)]},
-        })
+    objs = _nodes(nodes, lambda i: [{"name": f"gpu-{d}", "attributes": {"serial": {"int": i * devices + d}}}
+                                    for d in range(devices)])
 
     def claim(name: str, selectors: list[dict[str, Any]]) -> dict[str, Any]:
         request = {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "selectors": selectors}}
