@@ -52,18 +52,12 @@ func bench(name string, line []byte) BenchAnswer {
 		ans.Outcome, ans.Detail = outcomeInvalid, err.Error()
 		return ans
 	}
-	features := cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true}
-	compiled := cel.GetCompiler(features).CompileCELExpression(c.Expression, cel.Options{DisableCostEstimation: true})
-	if compiled.Error != nil {
-		ans.Outcome, ans.Detail = "compile-error", compiled.Error.Error()
+	compiled, err := compile(cel.GetCompiler(widestCEL()), c.Expression, cel.Options{DisableCostEstimation: true})
+	if err != nil {
+		ans.Outcome, ans.Detail = "compile-error", err.Error()
 		return ans
 	}
-	input := cel.Device{
-		Driver:                   device.Driver,
-		AllowMultipleAllocations: device.AllowMultipleAllocations,
-		Attributes:               device.Attributes,
-		Capacity:                 device.Capacity,
-	}
+	input := device.input()
 	ctx := context.Background()
 	limit := time.Duration(minSeconds * float64(time.Second))
 	started := time.Now()
@@ -76,14 +70,7 @@ func bench(name string, line []byte) BenchAnswer {
 		if details != nil {
 			ans.Cost = details.ActualCost()
 		}
-		switch {
-		case err != nil:
-			ans.Outcome, ans.Detail = "error", err.Error()
-		case matches:
-			ans.Outcome = "true"
-		default:
-			ans.Outcome = "false"
-		}
+		ans.Outcome, ans.Detail = matchOutcome(matches, err)
 	}
 	ans.NsPerEval = float64(time.Since(started).Nanoseconds()) / float64(ans.Runs)
 	return ans

@@ -59,24 +59,34 @@ func evaluate(name string, line []byte) CELAnswer {
 		ans.Outcome, ans.Detail = "compile-error", err.Error()
 		return ans
 	}
-	matches, details, err := compiled.DeviceMatches(context.Background(), cel.Device{
+	matches, details, err := compiled.DeviceMatches(context.Background(), device.input())
+	if details != nil {
+		ans.Cost = details.ActualCost()
+	}
+	ans.Outcome, ans.Detail = matchOutcome(matches, err)
+	return ans
+}
+
+// input is the device as DeviceMatches reads it.
+func (device celDevice) input() cel.Device {
+	return cel.Device{
 		Driver:                   device.Driver,
 		AllowMultipleAllocations: device.AllowMultipleAllocations,
 		Attributes:               device.Attributes,
 		Capacity:                 device.Capacity,
-	})
-	if details != nil {
-		ans.Cost = details.ActualCost()
 	}
+}
+
+// matchOutcome is a case's outcome and detail from what DeviceMatches returned.
+func matchOutcome(matches bool, err error) (string, string) {
 	switch {
 	case err != nil:
-		ans.Outcome, ans.Detail = "error", err.Error()
+		return "error", err.Error()
 	case matches:
-		ans.Outcome = "true"
+		return "true", ""
 	default:
-		ans.Outcome = "false"
+		return "false", ""
 	}
-	return ans
 }
 
 // compile is CompileCELExpression, with a panic of cel-go while planning the program (a map
