@@ -109,7 +109,7 @@ _RECURSION_LIMIT = re.compile(r"recursion (?:depth|limit)")
 _PYTHON_VALUE_FUNCTIONS = frozenset(
     {
         *("sum", "min", "max", "isSorted", "includes", "transformMap", "transformMapEntry"),
-        *("sort", "distinct", "sortBy"),  # charged through Python (see list_budget_edits)
+        *("sort", "distinct", "sortBy"),
         *CALL_ALIASES.values(),
     }
 )
@@ -168,14 +168,8 @@ def _bind_edits(
     toks: list[Token], start: int, op: int, end: int, left: str, right: str, body: str
 ) -> list[Edit]:
     """``A op B`` -> ``cel.bind(left, A, cel.bind(right, B, body))``: each operand evaluated
-    once; where the expression has an ``exists`` or ``all``, ``[A].all(left, [B].all(right,
-    body))`` instead (slower), see stale_slot_risk."""
-    if stale_slot_risk(toks):
-        return [
-            (toks[start].start, toks[start].start, 0, "["),
-            (toks[op].start, toks[op].end, 2, f"].all({left}, ["),
-            (toks[end - 1].end, toks[end - 1].end, 3, f"].all({right}, {body}))"),
-        ]
+    once. Safe from stale_slot_risk: an expression with an ``exists`` or ``all`` runs on the
+    python engine (``_COSTLY_CALLS``) and is never rewritten."""
     return [
         (toks[start].start, toks[start].start, 0, f"cel.bind({left}, "),
         (toks[op].start, toks[op].end, 2, f", cel.bind({right}, "),

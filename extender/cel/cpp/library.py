@@ -43,7 +43,6 @@ from extender.cel.cpp.types import (
 )
 from extender.cel.cpp.values import QuantityMessages, as_semver, semver_message
 from extender.cel.runtime import k8s_functions as lib
-from extender.cel.runtime import lists
 from extender.cel.runtime.conversions import format_double, to_bool, to_double, to_int, to_uint
 from extender.cel.runtime.semver import Semver
 from extender.cel.runtime.timestamps import time_zone
@@ -272,17 +271,6 @@ def _declarations(quantities: QuantityMessages) -> Iterator[_Decl]:
     yield _Decl("k8sdra_pairs", "k8sdra_pairs", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_pairs)
     yield _Decl(
         "k8sdra_entries", "k8sdra_entries", T.Map(T.DYN, T.DYN), (T.List(T.DYN),), True, _map_of_entries
-    )
-    yield _Decl(
-        LIST_BUDGET["range"], LIST_BUDGET["range"], T.INT, (T.INT,), False, _python_errors(_range_count)
-    )
-    yield _Decl(
-        LIST_BUDGET["pairs"],
-        LIST_BUDGET["pairs"],
-        T.BOOL,
-        (T.List(T.DYN),),
-        False,
-        _python_errors(_pairs_budget),
     )
     yield _Decl("find", "string_find", T.STRING, (T.STRING, T.STRING), True, lib.regex_find)
     yield _Decl("findAll", "string_findAll", T.List(T.STRING), (T.STRING, T.STRING), True, lib.regex_find_all)
@@ -563,32 +551,6 @@ LIST_FUNCTION_PROBES = {
     "isSorted": "_sSorted",
     "flatten": "_latten",
 }
-# The lists extension's charges (see rewrite.list_budget_edits).
-LIST_BUDGET = {"range": "k8sdra_range_count", "pairs": "k8sdra_pairs_budget"}
-
-
-def _range_count(n: int) -> int:
-    lists.charge_range(n)
-    return n
-
-
-def _pairs_budget(items: list[Any]) -> bool:
-    lists.charge_self_compare(items)
-    return True
-
-
-def _python_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The runtime turns a ValueError from Python into a CEL error."""
-
-    def impl(*args: Any) -> Any:
-        try:
-            return fn(*args)
-        except EvalError as exc:
-            raise ValueError(str(exc)) from None
-
-    return impl
-
-
 def _no_such_overload() -> bool:
     raise ValueError("no such overload")
 

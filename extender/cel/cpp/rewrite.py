@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 
-from extender.cel.cpp.library import GO_NUMBER_TEXT, GO_TIME_TEXT, LIST_BUDGET
+from extender.cel.cpp.library import GO_NUMBER_TEXT, GO_TIME_TEXT
 from extender.cel.cpp.tokens import Token, closing, is_root, member_calls, offset, split_top, texts
 from extender.cel.cpp.types import CALL_ALIASES, GLOBAL_ALIASES, STRING_ALIAS, STRING_OF_NET
 
@@ -250,10 +250,6 @@ def go_string_edits(toks: list[Token], static_type: Callable[[int, int], str | N
             yield toks[close].end, toks[close].end, 1, ")"
 
 
-# The lists extension's quadratic functions, charged before they run (see list_budget_edits).
-_SELF_COMPARING = frozenset({"sort", "distinct", "sortBy"})
-
-
 def optional_index_edits(toks: list[Token], static_type: Callable[[int, int], str | None]) -> Iterator[Edit]:
     """``x[k]`` of an optional ``x`` -> ``x[?k]``. cel-go qualifies an optional value as an
     optional index does (an index out of range gives optional.none()); the C++ runtime gives a
@@ -312,41 +308,6 @@ def stale_slot_risk(toks: list[Token]) -> bool:
     return bool(member_calls(toks) & _EARLY_STOPPING_LOOPS)
 
 
-def list_budget_edits(toks: list[Token]) -> Iterator[Edit]:
-    """cel-go charges ``lists.range(n)`` n and ``sort``/``distinct``/``sortBy`` twice the square
-    of the list's size (cel-go ext/lists.go, version 3): a call over the selector's whole budget
-    fails before it runs, as the pure-Python engine's does; ``lists.range`` of a negative
-    count is an error, as in cel-go. The receiver of a quadratic call is bound once (by a
-    one-element loop where stale_slot_risk says ``cel.bind`` is unsafe) and charged."""
-    for i, tok in enumerate(toks):
-        if tok.text == "lists" and is_root(toks, i) and texts(toks, i + 1, 3) == (".", "range", "("):
-            close = closing(toks, i + 3)
-            if close is not None and close > i + 4:
-                yield toks[i + 4].start, toks[i + 4].start, 1, f"{LIST_BUDGET['range']}("
-                yield toks[close - 1].end, toks[close - 1].end, 2, ")"
-            continue
-        if (
-            tok.text not in _SELF_COMPARING
-            or i < 2
-            or toks[i - 1].text != "."
-            or texts(toks, i + 1, 1) != ("(",)
-        ):
-            continue
-        close = closing(toks, i + 1)
-        start = _receiver_start(toks, i - 1)
-        if close is None or start is None:
-            continue
-        name, budget = f"k8sdra_budget{i}", LIST_BUDGET["pairs"]
-        if stale_slot_risk(toks):
-            yield toks[start].start, toks[start].start, 0, "["
-            yield toks[i - 1].start, toks[i - 1].start, 3, f"].map({name}, {budget}({name}) ? {name}"
-            yield toks[close].end, toks[close].end, 3, f" : {name})[0]"
-        else:
-            yield toks[start].start, toks[start].start, 0, f"cel.bind({name}, "
-            yield toks[i - 1].start, toks[i - 1].start, 3, f", {budget}({name}) ? {name}"
-            yield toks[close].end, toks[close].end, 3, f" : {name})"
-
-
 def rewrite(
     source: str,
     toks: list[Token],
@@ -359,7 +320,6 @@ def rewrite(
     edits = [
         *_domain_default_edits(toks),
         *_map_transform_edits(source, toks),
-        *list_budget_edits(toks),
         *extra,
     ]
     for start, op, end in value_relations:
