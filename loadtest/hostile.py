@@ -61,6 +61,13 @@ def _nodes(nodes: int, devices: Callable[[int], list[dict[str, Any]]]) -> list[d
     return objs
 
 
+def _pod(name: str, claim_name: str) -> dict[str, Any]:
+    """A pod of the default namespace using one claim, as "gpu"."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "i"}],
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]}}
+
+
 def cluster(nodes: int) -> list[dict[str, Any]]:
     objs = _nodes(nodes, lambda _: [{"name": f"gpu-{d}"} for d in range(24)])
 
@@ -71,14 +78,9 @@ def cluster(nodes: int) -> list[dict[str, Any]]:
                 "metadata": {"name": name, "namespace": "default"},
                 "spec": {"devices": {"requests": requests}}}
 
-    def pod(name: str, claim_name: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-                "spec": {"containers": [{"name": "c", "image": "i"}],
-                         "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]}}
-
     # 12 + 13 devices of 24: no solution, and a search space beyond any budget.
-    objs += [claim("hostile", 12, 13), pod("attacker", "hostile")]
-    objs += [claim("modest", 1), pod("normal", "modest")]
+    objs += [claim("hostile", 12, 13), _pod("attacker", "hostile")]
+    objs += [claim("modest", 1), _pod("normal", "modest")]
     return objs
 
 
@@ -106,15 +108,10 @@ def cel_cluster(nodes: int, devices: int) -> list[dict[str, Any]]:
                 "metadata": {"name": name, "namespace": "default"},
                 "spec": {"devices": {"requests": [request]}}}
 
-    def pod(name: str, claim_name: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-                "spec": {"containers": [{"name": "c", "image": "i"}],
-                         "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]}}
-
     for v in range(CEL_VARIANTS):
         objs += [claim(f"hostile-{v}", [{"cel": {"expression": expensive_selector(v)}}]),
-                 pod(f"attacker-{v}", f"hostile-{v}")]
-    objs += [claim("modest", []), pod("normal", "modest")]
+                 _pod(f"attacker-{v}", f"hostile-{v}")]
+    objs += [claim("modest", []), _pod("normal", "modest")]
     return objs
 
 
