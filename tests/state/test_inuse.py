@@ -16,6 +16,17 @@ from extender.allocator import AllocatedState, Features, holdings
 from extender.model import AllocationResult, parse_allocation
 from extender.model.quantity import Quantity
 from extender.state.inuse import InFlight, InUse, Owner
+from tests.scheduling.cluster import (
+    Service,
+    claim,
+    claim_spec,
+    device_class,
+    node,
+    node_slice,
+    pod,
+    request,
+    schedule,
+)
 
 CONSUMABLE = Features.from_gate_names(["DRAConsumableCapacity"])
 
@@ -247,3 +258,34 @@ def test_any_sequence_of_changes_holds_what_the_owners_hold_together(
     for owner in list(held):
         inuse.set_owner(owner, None)
     assert_holds_nothing(inuse)
+
+
+def test_a_claim_with_two_shares_of_one_device_leaves_the_rest_and_no_more_to_the_next_pod() -> None:
+    """Through the service: one claim's two requests take 30Gi each of one 80Gi device (two
+    shares, the allocator hands a multi-allocatable device to each request); a pod asking for 30Gi
+    more must not fit (20Gi are left), and one asking for 20Gi must."""
+    device = {"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "80Gi"}}}
+
+    def memory(amount: str, name: str = "gpu") -> dict[str, Any]:
+        return request(name, capacity={"requests": {"memory": amount}})
+
+    objects = [
+        device_class(), node("node-0"), node_slice("node-0", [device]),
+        claim("two", claim_spec(memory("30Gi", "a"), memory("30Gi", "b"))),
+        claim("more", claim_spec(memory("30Gi"))),
+        claim("rest", claim_spec(memory("20Gi"))),
+        pod("p-two", claims={"gpu": "two"}), pod("p-more", claims={"gpu": "more"}),
+        pod("p-rest", claims={"gpu": "rest"}),
+    ]
+    service = Service(objects, feature_gates=CONSUMABLE)
+
+    async def scenario(client: Any) -> list[tuple[str | None, str]]:
+        names = ("p-two", "p-more", "p-rest")
+        return [await schedule(client, service.pod(name), ["node-0"]) for name in names]
+
+    two, more, rest = service.run(scenario)
+    assert two[0] == "node-0", two
+    shares = service.claims()["two"]["status"]["allocation"]["devices"]["results"]
+    assert [r["device"] for r in shares] == ["gpu-0", "gpu-0"]
+    assert more[0] is None, "30Gi more of a device with 20Gi left"
+    assert rest[0] == "node-0", rest
