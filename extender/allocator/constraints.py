@@ -32,22 +32,19 @@ def _scalar(value: AttributeValue) -> tuple[str, Any] | None:
 class MatchAttribute:
     """Scalar semantics: the first accepted device sets the reference value."""
 
+    # The first accepted device's key: None when that value was a list or untyped, which then
+    # no later device can match. Read only while a device is accepted.
+    _reference: tuple[str, Any] | None
+
     def __init__(self, name: str) -> None:
         self._name = name
-        self._reference: AttributeValue | None = None
         self._count = 0
 
     def add(self, request: str, device: Device) -> bool:
-        value = device.attribute(self._name)
-        if value is None:
+        if not self.admits(device):
             return False
-        if self._count == 0:
-            self._reference = value
-        else:
-            new = _scalar(value)
-            ref = self._reference
-            if new is None or ref is None or _scalar(ref) != new:
-                return False
+        if not self._count:
+            self._reference = self.key(device)
         self._count += 1
         return True
 
@@ -55,12 +52,12 @@ class MatchAttribute:
         self._count -= 1
 
     def admits(self, device: Device) -> bool:
-        """Whether ``add`` would accept ``device`` now (without changing anything)."""
-        if self._count == 0:
+        """Whether ``add`` accepts ``device`` now (without changing anything): the first device
+        needs the attribute, any later one a scalar of the reference's type and value."""
+        if not self._count:
             return device.attribute(self._name) is not None
-        new = self.key(device)
-        ref = self._reference
-        return new is not None and ref is not None and _scalar(ref) == new
+        key = self.key(device)
+        return key is not None and key == self._reference
 
     def key(self, device: Device) -> tuple[str, Any] | None:
         """What ``add`` compares once a reference is set: devices with equal keys join each
@@ -74,9 +71,10 @@ class MatchAttributeSets:
     intersection on a stack that its undo pops, so backtracking widens it again (upstream
     matchAttributeConstraint.intersectionStack, kubernetes/kubernetes 4426859839df)."""
 
+    _kind: str  # the type of the first accepted value; read only while the stack holds it
+
     def __init__(self, name: str) -> None:
         self._name = name
-        self._kind: str | None = None
         self._stack: list[frozenset[Any]] = []
 
     def add(self, request: str, device: Device) -> bool:
@@ -84,16 +82,15 @@ class MatchAttributeSets:
         if value is None or value.kind is None:
             return False
         values = frozenset(value.values)
-        if not self._stack:
+        if self._stack:
+            if value.kind != self._kind:
+                return False
+            values &= self._stack[-1]
+            if not values:
+                return False
+        else:
             self._kind = value.kind
-            self._stack.append(values)
-            return True
-        if value.kind != self._kind:
-            return False
-        common = self._stack[-1] & values
-        if not common:
-            return False
-        self._stack.append(common)
+        self._stack.append(values)
         return True
 
     def remove(self, request: str, device: Device) -> None:
@@ -104,8 +101,9 @@ class DistinctAttribute:
     """A new value must differ from the values accepted before. With ``keep_all`` (1.37 on,
     v0.37.2 constraint.go) every accepted value stays on a stack that undo pops; before, only
     the last value accepted per request name was remembered, so [a, b, a] for one request of
-    count 3 passed (Features.exact_rollback). With DRAListTypeAttributes values are sets that
-    must be disjoint; 1.37 refuses a value of no known type even as the first."""
+    count 3 passed (Features.exact_rollback), and an undo forgets the request's value. With
+    DRAListTypeAttributes values are sets that must be disjoint; 1.37 refuses a value of no
+    known type even as the first."""
 
     def __init__(self, name: str, sets: bool, keep_all: bool) -> None:
         self._name = name
@@ -113,7 +111,6 @@ class DistinctAttribute:
         self._keep_all = keep_all
         self._accepted: list[AttributeValue] = []  # keep_all
         self._by_request: dict[str, AttributeValue] = {}  # not keep_all
-        self._count = 0
 
     def _conflicts(self, new: AttributeValue, old: AttributeValue) -> bool:
         # A value of unknown type cannot be shown to differ, so it counts as a conflict.
@@ -135,10 +132,9 @@ class DistinctAttribute:
                 return False
             self._accepted.append(value)
             return True
-        if self._count and any(self._conflicts(value, old) for old in self._by_request.values()):
+        if any(self._conflicts(value, old) for old in self._by_request.values()):
             return False
         self._by_request[request] = value
-        self._count += 1
         return True
 
     def remove(self, request: str, device: Device) -> None:
@@ -146,7 +142,6 @@ class DistinctAttribute:
             self._accepted.pop()
         else:
             self._by_request.pop(request, None)
-            self._count -= 1
 
 
 def new_state(constraint: Constraint, list_attributes: bool, keep_all: bool) -> ConstraintState:

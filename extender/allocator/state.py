@@ -27,7 +27,7 @@ class AllocatedState:
         for h in held:
             state.allocated_devices.update(h.devices)
             state.allocated_shared.update(h.shares)
-            for device, consumed in h.capacity:
+            for (device, _), consumed in h.capacity:
                 totals = state.aggregated_capacity.setdefault(device, {})
                 for name, amount in consumed.items():
                     totals[name] = totals[name].add(amount) if name in totals else amount

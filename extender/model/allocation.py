@@ -102,11 +102,12 @@ class AllocationResult:
 @dataclass(frozen=True, slots=True)
 class Holdings:
     """What one allocation keeps from every other: whole devices, shares of devices (by
-    shareID), and the capacity those shares consume."""
+    shareID), and the capacity those shares consume, per share: a share is one thing however
+    many holders name it (a claim in flight and its committed echo), so its capacity counts once."""
 
     devices: tuple[DeviceID, ...]
     shares: tuple[tuple[DeviceID, str], ...]
-    capacity: tuple[tuple[DeviceID, Mapping[str, Quantity]], ...]
+    capacity: tuple[tuple[tuple[DeviceID, str], Mapping[str, Quantity]], ...]
 
 
 def holdings(allocation: AllocationResult, features: Features) -> Holdings:
@@ -119,15 +120,16 @@ def holdings(allocation: AllocationResult, features: Features) -> Holdings:
     """
     devices: list[DeviceID] = []
     shares: list[tuple[DeviceID, str]] = []
-    capacity: list[tuple[DeviceID, Mapping[str, Quantity]]] = []
+    capacity: list[tuple[tuple[DeviceID, str], Mapping[str, Quantity]]] = []
     consumable = features.consumable_capacity
     for result in allocation.devices:
         if result.admin_access:
             continue
         if consumable and result.share_id:
-            shares.append((result.id, result.share_id))
+            share = (result.id, result.share_id)
+            shares.append(share)
             if result.consumed_capacity:
-                capacity.append((result.id, result.consumed_capacity))
+                capacity.append((share, result.consumed_capacity))
         else:
             devices.append(result.id)
     return Holdings(tuple(devices), tuple(shares), tuple(capacity))

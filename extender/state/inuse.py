@@ -4,7 +4,9 @@ Every allocation that holds devices is registered under an *owner* key: ``("clai
 an allocation the cache has seen in a claim's status, ``("inflight", uid)`` for one a bind has
 committed in memory but not written yet. A device stays in use while any owner holds it
 (reference counts), so the hand-over from in-flight to committed never frees it for a moment,
-and two claims that (wrongly) share a device do not free it for each other.
+and two claims that (wrongly) share a device do not free it for each other. A share is held the
+same way, and the capacity it consumes counts once while any owner holds it: the in-flight
+copy and the committed echo of one claim name the same share, not two.
 
 The sets are live: the allocator reads them directly instead of a copy. That is safe because
 all mutation happens on the event loop and a filter call never awaits while allocating.
@@ -50,102 +52,92 @@ class InUse:
         # versions (``ClusterState.node_versions``); a set, so it stays bounded unread.
         self.changed_pools: set[tuple[str, str]] = set()
         self.inflight: dict[str, InFlight] = {}
-        # How many changes gave something back (a device, a share or consumed capacity no longer
-        # in use): a pod turned away for lack of devices may fit after any of them.
+        # How many changes gave something back (a device or a share, with the capacity it
+        # consumed, no longer in use): a pod turned away for lack of devices may fit after any.
         self.released = 0
         self._owners: dict[Owner, Holdings] = {}
         self._device_refs: Counter[DeviceID] = Counter()
         self._share_refs: Counter[tuple[DeviceID, str]] = Counter()
-        self._capacity_parts: dict[DeviceID, dict[Owner, Mapping[str, Quantity]]] = {}
+        # What each share in use consumes, by device and shareID: the consumption the share was
+        # taken with, kept until its last owner lets it go.
+        self._consumed: dict[DeviceID, dict[str, Mapping[str, Quantity]]] = {}
 
-    def set_owner(self, owner: Owner, allocation: AllocationResult | None) -> bool:
-        """Replace what ``owner`` holds; returns whether anything changed."""
-        new = holdings(allocation, self.features) if allocation else None
+    def set_owner(self, owner: Owner, allocation: AllocationResult | None) -> None:
+        """Replace what ``owner`` holds (nothing when ``allocation`` is None)."""
+        new = None if allocation is None else holdings(allocation, self.features)
         old = self._owners.pop(owner, None)
-        if old == new:
-            if new is not None:
-                self._owners[owner] = new
-            return False
-        if old is not None:
-            self._remove(owner, old)
         if new is not None:
             self._owners[owner] = new
-            self._add(owner, new)
-        if old is not None and self._gave_back(old):
-            self.released += 1
-        return True
-
-    def _gave_back(self, old: Holdings) -> bool:
-        """Whether something ``old`` held is no longer in use. Judged after the change, so what
-        only moved between owners (in flight, then the claim's own echo) is not counted."""
-        if any(d not in self.devices for d in old.devices) or any(s not in self.shared for s in old.shares):
-            return True
-        parts = self._capacity_parts
-        return any(consumed not in parts.get(device, {}).values() for device, consumed in old.capacity)
+        if old == new:
+            return  # an echo of what is held: no pool changed, nothing to recount
+        if new is not None:
+            self._add(new)
+        if old is not None:
+            # After the new holdings are in: what both hold never drops out of use meanwhile.
+            self._remove(old)
+            if any(d not in self.devices for d in old.devices) or any(
+                s not in self.shared for s in old.shares
+            ):
+                self.released += 1
 
     def _touch(self, c: Holdings) -> None:
-        self.changed_pools.update(
-            {d[:2] for d in c.devices} | {s[0][:2] for s in c.shares} | {d[:2] for d, _ in c.capacity}
-        )
+        # Capacity is consumed by shares only, so the shares name every pool it touches.
+        self.changed_pools.update({d[:2] for d in c.devices} | {device[:2] for device, _ in c.shares})
 
-    def _add(self, owner: Owner, c: Holdings) -> None:
+    def _add(self, c: Holdings) -> None:
         self._touch(c)
         for device in c.devices:
-            if self._device_refs[device] == 0:
+            if device not in self._device_refs:
                 self.devices.add(device)
                 self.per_pool[device[:2]] += 1
             self._device_refs[device] += 1
         for share in c.shares:
-            if self._share_refs[share] == 0:
+            if share not in self._share_refs:
                 self.shared.add(share)
             self._share_refs[share] += 1
-        for device, consumed in c.capacity:
-            self._capacity_parts.setdefault(device, {})[owner] = consumed
-            self._recompute_capacity(device)
+        for (device, share_id), consumed in c.capacity:
+            self._consumed.setdefault(device, {}).setdefault(share_id, consumed)
+            self._recount(device)
 
-    def _remove(self, owner: Owner, c: Holdings) -> None:
+    def _remove(self, c: Holdings) -> None:
         self._touch(c)
         for device in c.devices:
-            self._device_refs[device] -= 1
-            if self._device_refs[device] == 0:
-                del self._device_refs[device]
-                self.devices.discard(device)
-                self.per_pool[device[:2]] -= 1
-                if self.per_pool[device[:2]] == 0:
-                    del self.per_pool[device[:2]]
+            left = self._device_refs.pop(device) - 1
+            if left:
+                self._device_refs[device] = left
+                continue
+            self.devices.discard(device)
+            pool = device[:2]
+            in_pool = self.per_pool.pop(pool) - 1
+            if in_pool:
+                self.per_pool[pool] = in_pool
         for share in c.shares:
-            self._share_refs[share] -= 1
-            if self._share_refs[share] == 0:
-                del self._share_refs[share]
+            left = self._share_refs.pop(share) - 1
+            if left:
+                self._share_refs[share] = left
+            else:
                 self.shared.discard(share)
-        for device, _ in c.capacity:
-            parts = self._capacity_parts.get(device, {})
-            parts.pop(owner, None)
-            if not parts:
-                self._capacity_parts.pop(device, None)
-            self._recompute_capacity(device)
+        # A set: an allocation naming one share twice lets it go once.
+        for device, share_id in {share for share, _ in c.capacity if share not in self.shared}:
+            del self._consumed[device][share_id]
+            self._recount(device)
 
-    def _recompute_capacity(self, device: DeviceID) -> None:
-        # Summed afresh from the parts: exact, and no subtraction drift.
-        parts = self._capacity_parts.get(device)
-        if not parts:
-            self.capacity.pop(device, None)
-            return
-        total: dict[str, Quantity] = {}
-        for consumed in parts.values():
-            for name, q in consumed.items():
-                total[name] = total[name].add(q) if name in total else q
-        self.capacity[device] = total
+    def _recount(self, device: DeviceID) -> None:
+        """The device's aggregated capacity, summed afresh from its shares: no subtraction drift."""
+        on_device = self._consumed[device]
+        if on_device:
+            self.capacity[device] = _total(on_device.values())
+        else:
+            del self._consumed[device]
+            del self.capacity[device]
 
     def add_inflight(self, entry: InFlight) -> None:
         self.inflight[entry.claim_uid] = entry
         self.set_owner(("inflight", entry.claim_uid), entry.allocation)
 
-    def remove_inflight(self, claim_uid: str) -> bool:
-        if self.inflight.pop(claim_uid, None) is None:
-            return False
-        self.set_owner(("inflight", claim_uid), None)
-        return True
+    def remove_inflight(self, claim_uid: str) -> None:
+        if self.inflight.pop(claim_uid, None) is not None:
+            self.set_owner(("inflight", claim_uid), None)
 
     def expire(self, now: float | None = None) -> list[str]:
         """Drop in-flight entries past their deadline (an abandoned bind); returns their claim UIDs."""
@@ -159,20 +151,22 @@ class InUse:
         self, owners: Iterable[Owner]
     ) -> tuple[set[DeviceID], set[tuple[DeviceID, str]], dict[DeviceID, dict[str, Quantity]]]:
         """Copies of the in-use sets as if ``owners`` released everything (what-if for preemption)."""
-        freed = [(o, self._owners[o]) for o in set(owners) if o in self._owners]
-        device_drop: Counter[DeviceID] = Counter(d for _, c in freed for d in c.devices)
-        share_drop: Counter[tuple[DeviceID, str]] = Counter(s for _, c in freed for s in c.shares)
-        devices = {d for d in self.devices if self._device_refs[d] > device_drop.get(d, 0)}
-        shared = {s for s in self.shared if self._share_refs[s] > share_drop.get(s, 0)}
-        gone = {o for o, _ in freed}
+        freed = [self._owners[o] for o in set(owners) if o in self._owners]
+        device_drop = Counter(d for c in freed for d in c.devices)
+        share_drop = Counter(s for c in freed for s in c.shares)
+        devices = {d for d, refs in self._device_refs.items() if refs > device_drop[d]}
+        shared = {s for s, refs in self._share_refs.items() if refs > share_drop[s]}
         capacity: dict[DeviceID, dict[str, Quantity]] = {}
-        for device, parts in self._capacity_parts.items():
-            total: dict[str, Quantity] = {}
-            for owner, consumed in parts.items():
-                if owner in gone:
-                    continue
-                for name, q in consumed.items():
-                    total[name] = total[name].add(q) if name in total else q
-            if total:
-                capacity[device] = total
+        for device, on_device in self._consumed.items():
+            kept = [consumed for share_id, consumed in on_device.items() if (device, share_id) in shared]
+            if kept:
+                capacity[device] = _total(kept)
         return devices, shared, capacity
+
+
+def _total(consumptions: Iterable[Mapping[str, Quantity]]) -> dict[str, Quantity]:
+    total: dict[str, Quantity] = {}
+    for consumed in consumptions:
+        for name, q in consumed.items():
+            total[name] = total[name].add(q) if name in total else q
+    return total

@@ -57,10 +57,11 @@ def build_state(case: Mapping[str, Any]) -> AllocatedState:
     for text in case.get("allocatedSharedDevices") or []:
         dev_id, (share,) = _device_id(text, extra=1)
         shares.append((dev_id, share))
-    capacity: list[tuple[DeviceID, Mapping[str, Quantity]]] = []
+    # A case gives each device's consumed total, which counts here as one share of the device.
+    capacity: list[tuple[tuple[DeviceID, str], Mapping[str, Quantity]]] = []
     for text, amounts in (case.get("allocatedCapacity") or {}).items():
         consumed = {name: Quantity.parse(str(value)) for name, value in (amounts or {}).items()}
-        capacity.append((_device_id(text)[0], consumed))
+        capacity.append(((_device_id(text)[0], ""), consumed))
     return AllocatedState.from_holdings([Holdings(tuple(devices), tuple(shares), tuple(capacity))])
 
 

@@ -31,7 +31,7 @@ def test_admin_access_holds_nothing_and_a_share_holds_its_capacity() -> None:
     assert holdings(ALLOCATIONS[0], CONSUMABLE) == whole
     share = holdings(ALLOCATIONS[1], CONSUMABLE)
     assert share.devices == () and share.shares == ((("d", "p", "s"), "1"),)
-    assert share.capacity == ((("d", "p", "s"), {"bw": Quantity.parse("2")}),)
+    assert share.capacity == (((("d", "p", "s"), "1"), {"bw": Quantity.parse("2")}),)
 
 
 def test_without_consumable_capacity_a_share_takes_the_device() -> None:
