@@ -17,7 +17,6 @@ from typing import Any
 from extender.cel.python.evaluator import (
     CostLimitExceeded,
     Ctx,
-    EvalAbort,
     Fn,
     LoopCosts,
     build_call,
@@ -37,6 +36,7 @@ from extender.cel.python.evaluator import (
 )
 from extender.cel.python.library import (
     CONVERSIONS,
+    ENUM_CONSTANTS,
     FUNCTIONS,
     NOT_SUPPORTED,
     QUALIFIED_TYPE_IDENTS,
@@ -94,14 +94,21 @@ from extender.cel.runtime.types import (
     unwrapped,
     wrapper_of,
 )
-from extender.cel.runtime.values import CelType, EvalError, UInt, member_of, type_name
+from extender.cel.runtime.values import (
+    CelType,
+    EvalAbort,
+    EvalError,
+    UInt,
+    check_qualifier,
+    go_type_name,
+    member_of,
+)
 
 _NOCONST = object()
 # Scope key flagging a cel.bind variable, whose initializer cel-go evaluates lazily; only its
 # presence counts (it maps to the variable's type, as every scope entry maps to a type).
 _LAZY = "\0lazy "
 _QUANTIFIERS = frozenset({"all", "exists", "exists_one", "existsOne"})
-_MAP_KEY_TYPES = (INT, UINT, BOOL, STRING, DYN, DOUBLE, NULL)  # see evaluator._KEY_TYPES
 
 
 class CompileFailure(Exception):
@@ -154,23 +161,13 @@ def _literal_type(v: Any) -> Type:
     return DYN
 
 
-# cel-go's planner turns a constant index into a qualifier of one of these types only
-# (interpreter/attributes.go, NewQualifier); any other constant fails the program's planning.
-_QUALIFIER_TYPES = (str, int, UInt, float, bool)
-_GO_CONSTANT_TYPES = {
-    bytes: "types.Bytes",
-    type(None): "types.Null",
-    list: "*types.baseList",
-    tuple: "*types.baseList",
-    dict: "*types.baseMap",
-    CelType: "*types.Type",
-}
-
-
 def _check_qualifier(value: Any) -> None:
-    if not isinstance(value, _QUALIFIER_TYPES):
-        go_type = _GO_CONSTANT_TYPES.get(type(value), f"types.{type(value).__name__}")
-        raise CompileFailure(f"program instantiation failed: invalid qualifier type: {go_type}")
+    """cel-go's planner turns a constant index into a qualifier (interpreter/attributes.go,
+    NewQualifier); a constant of another kind fails the program's planning."""
+    try:
+        check_qualifier(value)
+    except EvalError as e:
+        raise CompileFailure(f"program instantiation failed: {e}") from None
 
 
 def _const(value: Any, type_: Type, cost: int = 0, planned: bool = False) -> Compiled:
@@ -191,9 +188,14 @@ def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) 
     ``literal``: the node is a list or map literal, planned constant when its parts are."""
     if not all(p.is_const for p in parts):
         return compiled
+    planned = literal and all(p.planned for p in parts)
     try:
-        return _fold(compiled, literal and all(p.planned for p in parts))
-    except (EvalError, EvalAbort, CostLimitExceeded):
+        return _fold(compiled, planned)
+    except EvalAbort as e:
+        if planned:  # Go panicked building the constant (a bytes map key): no program
+            raise CompileFailure(f"cel-go panicked planning the program: {e}") from None
+        return compiled
+    except (EvalError, CostLimitExceeded):
         return compiled
 
 
@@ -257,6 +259,8 @@ class Compiler:
         qualified = qualified_name(node)
         if qualified in QUALIFIED_TYPE_IDENTS and qualified.split(".", 1)[0] not in scope:
             return _const(CelType(qualified), TYPE, cost=1)
+        if qualified is not None and qualified in ENUM_CONSTANTS and qualified.split(".", 1)[0] not in scope:
+            return _const(ENUM_CONSTANTS[qualified], INT, planned=True)
         operand = self.compile(node.operand, scope)
         result = self._field_type(operand.type, node.field)
         if node.optional:
@@ -344,8 +348,6 @@ class Compiler:
         value_type = self._homogeneous(value_types)
         self._equivalent(key_types, [k.free for k in keys])
         self._equivalent(value_types, [v.free for v in values])
-        if unwrapped(key_type) not in _MAP_KEY_TYPES:
-            raise CompileFailure(f"unsupported map key type: {display(key_type)}")
         fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
         cost = sum(p.cost for p in keys + values) + MAP_CREATE_COST
         compiled = _try_fold(
@@ -714,12 +716,18 @@ def _as_branch(branch: Compiled) -> int:
 _SET_ELEMENTS = (bool, int, UInt, float, str)
 
 
+def _is_list_type(t: Type) -> bool:
+    return isinstance(t, tuple) and t[0] == "list"
+
+
 def _constant_set(items: Compiled) -> bool:
     """cel-go's planner turns ``x in l`` into a set lookup when ``l`` is a constant list of
-    primitives (interpreter/decorators.go, maybeOptimizeSetMembership)."""
+    primitives (interpreter/decorators.go, maybeOptimizeSetMembership) that the checker typed
+    as a list (``x in dyn([])`` is dispatched at run time, as a list or a map)."""
     value = items.const
     return (
         items.planned
+        and _is_list_type(items.type)
         and type(value) is list
         and all(type(v) in _SET_ELEMENTS for v in value)
     )
@@ -736,7 +744,7 @@ def _set_membership(item_fn: Fn, items: list[Any]) -> Fn:
     def member(ctx: Ctx) -> bool:
         item = item_fn(ctx)
         if type(item) is Semver or type(item) is bytes:
-            raise EvalAbort(f"internal error: runtime error: hash of unhashable type {type_name(item)}")
+            raise EvalAbort(f"internal error: runtime error: hash of unhashable type {go_type_name(item)}")
         return member_of(item, items)
 
     return member
