@@ -83,6 +83,7 @@ from extender.cel.cpp.tokens import (
     member_calls,
     odd_map_key,
     position,
+    split_top,
     texts,
     tokens,
     unknown_character,
@@ -226,24 +227,30 @@ def _has_presence_test(toks: list[Token]) -> bool:
 
 
 def _constant_scalar_list(toks: list[Token], a: int, b: int) -> bool:
-    """Whether ``toks[a:b]`` is a non-empty list literal of scalar literals other than bytes
-    and null (cel-go's types.IsPrimitiveType)."""
+    """Whether ``toks[a:b]`` is a non-empty list literal of constant scalars other than bytes
+    and null (cel-go's types.IsPrimitiveType): literals, signed numbers, and the conversions
+    to a scalar of a literal, which cel-go's planner folds (``[dyn('a'), int('1')]``)."""
     if b - a < 3 or toks[a].text != "[" or toks[b - 1].text != "]" or closing(toks, a) != b - 1:
         return False
-    inner = toks[a + 1 : b - 1]
-    # A sign belongs to its number: [1, -2] holds two constants.
-    items = [t for j, t in enumerate(inner) if not (t.text == "-" and _kind_at(inner, j + 1) == "num")]
-    if items and items[-1].text == ",":
-        items = items[:-1]
-    scalars, commas = items[0::2], items[1::2]
-    return all(t.text == "," for t in commas) and all(_is_set_element(t) for t in scalars)
+    elements = split_top(toks, a + 1, b - 1, ",")
+    return bool(elements) and all(_is_set_element(toks[lo:hi]) for lo, hi in elements)
 
 
-def _kind_at(toks: list[Token], i: int) -> str | None:
-    return toks[i].kind if i < len(toks) else None
+# Conversions cel-go folds whose result of a scalar literal is a scalar (bytes is no set
+# element), by their own names and the aliases the rewritten source calls them by.
+_SCALAR_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bool", "dyn", *GLOBAL_ALIASES.values()})
 
 
-def _is_set_element(tok: Token) -> bool:
+def _is_set_element(element: list[Token]) -> bool:
+    if len(element) == 4 and element[0].text in _SCALAR_CONVERSIONS and element[1].text == "(":
+        if element[3].text != ")":
+            return False
+        element = element[2:3]
+    if len(element) == 2 and element[0].text == "-" and element[1].kind == "num":
+        element = element[1:]
+    if len(element) != 1:
+        return False
+    tok = element[0]
     return (tok.kind in ("str", "num") or tok.text in ("true", "false")) and not is_bytes_literal(tok)
 
 

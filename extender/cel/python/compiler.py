@@ -109,6 +109,9 @@ _NOCONST = object()
 # presence counts (it maps to the variable's type, as every scope entry maps to a type).
 _LAZY = "\0lazy "
 _QUANTIFIERS = frozenset({"all", "exists", "exists_one", "existsOne"})
+# existsOne is a macro of the two-variable comprehensions only (cel-go ext/comprehensions.go);
+# with one variable it is an undeclared function, as cel-go answers.
+_ONE_VARIABLE_MACROS = frozenset({"all", "exists", "exists_one", "filter"})
 
 
 class CompileFailure(Exception):
@@ -560,7 +563,7 @@ class Compiler:
             return self._comprehension("map", target, args[:1], args[1:], scope)
         if name in ("transformList", "transformMap", "transformMapEntry") and len(args) in (3, 4):
             return self._comprehension(name, target, args[:2], args[2:], scope)
-        if (name in _QUANTIFIERS or name == "filter") and len(args) == 2:
+        if name in _ONE_VARIABLE_MACROS and len(args) == 2:
             return self._comprehension(name, target, args[:1], args[1:], scope)
         if name in _QUANTIFIERS and len(args) == 3:
             return self._comprehension(name, target, args[:2], args[2:], scope)

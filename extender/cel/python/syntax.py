@@ -303,7 +303,20 @@ class _OptionalRewrite:
             if top.marked:
                 self.out.append(")")
             top.marked, top.ternaries = False, 0
+            if top.closer == "}" or (top.closer == "]" and top.literal):
+                return self._trailing_comma_dropped(top.closer)
         return False
+
+    def _trailing_comma_dropped(self, closer: str) -> bool:
+        """A comma before the ``]`` or ``}`` closing a literal (``[1,]``, ``[,]``, ``{k: v,}``),
+        which CEL's grammar allows and cel-python's does not, is left out."""
+        j = self.i + 1
+        while j < len(self.source) and self.source[j].isspace():
+            j += 1
+        if self.source[j : j + 1] != closer:
+            return False
+        self.i += 1
+        return True
 
     def _bracket(self, c: str) -> bool:
         """Brackets opened and closed (``x[?k]`` rewritten); True when ``c`` was consumed."""
