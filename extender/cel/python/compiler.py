@@ -420,7 +420,9 @@ class Compiler:
         """Kubernetes' ValidateHomogeneousAggregateLiterals (base environment since 1.29):
         the entries of a literal must have the same type, ``dyn`` being a type of its own, so
         ``[attr, 1]`` is rejected where the checker alone would type it list(dyn). An entry of a
-        ``free`` type takes its type from the others in cel-go where the two unify."""
+        ``free`` type takes its type from the others in cel-go where the two unify, and it
+        stays a list, map or optional beside a dyn entry (``[[1], []]`` is fine,
+        ``[dyn(1), []]`` is not)."""
         if self._format_depth:
             return
         bound = [t for t, unbound in zip(types, free, strict=True) if not unbound]
@@ -428,7 +430,7 @@ class Compiler:
             if _equivalence_class(t) != _equivalence_class(bound[0]):
                 raise CompileFailure(f"expected type '{display(bound[0])}' but found '{display(t)}'")
         for t in [t for t, unbound in zip(types, free, strict=True) if unbound and bound]:
-            if not unify(t, bound[0], {}):
+            if not unify(t, bound[0], {}) or (bound[0] == DYN and t != DYN):
                 raise CompileFailure(f"expected type '{display(t)}' but found '{display(bound[0])}'")
 
     # --- calls and macros ---------------------------------------------------------------
