@@ -194,6 +194,8 @@ def _stale_bind_risk(toks: list[Token]) -> bool:
 
 
 _INVALID_QUALIFIER = "invalid qualifier type"
+# The static types of an index cel-go can qualify by (interpreter/attributes.go, newQualifier).
+_QUALIFIER_TYPES = frozenset({"string", "int", "uint", "double", "bool"})
 # Tokens of a constant index cel-go cannot plan: bytes, null, lists, maps, types, durations
 # and timestamps (and the conversions making them).
 _ODD_QUALIFIER_WORDS = frozenset(
@@ -442,6 +444,8 @@ class CppEngine:
             return CppProgram(self, expression, checked)
         optionals = may_hold_optionals(toks)
         if optionals and member_calls(toks) & _PYTHON_VALUE_FUNCTIONS:
+            return self._delegate(expression)
+        if optionals and self._odd_optional_index(expression, toks):
             return self._delegate(expression)
         lint(expression, toks)
         self._check_constant_indexes(expression, toks)
@@ -735,6 +739,23 @@ class CppEngine:
             if detail is not None:
                 line, col = position(expression, pattern.start)
                 raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
+
+    def _odd_optional_index(self, expression: str, toks: list[Token]) -> bool:
+        """Whether some optional index ``x[?k]`` has a ``k`` that may be neither a string, a
+        number nor a bool: cel-go fails to qualify by it (a runtime error), where the C++
+        runtime finds nothing. A literal index is fine; any other is typed alone, and one that
+        cannot be (a loop variable, a bound name) counts as odd."""
+        for i, tok in enumerate(toks):
+            if tok.text != "[" or texts(toks, i + 1, 1) != ("?",):
+                continue
+            close = closing(toks, i)
+            if close is None or close <= i + 2:
+                return True
+            if close == i + 3 and toks[i + 2].kind in ("str", "num") and not is_bytes_literal(toks[i + 2]):
+                continue
+            if self._static_type(expression[toks[i + 2].start : toks[close - 1].end]) not in _QUALIFIER_TYPES:
+                return True
+        return False
 
     def _check_constant_indexes(self, expression: str, toks: list[Token]) -> None:
         """cel-go's planner fails on a constant index that is not a string, number or bool

@@ -165,13 +165,18 @@ class _Walk:
             elif t != first:
                 self._mismatch(expr, first, t)
                 return
-        if first != "dyn":
+        if first not in (None, "dyn"):
             return
-        # Beside dyn entries an unconstrained one keeps its constructor (cel-go binds its
-        # parameter to dyn): ``[dyn(1), []]`` mixes dyn and list(dyn).
+        # An unconstrained entry keeps its constructor (cel-go binds its parameter to dyn)
+        # beside dyn entries (``[dyn(1), []]`` mixes dyn and list(dyn)) and beside other
+        # unconstrained ones (``[[], {}]``); an absent optional element's is dyn itself.
         for expr, optional in entries:
             free = _free_type(expr)
-            if free is not None and (_optional_parameter(free) if optional else free) != "dyn":
+            if free is None or (free := _optional_parameter(free) if optional else free) == "dyn":
+                continue
+            if first is None:
+                first = free
+            elif free != first:
                 self._mismatch(expr, first, free)
                 return
 

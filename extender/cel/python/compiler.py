@@ -426,6 +426,11 @@ class Compiler:
         if self._format_depth:
             return
         bound = [t for t, unbound in zip(types, free, strict=True) if not unbound]
+        if not bound:  # only free entries: of one constructor (``[[], {}]`` is mixed)
+            shaped = [shape for shape in types if isinstance(shape, tuple)]
+            for shape in shaped[1:]:
+                if shape[0] != shaped[0][0]:
+                    raise CompileFailure(f"expected type '{display(shaped[0])}' but found '{display(shape)}'")
         for t in bound[1:]:
             if _equivalence_class(t) != _equivalence_class(bound[0]):
                 raise CompileFailure(f"expected type '{display(bound[0])}' but found '{display(t)}'")

@@ -218,8 +218,11 @@ class GoKeyedMap(BuiltMap):
         dict.__delitem__(self, GoKey(key))
 
     def find(self, key: Any) -> tuple[bool, Any]:
-        """cel-go's lookup (refValMapAccessor.Find): the key itself, then a double as the int
-        or uint it equals, an int as a uint, a uint as an int; never a number as a double."""
+        """cel-go's lookup (refValMapAccessor.Find): nothing in an empty map (no key hashed),
+        else the key itself, then a double as the int or uint it equals, an int as a uint, a
+        uint as an int; never a number as a double."""
+        if not self:
+            return False, None
         for candidate in _go_numeric_aliases(key):
             wrapped = GoKey(candidate)
             if dict.__contains__(self, wrapped):
@@ -242,9 +245,8 @@ def _go_numeric_aliases(key: Any) -> tuple[Any, ...]:
 
 def map_insert(m: BuiltMap, key: Any, value: Any) -> BuiltMap:
     """``m`` with ``key`` set to ``value`` as Go's map sets it (the key hashed: EvalAbort if Go
-    cannot); a key of another kind than the map's turns it into a GoKeyedMap, returned."""
-    if type(m) is BuiltMap and (type(key) not in _PLAIN_KEYS or (m and type(next(iter(m))) is not type(key))):
-        m = _go_keyed(m)
+    cannot); returned, a GoKeyedMap if ``key`` is of another kind than the map's keys."""
+    m = _holding(m, key)
     if type(m) is BuiltMap and key in m:
         del m[key]  # the repeated key moves to the end, as if inserted again
     m[key] = value
@@ -253,10 +255,16 @@ def map_insert(m: BuiltMap, key: Any, value: Any) -> BuiltMap:
 
 def map_delete(m: BuiltMap, key: Any) -> BuiltMap:
     """``m`` without ``key`` (a ``?k: v`` entry whose ``v`` is absent), hashed as Go does."""
-    if type(m) is BuiltMap and type(key) not in _PLAIN_KEYS:
-        m = _go_keyed(m)
+    m = _holding(m, key)
     if key in m:
         del m[key]
+    return m
+
+
+def _holding(m: BuiltMap, key: Any) -> BuiltMap:
+    """``m``, or ``m`` as a GoKeyedMap where its dict cannot tell ``key`` from its keys."""
+    if type(m) is BuiltMap and (type(key) not in _PLAIN_KEYS or (m and type(next(iter(m))) is not type(key))):
+        return _go_keyed(m)
     return m
 
 
@@ -424,8 +432,8 @@ def map_find(m: dict[Any, Any], key: Any) -> tuple[bool, Any]:
         if key in m:
             return True, m[key]
         return False, None
-    if isinstance(m, BuiltMap):
-        GoKey(key)  # Go hashes the key to look: EvalAbort if it cannot
+    if m and isinstance(m, BuiltMap):
+        GoKey(key)  # Go hashes the key to look in a map with keys: EvalAbort if it cannot
     return False, None
 
 
