@@ -327,7 +327,8 @@ class Compiler:
     def _list(self, node: ListLit, scope: dict[str, Type]) -> Compiled:
         items = [self.compile(e, scope) for e in node.elements]
         types = [
-            _optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)
+            _optional_element_type(i.type, not self._format_depth) if n in node.optional else i.type
+            for n, i in enumerate(items)
         ]
         elem = self._homogeneous(types)
         self._equivalent(types, [i.free for i in items])
@@ -345,7 +346,8 @@ class Compiler:
         values = [self.compile(v, scope) for _, v in node.entries]
         key_types = [k.type for k in keys]
         value_types = [
-            _optional_element_type(v.type) if n in node.optional else v.type for n, v in enumerate(values)
+            _optional_element_type(v.type, not self._format_depth) if n in node.optional else v.type
+            for n, v in enumerate(values)
         ]
         key_type = self._homogeneous(key_types)
         value_type = self._homogeneous(value_types)
@@ -814,8 +816,13 @@ def _equivalence_class(t: Type) -> Type:
     return t if isinstance(t, str) else (t[0], *(_equivalence_class(p) for p in t[1:]))
 
 
-def _optional_element_type(t: Type) -> Type:
-    """The element type an optional list element ``?e`` (or map value of ``?k: v``) adds."""
+def _optional_element_type(t: Type, validated: bool = True) -> Type:
+    """The element type an optional list element ``?e`` (or map value of ``?k: v``) adds. One
+    of type dyn makes Kubernetes' homogeneous-literal validator panic (cel-go cel/validator.go
+    reads the type's parameter), so the selector does not compile, unless the literal is
+    exempt from the validator (not ``validated``: inside ``format``'s arguments)."""
+    if t == DYN and validated:
+        raise CompileFailure("cel-go panicked validating the literal: an optional entry of type dyn")
     bindings: dict[str, Type] = {}
     if not unify(optional_of("A"), t, bindings):
         raise CompileFailure(f"expected type 'optional_type' but found '{display(t)}'")
