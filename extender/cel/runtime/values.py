@@ -139,10 +139,10 @@ class DeviceValue(dict):  # type: ignore[type-arg]
 
 class BuiltMap(dict):  # type: ignore[type-arg]
     """A map the expression built (a map literal, ``transformMap``): cel-go keeps it in a Go map
-    of CEL values (common/types/map.go, NewRefValMap), whose every lookup hashes the key, so a
-    bytes or version key makes Go panic (EvalAbort) where a device's maps simply lack it. Its
-    keys are all of one kind among int, uint, bool, string and null; any other map is a
-    GoKeyedMap."""
+    of CEL values (common/types/map.go, NewRefValMap), whose lookups hash the key unless the
+    map is empty, so a bytes or version key makes Go panic (EvalAbort) where a device's maps
+    simply lack it. Its keys are all of one kind among int, uint, bool, string and null; any
+    other built map is a GoKeyedMap."""
 
     __slots__ = ()
 
