@@ -331,3 +331,23 @@ def test_string_and_type_of_net_values(engine: Engine, expression: str, expected
 def test_url_has_no_string_conversion_and_net_types_no_construction(engine: Engine, expression: str) -> None:
     with pytest.raises(CelCompileError):
         engine.compile(expression)
+
+
+# Map keys where cel-go's answer follows Go pointers its evaluation happens to share (see
+# extender/cel/runtime/values.py, GoKey): the deterministic answers chosen here, on both
+# engines. cel-go: `quantity("1")` twice is two keys and a device's capacity is not found by
+# an equal literal (each parse is a new pointer); URLs likewise. Here both are keys by value.
+POINTER_KEY_CHOICES = [
+    ('{quantity("1"): 1, quantity("1"): 2}.size() == 1', "true"),
+    ('{quantity("1"): 1, quantity("1000m"): 2}.size() == 1', "true"),
+    ('quantity("80Gi") in {device.capacity["gpu.example.com"].memory: 1}', "true"),
+    ('{url("http://a"): 1, url("http://a"): 2}.size() == 1', "true"),
+    # Lists and maps follow cel-go exactly: one key per value, never found by an equal one.
+    ('{[1]: 1, [1]: 2}.size() == 2 && !([1] in {[1]: 1})', "true"),
+    ('cel.bind(k, [1], {k: 1, k: 2}.size() == 1 && k in {k: 1})', "true"),
+]
+
+
+@pytest.mark.parametrize(("expression", "expected"), POINTER_KEY_CHOICES)
+def test_pointer_map_keys_chosen_answer(engine: Engine, expression: str, expected: str) -> None:
+    assert outcome(engine, expression) == expected

@@ -74,12 +74,16 @@ from extender.cel.cpp.tokens import (
     LITERAL_WORDS,
     Token,
     closing,
+    in_literal_planned_by_go,
+    is_bytes_literal,
     later_optional_map_entry,
     literal_conversions,
     literal_patterns,
     may_hold_optionals,
     member_calls,
+    odd_map_key,
     position,
+    split_top,
     texts,
     tokens,
     unknown_character,
@@ -155,11 +159,12 @@ _COSTLY_NAMESPACES = frozenset({"lists", "sets"})
 # What the C++ runtime answers to a presence test or optional selection (has(x.f), x.?f,
 # x[?k], and a qualifier after an optional value) on null, a number, a string or a library
 # value, where cel-go finds nothing (false, optional.none(); interpreter/attributes.go,
-# refQualify), and to a map literal keyed by a double or null, which cel-go's Go map takes:
-# the python engine, which does as cel-go does, decides. Error path only.
+# refQualify), and to ``x in m`` with an ``x`` the map's keys cannot be (bytes, null, a list),
+# where cel-go finds nothing: the python engine, which does as cel-go does, decides. Error
+# path only.
 _PYTHON_DECIDES = re.compile(
-    r"Applying SELECT to non-message type|No matching overloads found : _(?:\?\._|\[\?_\])|no_such_field"
-    r"|Invalid map key type: '(?:double|null_type)'"
+    r"Applying SELECT to non-message type|No matching overloads found : (?:_(?:\?\._|\[\?_\])|@in\b)"
+    r"|no_such_field"
 )
 _DUPLICATE_KEY = "duplicate key in map"
 
@@ -189,9 +194,8 @@ def _stale_bind_risk(toks: list[Token]) -> bool:
 
 
 _INVALID_QUALIFIER = "invalid qualifier type"
-# cel-go builds a map literal into a Go map, and a bytes key cannot be hashed: a constant
-# literal fails while the program is planned (a compile error).
-_BYTES_MAP_KEY = "unsupported map key type: bytes"
+# The static types of an index cel-go can qualify by (interpreter/attributes.go, newQualifier).
+_QUALIFIER_TYPES = frozenset({"string", "int", "uint", "double", "bool"})
 # Tokens of a constant index cel-go cannot plan: bytes, null, lists, maps, types, durations
 # and timestamps (and the conversions making them).
 _ODD_QUALIFIER_WORDS = frozenset(
@@ -206,8 +210,6 @@ def _may_index_by_odd_constant(toks: list[Token]) -> bool:
     """Whether some index ``x[...]`` (or ``x[?...]``) holds a bytes literal or a token of
     _ODD_QUALIFIER_WORDS: a cheap screen before _check_constant_indexes asks the planner."""
     for i, tok in enumerate(toks):
-        if _is_bytes_literal(tok) and texts(toks, i + 1, 1) == (":",):
-            return True  # perhaps a bytes map key, which cel-go cannot hash (see below)
         if tok.text != "[" or i == 0:
             continue
         prev = toks[i - 1]
@@ -215,55 +217,43 @@ def _may_index_by_odd_constant(toks: list[Token]) -> bool:
             continue  # a list literal, not an index
         close = closing(toks, i)
         inner = toks[i + 1 : close] if close is not None else []
-        if any(t.text in _ODD_QUALIFIER_WORDS or _is_bytes_literal(t) for t in inner):
+        if any(t.text in _ODD_QUALIFIER_WORDS or is_bytes_literal(t) for t in inner):
             return True
     return False
 
 
-def _is_bytes_literal(tok: Token) -> bool:
-    """Whether a string token is a bytes literal: a ``b`` among the prefix letters."""
-    return tok.kind == "str" and "b" in _STRING_PREFIX.match(tok.text).group().lower()  # type: ignore[union-attr]
-
-
-_STRING_PREFIX = re.compile(r"[rRbB]*")
-
-
-def _presence_or_odd_keys(toks: list[Token]) -> bool:
-    """Whether the expression has a presence test, or a map key that may be a double or null
-    (a ``null``, a double literal or a dyn/double call before a ``:``): where the C++ runtime
-    may fail while cel-go answers (see _PYTHON_DECIDES)."""
-    for i, tok in enumerate(toks):
-        if tok.text == "has":
-            return True
-        if texts(toks, i + 1, 1) == (":",) and (tok.text == "null" or _is_float_literal(tok)):
-            return True
-        if tok.text in ("dyn", "double") and i > 0 and toks[i - 1].text in ("{", ","):
-            close = closing(toks, i + 1) if texts(toks, i + 1, 1) == ("(",) else None
-            if close is not None and texts(toks, close + 1, 1) == (":",):
-                return True
-    return False
+def _has_presence_test(toks: list[Token]) -> bool:
+    """Whether the expression has a presence test, where the C++ runtime may fail while cel-go
+    answers (see _PYTHON_DECIDES)."""
+    return any(tok.text == "has" for tok in toks)
 
 
 def _constant_scalar_list(toks: list[Token], a: int, b: int) -> bool:
-    """Whether ``toks[a:b]`` is a non-empty list literal of scalar literals other than bytes
-    and null (cel-go's types.IsPrimitiveType)."""
+    """Whether ``toks[a:b]`` is a non-empty list literal of constant scalars other than bytes
+    and null (cel-go's types.IsPrimitiveType): literals, signed numbers, and the conversions
+    to a scalar of a literal, which cel-go's planner folds (``[dyn('a'), int('1')]``)."""
     if b - a < 3 or toks[a].text != "[" or toks[b - 1].text != "]" or closing(toks, a) != b - 1:
         return False
-    inner = toks[a + 1 : b - 1]
-    # A sign belongs to its number: [1, -2] holds two constants.
-    items = [t for j, t in enumerate(inner) if not (t.text == "-" and _kind_at(inner, j + 1) == "num")]
-    if items and items[-1].text == ",":
-        items = items[:-1]
-    scalars, commas = items[0::2], items[1::2]
-    return all(t.text == "," for t in commas) and all(_is_set_element(t) for t in scalars)
+    elements = split_top(toks, a + 1, b - 1, ",")
+    return bool(elements) and all(_is_set_element(toks[lo:hi]) for lo, hi in elements)
 
 
-def _kind_at(toks: list[Token], i: int) -> str | None:
-    return toks[i].kind if i < len(toks) else None
+# Conversions cel-go folds whose result of a scalar literal is a scalar (bytes is no set
+# element), by their own names and the aliases the rewritten source calls them by.
+_SCALAR_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bool", "dyn", *GLOBAL_ALIASES.values()})
 
 
-def _is_set_element(tok: Token) -> bool:
-    return (tok.kind in ("str", "num") or tok.text in ("true", "false")) and not _is_bytes_literal(tok)
+def _is_set_element(element: list[Token]) -> bool:
+    if len(element) == 4 and element[0].text in _SCALAR_CONVERSIONS and element[1].text == "(":
+        if element[3].text != ")":
+            return False
+        element = element[2:3]
+    if len(element) == 2 and element[0].text == "-" and element[1].kind == "num":
+        element = element[1:]
+    if len(element) != 1:
+        return False
+    tok = element[0]
+    return (tok.kind in ("str", "num") or tok.text in ("true", "false")) and not is_bytes_literal(tok)
 
 
 def _quotes_a_field(expression: str) -> bool:
@@ -433,7 +423,12 @@ class CppEngine:
         if toks is None and _quotes_a_field(expression):
             return self._delegate(expression)
         if toks is not None and (
-            uses_format_library(toks) or later_optional_map_entry(toks) or _stale_bind_risk(toks)
+            uses_format_library(toks)
+            or later_optional_map_entry(toks)
+            or _stale_bind_risk(toks)
+            or odd_map_key(toks)
+            or in_literal_planned_by_go(toks)
+            or "NullValue" in (t.text for t in toks)  # the C++ checker also takes it as a type name
         ):
             return self._delegate(expression)
         source = expression if toks is None else field_presence(expression, toks)
@@ -449,6 +444,8 @@ class CppEngine:
             return CppProgram(self, expression, checked)
         optionals = may_hold_optionals(toks)
         if optionals and member_calls(toks) & _PYTHON_VALUE_FUNCTIONS:
+            return self._delegate(expression)
+        if optionals and self._odd_optional_index(expression, toks):
             return self._delegate(expression)
         lint(expression, toks)
         self._check_constant_indexes(expression, toks)
@@ -480,7 +477,7 @@ class CppEngine:
                     *self._library_equality_guards(source, source_toks, routed),
                 ],
             )
-        python_decides = optionals or _presence_or_odd_keys(toks)
+        python_decides = optionals or _has_presence_test(toks)
         if rewritten == source:
             return CppProgram(self, expression, checked, python_decides)
         try:
@@ -743,18 +740,34 @@ class CppEngine:
                 line, col = position(expression, pattern.start)
                 raise CelCompileError(f"ERROR: <input>:{line}:{col}: {detail}", expression)
 
+    def _odd_optional_index(self, expression: str, toks: list[Token]) -> bool:
+        """Whether some optional index ``x[?k]`` has a ``k`` that may be neither a string, a
+        number nor a bool: cel-go fails to qualify by it (a runtime error), where the C++
+        runtime finds nothing. A literal index is fine; any other is typed alone, and one that
+        cannot be (a loop variable, a bound name) counts as odd."""
+        for i, tok in enumerate(toks):
+            if tok.text != "[" or texts(toks, i + 1, 1) != ("?",):
+                continue
+            close = closing(toks, i)
+            if close is None or close <= i + 2:
+                return True
+            if close == i + 3 and toks[i + 2].kind in ("str", "num") and not is_bytes_literal(toks[i + 2]):
+                continue
+            if self._static_type(expression[toks[i + 2].start : toks[close - 1].end]) not in _QUALIFIER_TYPES:
+                return True
+        return False
+
     def _check_constant_indexes(self, expression: str, toks: list[Token]) -> None:
         """cel-go's planner fails on a constant index that is not a string, number or bool
-        (``m[b'a']``, ``m[dyn(null)]``: interpreter/attributes.go, NewQualifier), and on a map
-        literal with a bytes key, a compile error. The python engine's compiler, which plans
-        constants as cel-go does, decides; it is asked only when an index holds something that
-        may fold to such a constant, or a bytes literal may be a map key."""
+        (``m[b'a']``, ``m[dyn(null)]``: interpreter/attributes.go, NewQualifier), a compile
+        error. The python engine's compiler, which plans constants as cel-go does, decides; it
+        is asked only when an index holds something that may fold to such a constant."""
         if not _may_index_by_odd_constant(toks):
             return
         try:
             self._delegate(expression)
         except CelCompileError as exc:
-            if _INVALID_QUALIFIER in exc.message or _BYTES_MAP_KEY in exc.message:
+            if _INVALID_QUALIFIER in exc.message:
                 raise CelCompileError(exc.message, expression) from None
 
     def _check_list_functions(self, expression: str, source: str, toks: list[Token]) -> None:

@@ -163,9 +163,26 @@ class _Walk:
             if first is None:
                 first = t
             elif t != first:
-                where = self.positions.get(_int(expr, _EXPR_ID), 0)
-                self.found.append(Mismatch(where, first, t))
+                self._mismatch(expr, first, t)
                 return
+        if first not in (None, "dyn"):
+            return
+        # An unconstrained entry keeps its constructor (cel-go binds its parameter to dyn)
+        # beside dyn entries (``[dyn(1), []]`` mixes dyn and list(dyn)) and beside other
+        # unconstrained ones (``[[], {}]``); an absent optional element's is dyn itself.
+        for expr, optional in entries:
+            free = _free_type(expr)
+            if free is None or (free := _optional_parameter(free) if optional else free) == "dyn":
+                continue
+            if first is None:
+                first = free
+            elif free != first:
+                self._mismatch(expr, first, free)
+                return
+
+    def _mismatch(self, expr: Fields, first: str, found: str) -> None:
+        where = self.positions.get(_int(expr, _EXPR_ID), 0)
+        self.found.append(Mismatch(where, first, found))
 
     def visit(self, raw: bytes, exempt: bool) -> None:
         expr = _fields(raw)
@@ -211,15 +228,22 @@ class _Walk:
 def _unconstrained(expr: Fields) -> bool:
     """An empty literal or ``optional.none()``: cel-go binds its type parameter to the other
     entries' type, which the C++ checker may leave as dyn."""
+    return _free_type(expr) is not None
+
+
+def _free_type(expr: Fields) -> str | None:
+    """The type cel-go gives an unconstrained entry (see _unconstrained) beside dyn entries:
+    its constructor over dyn; None for any other entry."""
     if (lst := _message(expr, _EXPR_LIST)) is not None:
-        return not _messages(_fields(lst), _LIST_ELEMENTS)
+        return None if _messages(_fields(lst), _LIST_ELEMENTS) else "list(dyn)"
     if (struct := _message(expr, _EXPR_STRUCT)) is not None:
         s = _fields(struct)
-        return not _messages(s, _STRUCT_ENTRIES) and not _text(s, _STRUCT_MESSAGE_NAME)
+        return None if _messages(s, _STRUCT_ENTRIES) or _text(s, _STRUCT_MESSAGE_NAME) else "map(dyn, dyn)"
     if (call := _message(expr, _EXPR_CALL)) is not None:
         c = _fields(call)
-        return _text(c, _CALL_FUNCTION) == "optional.none" and not _messages(c, _CALL_ARGS)
-    return False
+        if _text(c, _CALL_FUNCTION) == "optional.none" and not _messages(c, _CALL_ARGS):
+            return "optional_type(dyn)"
+    return None
 
 
 def _map_entries(fields: Fields, number: int) -> Iterator[tuple[int, bytes | int]]:

@@ -235,3 +235,62 @@ def member_calls(toks: list[Token]) -> set[str]:
         for i, tok in enumerate(toks)
         if i > 0 and toks[i - 1].text == "." and texts(toks, i + 1, 1) == ("(",)
     }
+
+
+def odd_map_key(toks: list[Token]) -> bool:
+    """Whether a map literal has a key other than one string, integer or bool literal: the C++
+    runtime's maps take string, int, uint and bool keys, where cel-go's take any value Go can
+    hash (doubles, null, lists, maps, durations, quantities, ...), tell ``1``, ``1u`` and
+    ``true`` apart, and fail on a bytes key (extender/cel/runtime/values.py, GoKey)."""
+    for i, tok in enumerate(toks):
+        if tok.text != "{" or (i > 0 and toks[i - 1].kind == "id" and toks[i - 1].text != "in"):
+            continue  # not a map literal: a message literal ``Name{field: v}``
+        close = closing(toks, i)
+        if close is None:
+            return True
+        for a, b in split_top(toks, i + 1, close, ","):
+            a += toks[a].text == "?"
+            key = split_top(toks, a, b, ":")[0] if a < b else (a, a)
+            if not _plain_key(toks[key[0] : key[1]]):
+                return True
+    return False
+
+
+def _plain_key(key: list[Token]) -> bool:
+    if len(key) == 2 and key[0].text == "-":
+        key = key[1:]
+    if len(key) != 1:
+        return False
+    tok = key[0]
+    if tok.kind == "str":
+        return not is_bytes_literal(tok)
+    if tok.kind == "num":
+        return not any(c in tok.text.lower() for c in ".e") or tok.text.lower().startswith("0x")
+    return tok.text in ("true", "false")
+
+
+_STRING_PREFIX = re.compile(r"[rRbB]*")
+
+
+def is_bytes_literal(tok: Token) -> bool:
+    """Whether a string token is a bytes literal: a ``b`` among the prefix letters."""
+    return tok.kind == "str" and "b" in _STRING_PREFIX.match(tok.text).group().lower()  # type: ignore[union-attr]
+
+
+def in_literal_planned_by_go(toks: list[Token]) -> bool:
+    """Whether ``in`` meets an empty list literal or a map literal. cel-go plans ``x in []`` as
+    the constant false without evaluating ``x`` (interpreter/decorators.go,
+    maybeOptimizeSetMembership), where the C++ runtime evaluates ``x`` and fails if ``x`` does;
+    and it looks ``x`` up in a map literal's Go map, finding nothing of another kind where the
+    C++ runtime has no overload, and panicking on a bytes or version ``x``."""
+    for i, tok in enumerate(toks):
+        if tok.text != "in" or tok.kind != "id":
+            continue
+        j = i + 1
+        while texts(toks, j, 1) == ("(",):
+            j += 1
+        if texts(toks, j, 1) == ("{",) or texts(toks, j, 2) == ("[", "]"):
+            return True
+        if texts(toks, j, 3) == ("[", ",", "]"):
+            return True
+    return False

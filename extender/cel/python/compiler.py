@@ -17,7 +17,6 @@ from typing import Any
 from extender.cel.python.evaluator import (
     CostLimitExceeded,
     Ctx,
-    EvalAbort,
     Fn,
     LoopCosts,
     build_call,
@@ -37,6 +36,7 @@ from extender.cel.python.evaluator import (
 )
 from extender.cel.python.library import (
     CONVERSIONS,
+    ENUM_CONSTANTS,
     FUNCTIONS,
     NOT_SUPPORTED,
     QUALIFIED_TYPE_IDENTS,
@@ -94,14 +94,24 @@ from extender.cel.runtime.types import (
     unwrapped,
     wrapper_of,
 )
-from extender.cel.runtime.values import CelType, EvalError, UInt, member_of, type_name
+from extender.cel.runtime.values import (
+    CelType,
+    EvalAbort,
+    EvalError,
+    UInt,
+    check_qualifier,
+    go_type_name,
+    member_of,
+)
 
 _NOCONST = object()
 # Scope key flagging a cel.bind variable, whose initializer cel-go evaluates lazily; only its
 # presence counts (it maps to the variable's type, as every scope entry maps to a type).
 _LAZY = "\0lazy "
 _QUANTIFIERS = frozenset({"all", "exists", "exists_one", "existsOne"})
-_MAP_KEY_TYPES = (INT, UINT, BOOL, STRING, DYN, DOUBLE, NULL)  # see evaluator._KEY_TYPES
+# existsOne is a macro of the two-variable comprehensions only (cel-go ext/comprehensions.go);
+# with one variable it is an undeclared function, as cel-go answers.
+_ONE_VARIABLE_MACROS = frozenset({"all", "exists", "exists_one", "filter"})
 
 
 class CompileFailure(Exception):
@@ -154,23 +164,13 @@ def _literal_type(v: Any) -> Type:
     return DYN
 
 
-# cel-go's planner turns a constant index into a qualifier of one of these types only
-# (interpreter/attributes.go, NewQualifier); any other constant fails the program's planning.
-_QUALIFIER_TYPES = (str, int, UInt, float, bool)
-_GO_CONSTANT_TYPES = {
-    bytes: "types.Bytes",
-    type(None): "types.Null",
-    list: "*types.baseList",
-    tuple: "*types.baseList",
-    dict: "*types.baseMap",
-    CelType: "*types.Type",
-}
-
-
 def _check_qualifier(value: Any) -> None:
-    if not isinstance(value, _QUALIFIER_TYPES):
-        go_type = _GO_CONSTANT_TYPES.get(type(value), f"types.{type(value).__name__}")
-        raise CompileFailure(f"program instantiation failed: invalid qualifier type: {go_type}")
+    """cel-go's planner turns a constant index into a qualifier (interpreter/attributes.go,
+    NewQualifier); a constant of another kind fails the program's planning."""
+    try:
+        check_qualifier(value)
+    except EvalError as e:
+        raise CompileFailure(f"program instantiation failed: {e}") from None
 
 
 def _const(value: Any, type_: Type, cost: int = 0, planned: bool = False) -> Compiled:
@@ -191,9 +191,14 @@ def _try_fold(compiled: Compiled, parts: list[Compiled], literal: bool = False) 
     ``literal``: the node is a list or map literal, planned constant when its parts are."""
     if not all(p.is_const for p in parts):
         return compiled
+    planned = literal and all(p.planned for p in parts)
     try:
-        return _fold(compiled, literal and all(p.planned for p in parts))
-    except (EvalError, EvalAbort, CostLimitExceeded):
+        return _fold(compiled, planned)
+    except EvalAbort as e:
+        if planned:  # Go panicked building the constant (a bytes map key): no program
+            raise CompileFailure(f"cel-go panicked planning the program: {e}") from None
+        return compiled
+    except (EvalError, CostLimitExceeded):
         return compiled
 
 
@@ -257,6 +262,8 @@ class Compiler:
         qualified = qualified_name(node)
         if qualified in QUALIFIED_TYPE_IDENTS and qualified.split(".", 1)[0] not in scope:
             return _const(CelType(qualified), TYPE, cost=1)
+        if qualified is not None and qualified in ENUM_CONSTANTS and qualified.split(".", 1)[0] not in scope:
+            return _const(ENUM_CONSTANTS[qualified], INT, planned=True)
         operand = self.compile(node.operand, scope)
         result = self._field_type(operand.type, node.field)
         if node.optional:
@@ -320,7 +327,8 @@ class Compiler:
     def _list(self, node: ListLit, scope: dict[str, Type]) -> Compiled:
         items = [self.compile(e, scope) for e in node.elements]
         types = [
-            _optional_element_type(i.type) if n in node.optional else i.type for n, i in enumerate(items)
+            _optional_element_type(i.type, not self._format_depth) if n in node.optional else i.type
+            for n, i in enumerate(items)
         ]
         elem = self._homogeneous(types)
         self._equivalent(types, [i.free for i in items])
@@ -338,14 +346,13 @@ class Compiler:
         values = [self.compile(v, scope) for _, v in node.entries]
         key_types = [k.type for k in keys]
         value_types = [
-            _optional_element_type(v.type) if n in node.optional else v.type for n, v in enumerate(values)
+            _optional_element_type(v.type, not self._format_depth) if n in node.optional else v.type
+            for n, v in enumerate(values)
         ]
         key_type = self._homogeneous(key_types)
         value_type = self._homogeneous(value_types)
         self._equivalent(key_types, [k.free for k in keys])
         self._equivalent(value_types, [v.free for v in values])
-        if unwrapped(key_type) not in _MAP_KEY_TYPES:
-            raise CompileFailure(f"unsupported map key type: {display(key_type)}")
         fn = make_map([k.fn for k in keys], [v.fn for v in values], node.optional)
         cost = sum(p.cost for p in keys + values) + MAP_CREATE_COST
         compiled = _try_fold(
@@ -415,15 +422,22 @@ class Compiler:
         """Kubernetes' ValidateHomogeneousAggregateLiterals (base environment since 1.29):
         the entries of a literal must have the same type, ``dyn`` being a type of its own, so
         ``[attr, 1]`` is rejected where the checker alone would type it list(dyn). An entry of a
-        ``free`` type takes its type from the others in cel-go where the two unify."""
+        ``free`` type takes its type from the others in cel-go where the two unify, and it
+        stays a list, map or optional beside a dyn entry (``[[1], []]`` is fine,
+        ``[dyn(1), []]`` is not)."""
         if self._format_depth:
             return
         bound = [t for t, unbound in zip(types, free, strict=True) if not unbound]
+        if not bound:  # only free entries: of one constructor (``[[], {}]`` is mixed)
+            shaped = [shape for shape in types if isinstance(shape, tuple)]
+            for shape in shaped[1:]:
+                if shape[0] != shaped[0][0]:
+                    raise CompileFailure(f"expected type '{display(shaped[0])}' but found '{display(shape)}'")
         for t in bound[1:]:
             if _equivalence_class(t) != _equivalence_class(bound[0]):
                 raise CompileFailure(f"expected type '{display(bound[0])}' but found '{display(t)}'")
         for t in [t for t, unbound in zip(types, free, strict=True) if unbound and bound]:
-            if not unify(t, bound[0], {}):
+            if not unify(t, bound[0], {}) or (bound[0] == DYN and t != DYN):
                 raise CompileFailure(f"expected type '{display(t)}' but found '{display(bound[0])}'")
 
     # --- calls and macros ---------------------------------------------------------------
@@ -558,7 +572,7 @@ class Compiler:
             return self._comprehension("map", target, args[:1], args[1:], scope)
         if name in ("transformList", "transformMap", "transformMapEntry") and len(args) in (3, 4):
             return self._comprehension(name, target, args[:2], args[2:], scope)
-        if (name in _QUANTIFIERS or name == "filter") and len(args) == 2:
+        if name in _ONE_VARIABLE_MACROS and len(args) == 2:
             return self._comprehension(name, target, args[:1], args[1:], scope)
         if name in _QUANTIFIERS and len(args) == 3:
             return self._comprehension(name, target, args[:2], args[2:], scope)
@@ -714,12 +728,18 @@ def _as_branch(branch: Compiled) -> int:
 _SET_ELEMENTS = (bool, int, UInt, float, str)
 
 
+def _is_list_type(t: Type) -> bool:
+    return isinstance(t, tuple) and t[0] == "list"
+
+
 def _constant_set(items: Compiled) -> bool:
     """cel-go's planner turns ``x in l`` into a set lookup when ``l`` is a constant list of
-    primitives (interpreter/decorators.go, maybeOptimizeSetMembership)."""
+    primitives (interpreter/decorators.go, maybeOptimizeSetMembership) that the checker typed
+    as a list (``x in dyn([])`` is dispatched at run time, as a list or a map)."""
     value = items.const
     return (
         items.planned
+        and _is_list_type(items.type)
         and type(value) is list
         and all(type(v) in _SET_ELEMENTS for v in value)
     )
@@ -736,7 +756,7 @@ def _set_membership(item_fn: Fn, items: list[Any]) -> Fn:
     def member(ctx: Ctx) -> bool:
         item = item_fn(ctx)
         if type(item) is Semver or type(item) is bytes:
-            raise EvalAbort(f"internal error: runtime error: hash of unhashable type {type_name(item)}")
+            raise EvalAbort(f"internal error: runtime error: hash of unhashable type {go_type_name(item)}")
         return member_of(item, items)
 
     return member
@@ -796,8 +816,13 @@ def _equivalence_class(t: Type) -> Type:
     return t if isinstance(t, str) else (t[0], *(_equivalence_class(p) for p in t[1:]))
 
 
-def _optional_element_type(t: Type) -> Type:
-    """The element type an optional list element ``?e`` (or map value of ``?k: v``) adds."""
+def _optional_element_type(t: Type, validated: bool = True) -> Type:
+    """The element type an optional list element ``?e`` (or map value of ``?k: v``) adds. One
+    of type dyn makes Kubernetes' homogeneous-literal validator panic (cel-go cel/validator.go
+    reads the type's parameter), so the selector does not compile, unless the literal is
+    exempt from the validator (not ``validated``: inside ``format``'s arguments)."""
+    if t == DYN and validated:
+        raise CompileFailure("cel-go panicked validating the literal: an optional entry of type dyn")
     bindings: dict[str, Type] = {}
     if not unify(optional_of("A"), t, bindings):
         raise CompileFailure(f"expected type 'optional_type' but found '{display(t)}'")

@@ -21,10 +21,10 @@ from extender.cel import (
     EvaluationInterrupted,
 )
 from extender.cel.python.compiler import CompileFailure, compile_expression
-from extender.cel.python.evaluator import CostLimitExceeded, Ctx, EvalAbort, Fn
+from extender.cel.python.evaluator import CostLimitExceeded, Ctx, Fn
 from extender.cel.python.syntax import ParseFailure, parse
 from extender.cel.runtime.types import BOOL, DEVICE, DYN, display, unwrapped
-from extender.cel.runtime.values import DeviceValue, DomainMap, EvalError, type_name
+from extender.cel.runtime.values import DeviceValue, DomainMap, EvalAbort, EvalError, type_name
 
 if TYPE_CHECKING:
     from extender.cel.device import DeviceView

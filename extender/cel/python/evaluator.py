@@ -26,12 +26,16 @@ from extender.cel.runtime.costs import cost_function
 from extender.cel.runtime.types import value_fits
 from extender.cel.runtime.values import (
     EMPTY_DOMAIN,
+    BuiltMap,
     CelOptional,
     DomainMap,
     EvalError,
     UInt,
+    check_qualifier,
     map_contains,
+    map_delete,
     map_find,
+    map_insert,
     type_name,
 )
 
@@ -69,11 +73,6 @@ class Ctx:
 
 
 Fn = Callable[[Ctx], Any]
-
-
-class EvalAbort(Exception):
-    """cel-go panicked while evaluating (hashing a value Go cannot hash): its Eval recovers the
-    panic as the whole evaluation's error, which no ``&&``, ``||`` or loop absorbs."""
 
 
 # --- selection and indexing ------------------------------------------------------------------
@@ -173,6 +172,7 @@ def index_value(v: Any, k: Any) -> Any:
             return dict.get(v, k, EMPTY_DOMAIN)
         raise EvalError(f"no such key: {k}")
     if isinstance(v, dict):
+        check_qualifier(k)
         found, value = map_find(v, k)
         if not found:
             raise EvalError(f"no such key: {_key_text(k)}")
@@ -194,6 +194,7 @@ def index_optional(v: Any, k: Any) -> CelOptional:
     if t is CelOptional:
         return index_optional(v.value, k) if v.present else v
     if isinstance(v, dict):
+        check_qualifier(k)
         found, value = map_find(v, k)
         return CelOptional(value) if found else CelOptional.NONE
     if t is list or t is tuple:
@@ -345,42 +346,26 @@ def _present(v: Any) -> bool:
     return v.present
 
 
-# cel-go builds a map literal into a Go map, which takes any hashable key: doubles and null as
-# well (bytes, which Go cannot hash, fail; lists and maps are hashed by identity there and are
-# not supported here).
-_KEY_TYPES = (int, UInt, bool, str, float, type(None))
-
-
 def make_map(keys: list[Fn], values: list[Fn], optional: frozenset[int] = frozenset()) -> Fn:
-    """A map literal, built as cel-go's evalMap does: a repeated key keeps the last value, and
-    an entry at ``optional`` (``?k: v``) whose ``v`` is absent removes its key."""
+    """A map literal, built as cel-go's evalMap does, into a Go map (see BuiltMap): a repeated
+    key keeps the last value, and an entry at ``optional`` (``?k: v``) whose ``v`` is absent
+    removes its key."""
     entries = [(kf, vf, n in optional) for n, (kf, vf) in enumerate(zip(keys, values, strict=True))]
 
-    def build(ctx: Ctx) -> dict[Any, Any]:
-        out: dict[Any, Any] = {}
+    def build(ctx: Ctx) -> BuiltMap:
+        out = BuiltMap()
         for kf, vf, is_optional in entries:
             k = kf(ctx)
-            if type(k) not in _KEY_TYPES:
-                raise EvalError(f"unsupported key type: {type_name(k)}")
             v = vf(ctx)
-            if map_contains(out, k):
-                _remove_key(out, k)
             if is_optional:
                 if not _present(v):
+                    out = map_delete(out, k)
                     continue
                 v = v.value
-            out[k] = v
+            out = map_insert(out, k, v)
         return out
 
     return build
-
-
-def _remove_key(m: dict[Any, Any], key: Any) -> None:
-    """Remove the key of ``m`` that is ``key`` as a map key (``True`` is not ``1`` there)."""
-    for k in m:
-        if (type(k) is bool) == (type(key) is bool) and k == key:
-            del m[k]
-            return
 
 
 # --- function calls --------------------------------------------------------------------------
@@ -693,14 +678,17 @@ def _loop_transform_map(
     ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts
 ) -> dict[Any, Any]:
     *preds, transform = bodies
-    return {item[0]: transform(ctx) for item in _kept(ctx, items, names, preds, costs, "transformMap")}
+    out = BuiltMap()
+    for item in _kept(ctx, items, names, preds, costs, "transformMap"):
+        out = map_insert(out, item[0], transform(ctx))
+    return out
 
 
 def _loop_transform_map_entry(
     ctx: Ctx, items: list[Any], names: list[str], bodies: list[Fn], costs: LoopCosts
 ) -> dict[Any, Any]:
     *preds, transform = bodies
-    out: dict[Any, Any] = {}
+    out = BuiltMap()
     for _ in _kept(ctx, items, names, preds, costs, "transformMapEntry"):
         entries = transform(ctx)
         if not isinstance(entries, dict):
@@ -708,7 +696,7 @@ def _loop_transform_map_entry(
         for key, value in entries.items():
             if map_contains(out, key):
                 raise EvalError(f"insert failed: key {_key_text(key)} already exists")
-            out[key] = value
+            out = map_insert(out, key, value)
     return out
 
 

@@ -429,6 +429,9 @@ TYPE_IDENTS = frozenset({INT, UINT, DOUBLE, BOOL, STRING, BYTES, NULL, "list", "
 # Qualified type names that are type values: the well-known protobuf types, and the library
 # types Kubernetes registers with cel.Types.
 QUALIFIED_TYPE_IDENTS = frozenset({IP, CIDR, TIMESTAMP, DURATION})
+# Enum values cel-go's standard environment knows (google/protobuf/struct.proto's NullValue is
+# the only enum among the well-known types it declares); the checker makes each an int constant.
+ENUM_CONSTANTS: Mapping[str, int] = MappingProxyType({"google.protobuf.NullValue.NULL_VALUE": 0})
 
 # The table, read-only from here on: a constant of the code (every implementation is a
 # deterministic function), shared by every python engine like the functions themselves.

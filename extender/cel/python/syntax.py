@@ -303,7 +303,20 @@ class _OptionalRewrite:
             if top.marked:
                 self.out.append(")")
             top.marked, top.ternaries = False, 0
+            if top.closer == "}" or (top.closer == "]" and top.literal):
+                return self._trailing_comma_dropped(top.closer)
         return False
+
+    def _trailing_comma_dropped(self, closer: str) -> bool:
+        """A comma before the ``]`` or ``}`` closing a literal (``[1,]``, ``[,]``, ``{k: v,}``),
+        which CEL's grammar allows and cel-python's does not, is left out."""
+        j = self.i + 1
+        while j < len(self.source) and self.source[j].isspace():
+            j += 1
+        if self.source[j : j + 1] != closer:
+            return False
+        self.i += 1
+        return True
 
     def _bracket(self, c: str) -> bool:
         """Brackets opened and closed (``x[?k]`` rewritten); True when ``c`` was consumed."""
@@ -311,7 +324,9 @@ class _OptionalRewrite:
             return True
         if c in "({":
             last = self.last_sig
-            literal = c == "{" and not (last.isalnum() or last == "_")
+            literal = c == "{" and (
+                not (last.isalnum() or last == "_") or self._after_in()
+            )
             self.open_brackets.append(_Bracket(")" if c == "(" else "}", literal=literal))
         if len(self.open_brackets) >= MAX_BRACKET_DEPTH:
             raise ParseFailure(f"expression recursion limit exceeded: {MAX_BRACKET_DEPTH}")
@@ -326,6 +341,10 @@ class _OptionalRewrite:
                 return True
         return False
 
+    def _after_in(self) -> bool:
+        """Whether the last word written is the ``in`` operator (not a name ending in it)."""
+        return self.last_sig == "n" and bool(_ENDS_WITH_IN.search("".join(self.out).rstrip()))
+
     def _index_opened(self) -> bool:
         """A ``[``: an optional index ``[?k]`` is rewritten (True); else the bracket is pushed,
         an index or a list literal, and the ``[`` is left to be copied (False)."""
@@ -334,7 +353,7 @@ class _OptionalRewrite:
         while j < n and source[j].isspace():
             j += 1
         is_index = last != "" and (last.isalnum() or last in ')]}_"')
-        if is_index and last == "n" and _ENDS_WITH_IN.search("".join(self.out).rstrip()):
+        if is_index and self._after_in():
             is_index = False  # ``x in [...]``: a list after the operator
         if j < n and source[j] == "?" and is_index:
             self.out.append(f".{_OPT_INDEX}(")

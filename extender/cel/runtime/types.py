@@ -96,9 +96,11 @@ def unify(param: Type, arg: Type, bindings: dict[str, Type]) -> bool:
     )
 
 
-# Timestamp and Duration are messages to cel-go's checker, which null is assignable to
-# (checker/types.go isAssignable): ``null < timestamp(0)`` compiles and fails when evaluated.
-_NULLABLE_MESSAGES = frozenset({TIMESTAMP, DURATION})
+# Timestamp and Duration are messages to cel-go's checker, and Kubernetes' library types
+# (quantity, semver, IP, CIDR, URL, format) are object types: null is assignable to all of them
+# (checker/types.go isAssignable): ``null < timestamp(0)`` and ``q.isLessThan(null)`` compile and
+# fail when evaluated, ``device.capacity[d].memory == null`` is false.
+_NULLABLE_MESSAGES = frozenset({TIMESTAMP, DURATION, QUANTITY, SEMVER, IP, CIDR, URL, FORMAT})
 
 
 def _has_dyn(t: Type) -> bool:
@@ -115,6 +117,11 @@ def join(types: list[Type]) -> Type:
     """The type of a value that is one of ``types``: the common one, else ``dyn``."""
     first = types[0]
     if all(t == first for t in types[1:]):
+        return first
+    nullable = first == NULL or first in _NULLABLE_MESSAGES
+    if nullable and all(t in (first, NULL) or (first == NULL and t in _NULLABLE_MESSAGES) for t in types):
+        # null is assignable to a message or object type, and the first type binds:
+        # ``c ? timestamp(0) : null`` is a timestamp, ``c ? null : timestamp(0)`` null.
         return first
     if isinstance(first, tuple) and all(
         isinstance(t, tuple) and t[0] == first[0] and len(t) == len(first) for t in types[1:]

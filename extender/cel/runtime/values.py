@@ -23,6 +23,11 @@ class EvalError(Exception):
     """A CEL runtime error value; carried as an exception so `&&`/`||` can absorb it."""
 
 
+class EvalAbort(Exception):
+    """cel-go panicked while evaluating (hashing a value Go cannot hash): its Eval recovers the
+    panic as the whole evaluation's error, which no ``&&``, ``||`` or loop absorbs."""
+
+
 class UInt(int):
     """CEL ``uint``: a distinct type so that ``1u`` and ``1`` differ in overload dispatch."""
 
@@ -132,6 +137,173 @@ class DeviceValue(dict):  # type: ignore[type-arg]
     __slots__ = ()
 
 
+class BuiltMap(dict):  # type: ignore[type-arg]
+    """A map the expression built (a map literal, ``transformMap``): cel-go keeps it in a Go map
+    of CEL values (common/types/map.go, NewRefValMap), whose lookups hash the key unless the
+    map is empty, so a bytes or version key makes Go panic (EvalAbort) where a device's maps
+    simply lack it. Its keys are all of one kind among int, uint, bool, string and null; any
+    other built map is a GoKeyedMap."""
+
+    __slots__ = ()
+
+
+# The key kinds a BuiltMap holds: Python's dict tells them apart as Go's map does, as long as
+# one map holds one kind (1, 1u, 1.0 and true are one key for Python, four for Go).
+_PLAIN_KEYS = frozenset({int, UInt, bool, str, type(None)})
+
+
+class GoKey:
+    """A map key as cel-go's Go map compares it (common/types/map.go, NewRefValMap).
+
+    Numbers, strings, bools, null, durations, timestamps, types, IPs and CIDRs are Go values
+    hashed by value, each of its own kind, a NaN equal to nothing. Lists and maps are Go
+    pointers, one key per value: cel-go builds a constant literal once per program and
+    evaluates a bound name once, and so does the python engine (it folds constant literals
+    and binds once), so a list key is found by the very list and never by an equal one. A
+    present optional is a new key every time: cel-go makes a new pointer whenever it reads
+    one, even from a bound name. Bytes and versions cannot be hashed: Go panics (EvalAbort).
+
+    Chosen where cel-go's answer depends on which pointers its evaluation happens to share:
+    quantities and URLs, pointers in cel-go (``quantity('1')`` twice is two keys, a device's
+    capacity read twice is one), are keys by value here; the python engine caches parsed
+    quantities, so following their identity would not even be deterministic.
+    """
+
+    __slots__ = ("_same", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        kind = type(value)
+        if kind is list or kind is tuple or isinstance(value, dict) or value is CelOptional.NONE:
+            self._same: Any = id(value)  # a pointer (kept alive by self.value)
+        elif (kind is float and value != value) or kind is CelOptional:
+            self._same = object()  # equal to nothing
+        elif kind is bytes or kind is Semver:
+            raise EvalAbort(f"internal error: runtime error: hash of unhashable type {go_type_name(value)}")
+        else:
+            self._same = (kind, value)
+
+    def __hash__(self) -> int:
+        return hash(self._same)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is GoKey and other._same == self._same
+
+
+class GoKeyedMap(BuiltMap):
+    """A built map whose keys Python's dict would merge or cannot hold (see GoKey): they are
+    stored as GoKeys and read back as the values they wrap."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Any:
+        return (k.value for k in dict.__iter__(self))
+
+    def keys(self) -> Any:
+        return [k.value for k in dict.__iter__(self)]
+
+    def items(self) -> Any:
+        return [(k.value, v) for k, v in dict.items(self)]
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, GoKey(key))
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, GoKey(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        dict.__setitem__(self, GoKey(key), value)
+
+    def __delitem__(self, key: Any) -> None:
+        dict.__delitem__(self, GoKey(key))
+
+    def find(self, key: Any) -> tuple[bool, Any]:
+        """cel-go's lookup (refValMapAccessor.Find): nothing in an empty map (no key hashed),
+        else the key itself, then a double as the int or uint it equals, an int as a uint, a
+        uint as an int; never a number as a double."""
+        if not self:
+            return False, None
+        for candidate in _go_numeric_aliases(key):
+            wrapped = GoKey(candidate)
+            if dict.__contains__(self, wrapped):
+                return True, dict.__getitem__(self, wrapped)
+        return False, None
+
+
+def _go_numeric_aliases(key: Any) -> tuple[Any, ...]:
+    kind = type(key)
+    if kind is float and key.is_integer():
+        as_int = (int(key),) if INT_MIN <= key < 2.0**63 else ()
+        as_uint = (UInt(int(key)),) if 0 <= key < 2.0**64 else ()
+        return (key, *as_int, *as_uint)
+    if kind is int:
+        return (key, UInt(key)) if key >= 0 else (key,)
+    if kind is UInt:
+        return (key, int(key)) if key <= INT_MAX else (key,)
+    return (key,)
+
+
+def map_insert(m: BuiltMap, key: Any, value: Any) -> BuiltMap:
+    """``m`` with ``key`` set to ``value`` as Go's map sets it (the key hashed: EvalAbort if Go
+    cannot); returned, a GoKeyedMap if ``key`` is of another kind than the map's keys."""
+    m = _holding(m, key)
+    if type(m) is BuiltMap and key in m:
+        del m[key]  # the repeated key moves to the end, as if inserted again
+    m[key] = value
+    return m
+
+
+def map_delete(m: BuiltMap, key: Any) -> BuiltMap:
+    """``m`` without ``key`` (a ``?k: v`` entry whose ``v`` is absent), hashed as Go does."""
+    m = _holding(m, key)
+    if key in m:
+        del m[key]
+    return m
+
+
+def _holding(m: BuiltMap, key: Any) -> BuiltMap:
+    """``m``, or ``m`` as a GoKeyedMap where its dict cannot tell ``key`` from its keys."""
+    if type(m) is BuiltMap and (type(key) not in _PLAIN_KEYS or (m and type(next(iter(m))) is not type(key))):
+        return _go_keyed(m)
+    return m
+
+
+def _go_keyed(m: BuiltMap) -> GoKeyedMap:
+    out = GoKeyedMap()
+    for k, v in dict.items(m):
+        out[k] = v
+    return out
+
+
+# Go's names of the types cel-go reports hashing or qualifying with (``%T``).
+_GO_TYPE_NAMES = {
+    bytes: "types.Bytes",
+    type(None): "types.Null",
+    list: "*types.baseList",
+    tuple: "*types.baseList",
+    dict: "*types.baseMap",
+    BuiltMap: "*types.baseMap",
+    GoKeyedMap: "*types.baseMap",
+    CelType: "*types.Type",
+    CelOptional: "*types.Optional",
+    Semver: "cel.Semver",
+}
+
+
+def go_type_name(v: Any) -> str:
+    return _GO_TYPE_NAMES.get(type(v), f"types.{type(v).__name__}")
+
+
+# The index values cel-go turns into a qualifier (interpreter/attributes.go, newQualifier).
+QUALIFIER_KINDS = (str, int, UInt, float, bool)
+
+
+def check_qualifier(key: Any) -> None:
+    """An index must be a string, number or bool: anything else cannot qualify a value."""
+    if type(key) not in QUALIFIER_KINDS:
+        raise EvalError(f"invalid qualifier type: {go_type_name(key)}")
+
+
 def type_name(v: Any) -> str:
     """The cel-go name of a runtime value's type, for error messages."""
     t = type(v)
@@ -227,8 +399,12 @@ def _map_equal(a: dict[Any, Any], b: dict[Any, Any]) -> bool:
 
 
 def map_find(m: dict[Any, Any], key: Any) -> tuple[bool, Any]:
-    """Find ``key`` with CEL key semantics: numerically equal int/uint/double keys match,
-    bool keys never match numbers (Python's ``True == 1`` must not leak through)."""
+    """Find ``key`` as cel-go's maps do: an int, uint or double key is found by a number of
+    another kind that equals it (a double key only by a double, see GoKeyedMap.find), bool
+    keys never match numbers (Python's ``True == 1`` must not leak through), and a key of a
+    kind the map cannot hold is absent, unless Go must hash it to look (BuiltMap)."""
+    if type(m) is GoKeyedMap:
+        return m.find(key)
     tk = type(key)
     if tk is bool:
         for k, v in m.items():
@@ -237,8 +413,7 @@ def map_find(m: dict[Any, Any], key: Any) -> tuple[bool, Any]:
         return False, None
     if tk is float:
         if not key.is_integer():
-            # A double key of a map literal (cel-go keeps any hashable key in its Go map).
-            return (True, m[key]) if key in m else (False, None)
+            return False, None  # only a GoKeyedMap holds double keys
         key = int(key)
         tk = int
     if key is None:  # null, a key cel-go's map literals allow too
@@ -253,11 +428,13 @@ def map_find(m: dict[Any, Any], key: Any) -> tuple[bool, Any]:
                 return False, None
             return True, m[key]
         return False, None
-    if tk is str or tk is bytes:
+    if tk is str:
         if key in m:
             return True, m[key]
         return False, None
-    raise EvalError(f"unsupported key type: {type_name(key)}")
+    if m and isinstance(m, BuiltMap):
+        GoKey(key)  # Go hashes the key to look in a map with keys: EvalAbort if it cannot
+    return False, None
 
 
 def map_contains(m: dict[Any, Any], key: Any) -> bool:
