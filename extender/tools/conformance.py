@@ -24,13 +24,15 @@ from extender.model import (
     DeviceID,
     Features,
     Holdings,
+    ResourceSlice,
+    kinds,
     parse_device_class,
     parse_node,
     parse_resource_claim,
-    parse_resource_slice,
 )
 from extender.model.features import release_of
 from extender.model.quantity import Quantity
+from extender.state import ClusterState
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,28 @@ def case_features(case: Mapping[str, Any], release: str | None = None) -> Featur
     return Features.from_gate_names(case.get("features") or [], release)
 
 
+def watched_slices(case: Mapping[str, Any], features: Features) -> list[ResourceSlice]:
+    """The case's slices, in order, as the cluster-state cache holds them once the watch has
+    delivered them and the case's ``deviceTaintRules``: with the rules' taints on the devices
+    they select where the gates say so (extender/state/store.py). Raises ValueError.
+
+    A case without rules may hold two slices of one name (the given cases do, one per driver),
+    which no cluster can: their slices are parsed as they are."""
+    rules = case.get("deviceTaintRules") or []
+    if not rules:
+        return [kinds.RESOURCE_SLICE.parse(dict(obj)) for obj in case.get("resourceSlices") or []]
+    state = ClusterState(features)
+    for rule in rules:
+        state.apply(kinds.DEVICE_TAINT_RULE.name, dict(rule))
+    names = []
+    for obj in case.get("resourceSlices") or []:
+        state.apply(kinds.RESOURCE_SLICE.name, dict(obj))
+        names.append(kinds.RESOURCE_SLICE.key(obj)[1])
+    if len(set(names)) != len(names):
+        raise ValueError("two resourceSlices share a name (a case with deviceTaintRules is a cluster)")
+    return [state.slices.by_name[name] for name in names]
+
+
 def run_case(case: Mapping[str, Any], cel: Environment, release: str | None = None) -> tuple[str, Any]:
     """("allocated", [api results]) | ("unsatisfiable", reason) | ("error", message);
     ``release`` overrides the case's (:func:`case_features`)."""
@@ -86,7 +110,7 @@ def run_case(case: Mapping[str, Any], cel: Environment, release: str | None = No
         features = case_features(case, release)
         node = parse_node(case["node"]) if case.get("node") else None
         classes = {c.name: c for c in map(parse_device_class, case.get("deviceClasses") or [])}
-        slices = SliceList(map(parse_resource_slice, case.get("resourceSlices") or []))
+        slices = SliceList(watched_slices(case, features))
         claims = [parse_resource_claim(c) for c in case.get("claims") or []]
         state = build_state(case)
     except ValueError as exc:

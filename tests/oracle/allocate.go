@@ -27,6 +27,7 @@ type allocationCase struct {
 	Node                   json.RawMessage                       `json:"node"`
 	DeviceClasses          []json.RawMessage                     `json:"deviceClasses"`
 	ResourceSlices         []json.RawMessage                     `json:"resourceSlices"`
+	DeviceTaintRules       []json.RawMessage                     `json:"deviceTaintRules"`
 	AllocatedDevices       []string                              `json:"allocatedDevices"`
 	AllocatedSharedDevices []string                              `json:"allocatedSharedDevices"`
 	AllocatedCapacity      map[string]map[string]json.RawMessage `json:"allocatedCapacity"`
@@ -170,6 +171,9 @@ func readInputs(line []byte, unknown *[]string) (*inputs, error) {
 		}
 		defaultSlice(slice)
 		in.slices = append(in.slices, slice)
+	}
+	if in.slices, err = applyTaintRules(g, in.slices, c.DeviceTaintRules, unknown); err != nil {
+		return nil, err
 	}
 	for i, raw := range c.Claims {
 		claim := &resourceapi.ResourceClaim{}
