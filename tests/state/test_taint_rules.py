@@ -21,7 +21,10 @@ from tests.scheduling.cluster import (
 
 def rule(name: str, effect: str = "NoSchedule", **selector: str) -> dict[str, Any]:
     # An empty deviceSelector selects every device.
-    spec: dict[str, Any] = {"taint": {"key": "maintenance", "value": name, "effect": effect}, "deviceSelector": selector}
+    spec: dict[str, Any] = {
+        "taint": {"key": "maintenance", "value": name, "effect": effect},
+        "deviceSelector": selector,
+    }
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
             "spec": spec}
 
