@@ -40,9 +40,10 @@ GATES = (
     "DRAOptionalNodeOperations",
     "DRADeviceCompatibilityGroups",
 )
-# 1.37 gates that change what kube-scheduler gives the allocator (DeviceTaintRules, extended
-# resources, workload claims, node-allocatable resources, the filter timeout) or nothing the
-# scheduler decides, not the allocator itself: on or off, allocation must not change.
+# 1.37 gates that change what kube-scheduler gives the allocator (DeviceTaintRules: the taints
+# of the case's rules, which the oracle applies with the released tracker; extended resources,
+# workload claims, node-allocatable resources, the filter timeout) or nothing the scheduler
+# decides, not the allocator itself: on or off, allocation must not change but through that.
 # DRADerivedAttributes is not implemented (the extender refuses it), so it stays off; requests
 # with derived attributes are made anyway and must fail as they do with the gate off.
 NEUTRAL_GATES = (
@@ -386,7 +387,44 @@ def allocation_case(seed: int, index: int) -> dict[str, Any]:
         case["allocatedSharedDevices"] = [f"{ref}/share-{i}" for i, (ref, _) in enumerate(shared)]
         case["allocatedCapacity"] = {ref: {"memory": r.choice(["512Mi", "1Gi", "2Gi"])} for ref, _ in shared}
     case["claims"] = [_claim(r, i, gates) for i in range(r.randint(1, 2))]
+    rules = _taint_rules(random.Random(f"{seed}/{index}/taint-rules"), devices)
+    if rules:
+        case["deviceTaintRules"] = rules
     return case
+
+
+def _taint_rules(r: random.Random, devices: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """DeviceTaintRules for a case, in two cases of five: selecting by driver, pool and device
+    (named in the case or not), every device (an empty selector) or none (no selector), with
+    the taints the requests' tolerations are drawn for. Drawn from their own stream, so the
+    rest of a case is as it was before rules were made."""
+    if not devices or r.random() < 0.6:
+        return []
+    rules = []
+    for n in range(r.randint(1, 3)):
+        driver, pool, device = r.choice(devices)
+        selector: dict[str, Any] | None = {}
+        roll = r.random()
+        if roll < 0.1:
+            selector = None
+        elif roll < 0.2:
+            selector = {}
+        else:
+            for key, value in (("driver", driver), ("pool", pool), ("device", device["name"])):
+                if r.random() < 0.5:
+                    selector[key] = value if r.random() < 0.9 else f"other-{key}"
+        taint: dict[str, Any] = {
+            "key": "example.com/" + r.choice(["unhealthy", "maintenance"]),
+            "effect": r.choice(["NoSchedule", "NoExecute", "None"]),
+        }
+        if r.random() < 0.7:
+            taint["value"] = r.choice(["yes", "thermal"])
+        spec: dict[str, Any] = {"taint": taint}
+        if selector is not None:
+            spec["deviceSelector"] = selector
+        meta = {"name": f"rule-{n}"}
+        rules.append({"kind": "DeviceTaintRule", "apiVersion": API, "metadata": meta, "spec": spec})
+    return rules
 
 
 # -- CEL -----------------------------------------------------------------------------------------
