@@ -403,13 +403,9 @@ def _taint_rules(r: random.Random, devices: list[tuple[str, str, dict[str, Any]]
     rules = []
     for n in range(r.randint(1, 3)):
         driver, pool, device = r.choice(devices)
-        selector: dict[str, Any] | None = {}
-        roll = r.random()
-        if roll < 0.1:
-            selector = None
-        elif roll < 0.2:
-            selector = {}
-        else:
+        selector: dict[str, Any] = {}
+        roll = r.random()  # below 0.1: no selector; below 0.2: an empty one
+        if roll >= 0.2:
             for key, value in (("driver", driver), ("pool", pool), ("device", device["name"])):
                 if r.random() < 0.5:
                     selector[key] = value if r.random() < 0.9 else f"other-{key}"
@@ -420,7 +416,7 @@ def _taint_rules(r: random.Random, devices: list[tuple[str, str, dict[str, Any]]
         if r.random() < 0.7:
             taint["value"] = r.choice(["yes", "thermal"])
         spec: dict[str, Any] = {"taint": taint}
-        if selector is not None:
+        if roll >= 0.1:
             spec["deviceSelector"] = selector
         meta = {"name": f"rule-{n}"}
         rules.append({"kind": "DeviceTaintRule", "apiVersion": API, "metadata": meta, "spec": spec})
