@@ -74,11 +74,14 @@ CASE_RELEASE = "1.36"
 
 def case_features(case: Mapping[str, Any], release: str | None = None) -> Features:
     """The case's gates, read by ``release``'s allocator, else by the release the case names
-    (``kubernetesVersion``, "1.37" or "v1.37.2"), else by CASE_RELEASE. Raises ValueError."""
+    (``kubernetesVersion``, "1.37" or "v1.37.2"), else by CASE_RELEASE; in the variant the
+    case names (``allocatorVariant``), else the gates'. Raises ValueError."""
     if release is None:
         version = case.get("kubernetesVersion")
         release = CASE_RELEASE if version is None else release_of(str(version))
-    return Features.from_gate_names(case.get("features") or [], release)
+    features = Features.from_gate_names(case.get("features") or [], release)
+    variant = case.get("allocatorVariant")
+    return features if variant is None else features.with_variant(str(variant))
 
 
 def watched_slices(case: Mapping[str, Any], features: Features) -> list[ResourceSlice]:

@@ -24,6 +24,7 @@ import (
 // allocationCase is a conformance case as JSON; the objects stay raw until decodeObject.
 type allocationCase struct {
 	Features               []string                              `json:"features"`
+	AllocatorVariant       string                                `json:"allocatorVariant"`
 	Node                   json.RawMessage                       `json:"node"`
 	DeviceClasses          []json.RawMessage                     `json:"deviceClasses"`
 	ResourceSlices         []json.RawMessage                     `json:"resourceSlices"`
@@ -37,6 +38,7 @@ type allocationCase struct {
 // inputs is what NewAllocator and Allocate take for one case.
 type inputs struct {
 	features structured.Features
+	variant  string // the variant the case names, "" for the gates'
 	celCache *cel.Cache
 	state    structured.AllocatedState
 	classes  classLister
@@ -65,6 +67,12 @@ func allocate(name string, line []byte) AllocateAnswer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout())
 	defer cancel()
+	undo, err := chooseVariant(in.variant)
+	if err != nil {
+		ans.Outcome, ans.Error = outcomeInvalid, err.Error()
+		return ans
+	}
+	defer undo()
 	allocator, err := structured.NewAllocator(ctx, in.features, in.state, in.classes, in.slices, in.celCache)
 	if err != nil {
 		ans.Outcome, ans.Error = outcomeError, err.Error()
@@ -147,6 +155,7 @@ func readInputs(line []byte, unknown *[]string) (*inputs, error) {
 	}
 	in := &inputs{
 		features: g.allocator(),
+		variant:  c.AllocatorVariant,
 		// As the scheduler plugin makes its cache.
 		celCache: cel.NewCache(10, g.cel()),
 		classes:  classLister{},
