@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from extender.model.features import Features
+from extender.model.features import VARIANTS, Features
 
 GATES = (
     "DRAAdminAccess",
@@ -390,6 +390,9 @@ def allocation_case(seed: int, index: int) -> dict[str, Any]:
     rules = _taint_rules(random.Random(f"{seed}/{index}/taint-rules"), devices)
     if rules:
         case["deviceTaintRules"] = rules
+    variant = random.Random(f"{seed}/{index}/variant")
+    if variant.random() < 0.1:  # FORMAT.md, allocatorVariant: now and then one the gates don't allow
+        case["allocatorVariant"] = variant.choice(VARIANTS)
     return case
 
 
