@@ -45,6 +45,8 @@ type inputs struct {
 	slices   []*resourceapi.ResourceSlice
 	node     *v1.Node
 	claims   []*resourceapi.ResourceClaim
+	// The pod and the node's pods, for DRANodeAllocatableResources (nodeallocatable.go).
+	nodeResources nodeResources
 }
 
 // The longest one case may search (kube-scheduler's own per-node limit, DRASchedulerFilterTimeout,
@@ -95,6 +97,7 @@ func allocate(name string, line []byte) AllocateAnswer {
 		seen[key] = true
 		if ans.Outcome == "" {
 			ans.Outcome, ans.Results, ans.Error, ans.NodeOnly = one.Outcome, one.Results, one.Error, one.NodeOnly
+			ans.NodeAllocatable = one.NodeAllocatable
 		} else {
 			ans.Alternatives = append(ans.Alternatives, one)
 		}
@@ -131,6 +134,15 @@ func run(ctx context.Context, allocator structured.Allocator, in *inputs) Altern
 		one.Outcome = outcomeUnsatisfiable
 	default:
 		one.Outcome, one.Results = outcomeAllocated, results
+		statuses, reason, err := checkNodeResources(in.nodeResources, in.node, in.slices, claims, results)
+		switch {
+		case err != nil:
+			one.Outcome, one.Results, one.Error = outcomeError, nil, err.Error()
+		case reason != "":
+			one.Outcome, one.Results, one.Error = outcomeUnsatisfiable, nil, reason
+		default:
+			one.NodeAllocatable = statuses
+		}
 	}
 	return one
 }
@@ -191,6 +203,9 @@ func readInputs(line []byte, unknown *[]string) (*inputs, error) {
 		}
 		defaultClaim(claim)
 		in.claims = append(in.claims, claim)
+	}
+	if in.nodeResources, err = readNodeResources(line, g, unknown); err != nil {
+		return nil, err
 	}
 	if in.state, err = allocatedState(c); err != nil {
 		return nil, err
