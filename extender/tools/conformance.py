@@ -137,7 +137,7 @@ def run_case(case: Mapping[str, Any], cel: Environment, release: str | None = No
     except ValueError as exc:
         return "error", f"invalid input: {exc}"
     if fit.reason:
-        return "unsatisfiable", fit.reason
+        return ("error" if fit.error else "unsatisfiable"), fit.reason
     return "allocated", Allocated(api, [f.to_api() for f in fit.footprints])
 
 
