@@ -254,7 +254,8 @@ def compare(expect: Mapping[str, Any], outcome: str, detail: Any) -> list[str]:
     want = expect.get("outcome")
     if outcome != want:
         hint = f" (expected error text: {expect.get('error')})" if want == "error" else ""
-        return [f"expected outcome {want}{hint}, got {outcome}: {_short(detail)}"]
+        shown = detail.results if isinstance(detail, Allocated) else detail
+        return [f"expected outcome {want}{hint}, got {outcome}: {_short(shown)}"]
     if outcome != "allocated":
         return []
     expected = expect.get("results") or []

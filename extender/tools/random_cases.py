@@ -449,7 +449,7 @@ def _node_resources(
         "cpu": r.choice(["2", "8", "32"]), "memory": r.choice(["4Gi", "64Gi"]),
         "ephemeral-storage": "100Gi", "hugepages-2Mi": r.choice(["0", "64Mi"]), "pods": "110",
     }
-    claims = [c["metadata"]["name"] for c in case["claims"]]
+    claims = [f"claim-{i}" for i in range(len(case["claims"]))]  # as _claim names them
     containers = []
     for i in range(r.randint(1, 2)):
         container: dict[str, Any] = {"name": f"c{i}", "resources": _resources(r)}
@@ -468,14 +468,16 @@ def _node_resources(
     case["pod"] = {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec}
     others = []
     for i in range(r.randint(0, 2)):
+        other_spec = {"nodeName": "node-1", "containers": [{"name": "main", "resources": _resources(r)}]}
+        pod_status: dict[str, Any] = {"phase": r.choice(["Running", "Running", "Succeeded"])}
         other: dict[str, Any] = {
             "kind": "Pod", "apiVersion": "v1",
             "metadata": {"name": f"running-{i}", "namespace": "default", "uid": f"uid-running-{i}"},
-            "spec": {"nodeName": "node-1", "containers": [{"name": "main", "resources": _resources(r)}]},
-            "status": {"phase": r.choice(["Running", "Running", "Succeeded"])},
+            "spec": other_spec,
+            "status": pod_status,
         }
         if r.random() < 0.3:
-            other["status"]["nodeAllocatableResourceClaimStatuses"] = [{
+            pod_status["nodeAllocatableResourceClaimStatuses"] = [{
                 "resourceClaimName": "theirs", "containers": ["main"],
                 "mapping": [{"name": "cpu", "quantity": r.choice(["1", "2"])}],
             }]
