@@ -12,7 +12,7 @@ configuration and the tools can all import it without importing upwards.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 # The Kubernetes releases whose gate defaults the table lists, oldest first: one cell of each
@@ -28,6 +28,10 @@ DEFAULT_RELEASE = RELEASES[-1]  # without a cluster to ask (local mode): the new
 # What /debug/config shows for a gate the extender does not implement, in a release whose
 # kube-scheduler has it on by default: neither "on" (it is not) nor "off" (upstream's is on).
 NOT_IMPLEMENTED = "not implemented"
+
+# The released allocator's variants, in the order its NewAllocator tries them
+# (k8s.io/dynamic-resource-allocation/structured, allocator.go).
+VARIANTS: tuple[str, ...] = ("stable", "incubating", "experimental")
 
 
 class Support(Enum):
@@ -193,6 +197,10 @@ class Features:
     take them from the table."""
 
     release: str
+    # The allocator variant a conformance case names (tests/conformance/cases/FORMAT.md,
+    # allocatorVariant), as upstream's own tests choose one (structured.EnableAllocators): ""
+    # for the one kube-scheduler runs for the gates. Set only by :meth:`with_variant`.
+    chosen_variant: str
 
     admin_access: bool
     prioritized_list: bool
@@ -262,7 +270,7 @@ class Features:
     def _of(cls, values: Mapping[str, bool], release: str) -> Features:
         """From a value for every settable gate, by Kubernetes name."""
         by_field = {gate.field: values[gate.name] for gate in SETTABLE if gate.field is not None}
-        return cls(release=release, **by_field)
+        return cls(release=release, chosen_variant="", **by_field)
 
     def gates(self) -> dict[str, bool]:
         """Kubernetes gate name -> value, for every gate that sets something (table order)."""
@@ -284,8 +292,26 @@ class Features:
         distinctAttributeConstraint; docs/upstream.md)."""
         return RELEASES.index(self.release) >= RELEASES.index("1.37")
 
+    def with_variant(self, name: str) -> Features:
+        """These gates read by the allocator variant ``name`` instead of :attr:`gates_variant`:
+        a later variant runs what an earlier one can, an earlier one than the gates need is an
+        error (upstream's NewAllocator finds no allocator then). Raises ValueError."""
+        if name not in VARIANTS:
+            raise ValueError(f"unknown allocator variant {name!r}; known: {', '.join(VARIANTS)}")
+        needed = self.gates_variant
+        if VARIANTS.index(name) < VARIANTS.index(needed):
+            raise ValueError(
+                f"no allocator available: the {name} allocator lacks features these gates need ({needed})"
+            )
+        return replace(self, chosen_variant=name)
+
     @property
     def variant(self) -> str:
+        """The allocator that runs: the one chosen (:meth:`with_variant`), else the gates'."""
+        return self.chosen_variant or self.gates_variant
+
+    @property
+    def gates_variant(self) -> str:
         """The allocator kube-scheduler runs for these gates: upstream's NewAllocator takes the
         first of "stable", "incubating" and "experimental" whose features cover the enabled
         ones (k8s.io/dynamic-resource-allocation/structured, allocator.go and each variant's
@@ -303,7 +329,7 @@ def _check_table() -> None:
     """The table and Features must name the same fields, and every gate needs a valid cell per
     release: a mismatch is a programming error, caught at import."""
     table = {gate.field for gate in SETTABLE if gate.field is not None}
-    declared = {f.name for f in fields(Features)} - {"release"}
+    declared = {f.name for f in fields(Features)} - {"release", "chosen_variant"}
     if table != declared:
         raise AssertionError(f"feature table and Features disagree: {sorted(table ^ declared)}")
     for gate in GATES:

@@ -20,7 +20,10 @@ from extender.model.resource_slice import Device, ResourceSlice, Taint
 @dataclass(frozen=True, slots=True)
 class DeviceTaintRule:
     name: str
-    # Selector fields; "" means "any". A rule without deviceSelector taints every device.
+    # Without deviceSelector a rule selects no device; an empty one selects every device
+    # (resource/v1 DeviceTaintRuleSpec, and the tracker's applyPatches).
+    has_selector: bool
+    # Selector fields; "" means "any".
     driver: str
     pool: str
     device: str
@@ -29,7 +32,8 @@ class DeviceTaintRule:
 
     def applies_to(self, device: Device) -> bool:
         return (
-            (not self.driver or self.driver == device.driver)
+            self.has_selector
+            and (not self.driver or self.driver == device.driver)
             and (not self.pool or self.pool == device.pool)
             and (not self.device or self.device == device.name)
         )
@@ -40,6 +44,7 @@ def parse_device_taint_rule(obj: dict[str, Any]) -> DeviceTaintRule:
     f = Fields("DeviceTaintRule", name)
     check_metadata(f, meta)
     spec = f.mapping(obj.get("spec"), "spec")
+    has_selector = spec.get("deviceSelector") is not None
     selector = f.mapping(spec.get("deviceSelector"), "spec.deviceSelector")
     taint = f.mapping(spec.get("taint"), "spec.taint")
     if not taint:
@@ -48,6 +53,7 @@ def parse_device_taint_rule(obj: dict[str, Any]) -> DeviceTaintRule:
     copied = {k: taint[k] for k in ("key", "value", "effect", "timeAdded") if taint.get(k) is not None}
     return DeviceTaintRule(
         name=name,
+        has_selector=has_selector,
         driver=f.string(selector.get("driver"), "spec.deviceSelector.driver"),
         pool=f.string(selector.get("pool"), "spec.deviceSelector.pool"),
         device=f.string(selector.get("device"), "spec.deviceSelector.device"),

@@ -249,6 +249,9 @@ class PodPlan:
         outcome = self.node_resources(node, variant, verdict.results)
         if not outcome.reason:
             return verdict
+        if outcome.error:
+            self.outcomes[(phase, _OUTCOME["fatal"])] += 1
+            return NodeVerdict.failing(Failure("fatal", outcome.reason))
         self.outcomes[(phase, "nofit")] += 1
         return NodeVerdict.failing(Failure("nofit", outcome.reason, outcome.resolvable))
 

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,23 @@ import yaml
 from extender.allocator import AllocatedState, Allocator, Failure, SliceList
 from extender.cel.environment import Environment
 from extender.model import (
+    AllocationResult,
     DeviceID,
     Features,
     Holdings,
+    Node,
+    ResourceClaim,
+    ResourceSlice,
+    kinds,
     parse_device_class,
     parse_node,
     parse_resource_claim,
-    parse_resource_slice,
 )
 from extender.model.features import release_of
 from extender.model.quantity import Quantity
+from extender.scheduling import node_resources
+from extender.scheduling.node_resources import NodeResourcesOutcome
+from extender.state import ClusterState
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,21 +80,46 @@ CASE_RELEASE = "1.36"
 
 def case_features(case: Mapping[str, Any], release: str | None = None) -> Features:
     """The case's gates, read by ``release``'s allocator, else by the release the case names
-    (``kubernetesVersion``, "1.37" or "v1.37.2"), else by CASE_RELEASE. Raises ValueError."""
+    (``kubernetesVersion``, "1.37" or "v1.37.2"), else by CASE_RELEASE; in the variant the
+    case names (``allocatorVariant``), else the gates'. Raises ValueError."""
     if release is None:
         version = case.get("kubernetesVersion")
         release = CASE_RELEASE if version is None else release_of(str(version))
-    return Features.from_gate_names(case.get("features") or [], release)
+    features = Features.from_gate_names(case.get("features") or [], release)
+    variant = case.get("allocatorVariant")
+    return features if variant is None else features.with_variant(str(variant))
+
+
+def watched_slices(case: Mapping[str, Any], features: Features) -> list[ResourceSlice]:
+    """The case's slices, in order, as the cluster-state cache holds them once the watch has
+    delivered them and the case's ``deviceTaintRules``: with the rules' taints on the devices
+    they select where the gates say so (extender/state/store.py). Raises ValueError.
+
+    A case without rules may hold two slices of one name (the given cases do, one per driver),
+    which no cluster can: their slices are parsed as they are."""
+    rules = case.get("deviceTaintRules") or []
+    if not rules:
+        return [kinds.RESOURCE_SLICE.parse(dict(obj)) for obj in case.get("resourceSlices") or []]
+    state = ClusterState(features)
+    for rule in rules:
+        state.apply(kinds.DEVICE_TAINT_RULE.name, dict(rule))
+    names = []
+    for obj in case.get("resourceSlices") or []:
+        state.apply(kinds.RESOURCE_SLICE.name, dict(obj))
+        names.append(kinds.RESOURCE_SLICE.key(obj)[1])
+    if len(set(names)) != len(names):
+        raise ValueError("two resourceSlices share a name (a case with deviceTaintRules is a cluster)")
+    return [state.slices.by_name[name] for name in names]
 
 
 def run_case(case: Mapping[str, Any], cel: Environment, release: str | None = None) -> tuple[str, Any]:
-    """("allocated", [api results]) | ("unsatisfiable", reason) | ("error", message);
+    """("allocated", Allocated) | ("unsatisfiable", reason) | ("error", message);
     ``release`` overrides the case's (:func:`case_features`)."""
     try:
         features = case_features(case, release)
         node = parse_node(case["node"]) if case.get("node") else None
         classes = {c.name: c for c in map(parse_device_class, case.get("deviceClasses") or [])}
-        slices = SliceList(map(parse_resource_slice, case.get("resourceSlices") or []))
+        slices = SliceList(watched_slices(case, features))
         claims = [parse_resource_claim(c) for c in case.get("claims") or []]
         state = build_state(case)
     except ValueError as exc:
@@ -98,7 +130,45 @@ def run_case(case: Mapping[str, Any], cel: Environment, release: str | None = No
         if results.kind == "nofit":
             return "unsatisfiable", results.naming([c.key for c in claims]).reason
         return "error", results.reason
-    return "allocated", [r.to_api() for r in results]
+    api = [r.to_api() for r in results]
+    if case.get("pod") is None or not features.node_allocatable_resources or node is None:
+        return "allocated", Allocated(api)
+    try:
+        fit = node_resources_check(case, features, node, list(zip(claims, results, strict=True)))
+    except ValueError as exc:
+        return "error", f"invalid input: {exc}"
+    if fit.reason:
+        return ("error" if fit.error else "unsatisfiable"), fit.reason
+    return "allocated", Allocated(api, [f.to_api() for f in fit.footprints])
+
+
+@dataclass(frozen=True, slots=True)
+class Allocated:
+    """An allocated answer: one v1 AllocationResult per claim, and what the devices cost the node
+    (v1 NodeAllocatableResourceClaimStatus entries, as kube-scheduler writes them into the pod)."""
+
+    results: list[Any]
+    node_statuses: list[Any] = field(default_factory=list)
+
+
+def node_resources_check(
+    case: Mapping[str, Any],
+    features: Features,
+    node: Node,
+    allocations: list[tuple[ResourceClaim, AllocationResult]],
+) -> NodeResourcesOutcome:
+    """The case's ``pod`` with its claims allocated on ``node`` (DRANodeAllocatableResources):
+    the cluster-state cache gets the node, the rules, the slices and the node's pods
+    (``nodePods``) as the watch delivers them. Raises ValueError for malformed objects."""
+    state = ClusterState(features)
+    state.apply(kinds.NODE.name, dict(case["node"]))
+    for rule in case.get("deviceTaintRules") or []:
+        state.apply(kinds.DEVICE_TAINT_RULE.name, dict(rule))
+    for obj in case.get("resourceSlices") or []:
+        state.apply(kinds.RESOURCE_SLICE.name, dict(obj))
+    for pod in case.get("nodePods") or []:
+        state.apply(kinds.POD.name, dict(pod))
+    return node_resources.check(state, kinds.POD.parse(dict(case["pod"])), node, allocations)
 
 
 # -- normalisation for comparison ----------------------------------------------------------------
@@ -150,6 +220,19 @@ def _node_selector(sel: Mapping[str, Any] | None) -> frozenset[Any] | None:
     )
 
 
+def _node_status(s: Mapping[str, Any]) -> dict[str, Any]:
+    overhead = {
+        o.get("name"): (_quantity(o.get("perPod") or 0), _quantity(o.get("perContainer") or 0))
+        for o in s.get("overhead") or []
+    }
+    return {
+        "resourceClaimName": s.get("resourceClaimName"),
+        "containers": list(s.get("containers") or []),
+        "mapping": {m.get("name"): _quantity(m.get("quantity")) for m in s.get("mapping") or []},
+        "overhead": overhead,
+    }
+
+
 def _normalise(result: Mapping[str, Any]) -> dict[str, Any]:
     devices = result.get("devices") or {}
     return {
@@ -172,14 +255,21 @@ def compare(expect: Mapping[str, Any], outcome: str, detail: Any) -> list[str]:
     want = expect.get("outcome")
     if outcome != want:
         hint = f" (expected error text: {expect.get('error')})" if want == "error" else ""
-        return [f"expected outcome {want}{hint}, got {outcome}: {_short(detail)}"]
+        shown = detail.results if isinstance(detail, Allocated) else detail
+        return [f"expected outcome {want}{hint}, got {outcome}: {_short(shown)}"]
     if outcome != "allocated":
         return []
     expected = expect.get("results") or []
-    if len(expected) != len(detail):
-        return [f"expected {len(expected)} results, got {len(detail)}"]
+    if len(expected) != len(detail.results):
+        return [f"expected {len(expected)} results, got {len(detail.results)}"]
     problems = []
-    for i, (exp, got) in enumerate(zip(expected, detail, strict=True)):
+    want_statuses = expect.get("nodeAllocatableResourceClaimStatuses") or []
+    if [_node_status(s) for s in want_statuses] != [_node_status(s) for s in detail.node_statuses]:
+        problems.append(
+            f"nodeAllocatableResourceClaimStatuses:\n  expected: {_short(want_statuses)}\n"
+            f"  got:      {_short(detail.node_statuses)}"
+        )
+    for i, (exp, got) in enumerate(zip(expected, detail.results, strict=True)):
         n_exp, n_got = _normalise(exp), _normalise(got)
         for key in ("results", "config", "nodeSelector"):
             if n_exp[key] != n_got[key]:

@@ -96,7 +96,7 @@ def _short(outcome: str, detail: Any, limit: int = 300) -> str:
     if outcome == "allocated":
         picks = [
             f"{d.get('request')}={d.get('driver')}/{d.get('pool')}/{d.get('device')}"
-            for result in detail
+            for result in detail.results
             for d in (result.get("devices") or {}).get("results") or []
         ]
         text = f"allocated [{', '.join(picks)}]"

@@ -122,7 +122,8 @@ def oracle_outcome(answer: Mapping[str, Any]) -> tuple[str, Any]:
     """The oracle's answer as conformance.run_case gives ours: (outcome, results | text)."""
     outcome = str(answer.get("outcome"))
     if outcome == "allocated":
-        return outcome, answer.get("results") or []
+        statuses = answer.get("nodeAllocatableResourceClaimStatuses") or []
+        return outcome, conformance.Allocated(answer.get("results") or [], statuses)
     return outcome, answer.get("error", "")
 
 
@@ -133,6 +134,8 @@ def oracle_expect(answer: Mapping[str, Any]) -> dict[str, Any]:
     expect: dict[str, Any] = {"outcome": outcome}
     if outcome == "allocated":
         expect["results"] = [_clean_result(r) for r in answer.get("results") or []]
+        if answer.get("nodeAllocatableResourceClaimStatuses"):
+            expect["nodeAllocatableResourceClaimStatuses"] = answer["nodeAllocatableResourceClaimStatuses"]
     elif outcome == "error":
         expect["error"] = answer.get("error", "")
     return expect

@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from extender.model.features import Features
+from extender.model.features import VARIANTS, Features
 
 GATES = (
     "DRAAdminAccess",
@@ -40,9 +40,10 @@ GATES = (
     "DRAOptionalNodeOperations",
     "DRADeviceCompatibilityGroups",
 )
-# 1.37 gates that change what kube-scheduler gives the allocator (DeviceTaintRules, extended
-# resources, workload claims, node-allocatable resources, the filter timeout) or nothing the
-# scheduler decides, not the allocator itself: on or off, allocation must not change.
+# 1.37 gates that change what kube-scheduler gives the allocator (DeviceTaintRules: the taints
+# of the case's rules, which the oracle applies with the released tracker; extended resources,
+# workload claims, node-allocatable resources, the filter timeout) or nothing the scheduler
+# decides, not the allocator itself: on or off, allocation must not change but through that.
 # DRADerivedAttributes is not implemented (the extender refuses it), so it stays off; requests
 # with derived attributes are made anyway and must fail as they do with the gate off.
 NEUTRAL_GATES = (
@@ -386,7 +387,133 @@ def allocation_case(seed: int, index: int) -> dict[str, Any]:
         case["allocatedSharedDevices"] = [f"{ref}/share-{i}" for i, (ref, _) in enumerate(shared)]
         case["allocatedCapacity"] = {ref: {"memory": r.choice(["512Mi", "1Gi", "2Gi"])} for ref, _ in shared}
     case["claims"] = [_claim(r, i, gates) for i in range(r.randint(1, 2))]
+    rules = _taint_rules(random.Random(f"{seed}/{index}/taint-rules"), devices)
+    if rules:
+        case["deviceTaintRules"] = rules
+    _node_resources(random.Random(f"{seed}/{index}/node-resources"), case, devices)
+    variant = random.Random(f"{seed}/{index}/variant")
+    if variant.random() < 0.1:  # FORMAT.md, allocatorVariant: now and then one the gates don't allow
+        case["allocatorVariant"] = variant.choice(VARIANTS)
     return case
+
+
+_NODE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-2Mi")
+
+
+def _node_use(r: random.Random, driver: str, capacity: dict[str, Any]) -> dict[str, Any]:
+    """One device's ``nodeAllocatableResources``: mappings by device count or by a consumed
+    capacity (its key as written, driver-qualified, or one the device lacks), overheads."""
+    uses: dict[str, Any] = {}
+    for name in r.sample(_NODE_RESOURCES, r.randint(1, 2)):
+        use: dict[str, Any] = {}
+        roll = r.random()
+        if roll < 0.35:
+            use["mapping"] = {"deviceMultiplier": r.choice(["1", "2", "500m", "1Gi"])}
+        elif roll < 0.6:
+            key = r.choice([*capacity, "missing"]) if capacity else "missing"
+            use["mapping"] = {
+                "capacityKey": key if r.random() < 0.8 else f"{driver}/{key}",
+                "capacityMultiplier": r.choice(["1", "2", "250m"]),
+            }
+        if roll >= 0.5:
+            overhead = {"perPod": r.choice(["100m", "64Mi", "1"])}
+            if r.random() < 0.5:
+                overhead["perContainer"] = r.choice(["50m", "16Mi"])
+            use["overhead"] = overhead
+        uses[name] = use
+    return uses
+
+
+def _resources(r: random.Random) -> dict[str, Any]:
+    requests = {"cpu": r.choice(["0", "500m", "1", "2"]), "memory": r.choice(["256Mi", "1Gi", "4Gi"])}
+    if r.random() < 0.2:
+        requests["hugepages-2Mi"] = r.choice(["2Mi", "20Mi"])
+    return {"requests": requests}
+
+
+def _node_resources(
+    r: random.Random, case: dict[str, Any], devices: list[tuple[str, str, dict[str, Any]]]
+) -> None:
+    """The pod whose claims these are and the pods already on the node (FORMAT.md, pod and
+    nodePods), with node resources some devices use, in two cases of five: what the devices
+    cost the node and whether the pod still fits (DRANodeAllocatableResources). From its own
+    stream, so the rest of a case is as it was before."""
+    if r.random() < 0.6:
+        return
+    for driver, _, device in devices:
+        if r.random() < 0.6:
+            device["nodeAllocatableResources"] = _node_use(r, driver, device.get("capacity") or {})
+    node: dict[str, Any] = case["node"]
+    status: dict[str, Any] = node.setdefault("status", {})
+    status["allocatable"] = {
+        "cpu": r.choice(["2", "8", "32"]), "memory": r.choice(["4Gi", "64Gi"]),
+        "ephemeral-storage": "100Gi", "hugepages-2Mi": r.choice(["0", "64Mi"]), "pods": "110",
+    }
+    claims = [f"claim-{i}" for i in range(len(case["claims"]))]  # as _claim names them
+    containers = []
+    for i in range(r.randint(1, 2)):
+        container: dict[str, Any] = {"name": f"c{i}", "resources": _resources(r)}
+        referenced = [{"name": f"dev-{j}"} for j in range(len(claims)) if r.random() < 0.7]
+        if referenced:
+            container["resources"]["claims"] = referenced
+        containers.append(container)
+    spec: dict[str, Any] = {
+        "resourceClaims": [{"name": f"dev-{j}", "resourceClaimName": name} for j, name in enumerate(claims)],
+        "containers": containers,
+    }
+    if r.random() < 0.2:
+        init = {"name": "init", "resources": {**_resources(r), "claims": [{"name": "dev-0"}]}}
+        spec["initContainers"] = [init]
+    meta = {"name": "pod-0", "namespace": "default", "uid": "uid-pod-0"}
+    case["pod"] = {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec}
+    others = []
+    for i in range(r.randint(0, 2)):
+        other_spec = {"nodeName": "node-1", "containers": [{"name": "main", "resources": _resources(r)}]}
+        pod_status: dict[str, Any] = {"phase": r.choice(["Running", "Running", "Succeeded"])}
+        other: dict[str, Any] = {
+            "kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": f"running-{i}", "namespace": "default", "uid": f"uid-running-{i}"},
+            "spec": other_spec,
+            "status": pod_status,
+        }
+        if r.random() < 0.3:
+            pod_status["nodeAllocatableResourceClaimStatuses"] = [{
+                "resourceClaimName": "theirs", "containers": ["main"],
+                "mapping": [{"name": "cpu", "quantity": r.choice(["1", "2"])}],
+            }]
+        others.append(other)
+    if others:
+        case["nodePods"] = others
+
+
+def _taint_rules(r: random.Random, devices: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """DeviceTaintRules for a case, in two cases of five: selecting by driver, pool and device
+    (named in the case or not), every device (an empty selector) or none (no selector), with
+    the taints the requests' tolerations are drawn for. Drawn from their own stream, so the
+    rest of a case is as it was before rules were made."""
+    if not devices or r.random() < 0.6:
+        return []
+    rules = []
+    for n in range(r.randint(1, 3)):
+        driver, pool, device = r.choice(devices)
+        selector: dict[str, Any] = {}
+        roll = r.random()  # below 0.1: no selector; below 0.2: an empty one
+        if roll >= 0.2:
+            for key, value in (("driver", driver), ("pool", pool), ("device", device["name"])):
+                if r.random() < 0.5:
+                    selector[key] = value if r.random() < 0.9 else f"other-{key}"
+        taint: dict[str, Any] = {
+            "key": "example.com/" + r.choice(["unhealthy", "maintenance"]),
+            "effect": r.choice(["NoSchedule", "NoExecute", "None"]),
+        }
+        if r.random() < 0.7:
+            taint["value"] = r.choice(["yes", "thermal"])
+        spec: dict[str, Any] = {"taint": taint}
+        if roll >= 0.1:
+            spec["deviceSelector"] = selector
+        meta = {"name": f"rule-{n}"}
+        rules.append({"kind": "DeviceTaintRule", "apiVersion": API, "metadata": meta, "spec": spec})
+    return rules
 
 
 # -- CEL -----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def test_every_gate_has_a_cell_per_release_and_a_field_exactly_when_implemented(
     for gate in GATES:
         assert len(gate.cells) == len(RELEASES), gate.name
         assert (gate.field is not None) == (gate.support is Support.IMPLEMENTED), gate.name
-    gate_fields = {f.name for f in dataclasses.fields(Features)} - {"release"}
+    gate_fields = {f.name for f in dataclasses.fields(Features)} - {"release", "chosen_variant"}
     assert {gate.field for gate in SETTABLE} == gate_fields
 
 
@@ -178,3 +178,16 @@ def test_bad_text_is_an_error(text: str, message: str) -> None:
 def test_gate_cells_are_checked() -> None:
     with pytest.raises(AssertionError, match="bad gate table cell 'beta on'"):
         Gate("X", None, ("-", "-", "-", "beta on"), Support.NO_EFFECT).stage("1.37")
+
+
+def test_a_case_may_choose_a_later_allocator_variant_but_not_an_earlier_one() -> None:
+    """allocatorVariant (tests/conformance/cases/FORMAT.md), as upstream's EnableAllocators."""
+    stable = Features.from_gate_names([])
+    assert stable.variant == "stable"
+    assert stable.with_variant("experimental").variant == "experimental"
+    assert stable.with_variant("experimental").gates_variant == "stable"
+    incubating = Features.from_gate_names(["DRAConsumableCapacity"])
+    with pytest.raises(ValueError, match="no allocator available: the stable allocator lacks"):
+        incubating.with_variant("stable")
+    with pytest.raises(ValueError, match="unknown allocator variant 'newest'"):
+        incubating.with_variant("newest")

@@ -39,7 +39,8 @@ def test_rules_append_taints_in_rule_order_to_selected_devices_only() -> None:
     tainted = apply_taint_rules(
         SLICE,
         [
-            rule("all", None, key="first"),
+            rule("all", {}, key="first"),
+            rule("none", None, key="never"),
             rule("only-a", {"device": "a"}, key="second"),
             rule("x", {"pool": "q"}),
         ],
@@ -54,6 +55,11 @@ def test_rules_append_taints_in_rule_order_to_selected_devices_only() -> None:
 
 def test_slice_without_matching_rules_is_returned_unchanged() -> None:
     assert apply_taint_rules(SLICE, [rule("other", {"driver": "other"})]) is SLICE
+
+
+def test_a_rule_without_device_selector_selects_no_device() -> None:
+    # resource/v1 DeviceTaintRuleSpec: "Without a selector, no devices are matched."
+    assert apply_taint_rules(SLICE, [rule("unselective", None)]) is SLICE
 
 
 def test_rule_without_taint_is_rejected() -> None:

@@ -24,9 +24,11 @@ import (
 // allocationCase is a conformance case as JSON; the objects stay raw until decodeObject.
 type allocationCase struct {
 	Features               []string                              `json:"features"`
+	AllocatorVariant       string                                `json:"allocatorVariant"`
 	Node                   json.RawMessage                       `json:"node"`
 	DeviceClasses          []json.RawMessage                     `json:"deviceClasses"`
 	ResourceSlices         []json.RawMessage                     `json:"resourceSlices"`
+	DeviceTaintRules       []json.RawMessage                     `json:"deviceTaintRules"`
 	AllocatedDevices       []string                              `json:"allocatedDevices"`
 	AllocatedSharedDevices []string                              `json:"allocatedSharedDevices"`
 	AllocatedCapacity      map[string]map[string]json.RawMessage `json:"allocatedCapacity"`
@@ -36,12 +38,15 @@ type allocationCase struct {
 // inputs is what NewAllocator and Allocate take for one case.
 type inputs struct {
 	features structured.Features
+	variant  string // the variant the case names, "" for the gates'
 	celCache *cel.Cache
 	state    structured.AllocatedState
 	classes  classLister
 	slices   []*resourceapi.ResourceSlice
 	node     *v1.Node
 	claims   []*resourceapi.ResourceClaim
+	// The pod and the node's pods, for DRANodeAllocatableResources (nodeallocatable.go).
+	nodeResources nodeResources
 }
 
 // The longest one case may search (kube-scheduler's own per-node limit, DRASchedulerFilterTimeout,
@@ -64,6 +69,12 @@ func allocate(name string, line []byte) AllocateAnswer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout())
 	defer cancel()
+	undo, err := chooseVariant(in.variant)
+	if err != nil {
+		ans.Outcome, ans.Error = outcomeInvalid, err.Error()
+		return ans
+	}
+	defer undo()
 	allocator, err := structured.NewAllocator(ctx, in.features, in.state, in.classes, in.slices, in.celCache)
 	if err != nil {
 		ans.Outcome, ans.Error = outcomeError, err.Error()
@@ -86,6 +97,7 @@ func allocate(name string, line []byte) AllocateAnswer {
 		seen[key] = true
 		if ans.Outcome == "" {
 			ans.Outcome, ans.Results, ans.Error, ans.NodeOnly = one.Outcome, one.Results, one.Error, one.NodeOnly
+			ans.NodeAllocatable = one.NodeAllocatable
 		} else {
 			ans.Alternatives = append(ans.Alternatives, one)
 		}
@@ -122,6 +134,15 @@ func run(ctx context.Context, allocator structured.Allocator, in *inputs) Altern
 		one.Outcome = outcomeUnsatisfiable
 	default:
 		one.Outcome, one.Results = outcomeAllocated, results
+		statuses, reason, err := checkNodeResources(in.nodeResources, in.node, in.slices, claims, results)
+		switch {
+		case err != nil:
+			one.Outcome, one.Results, one.Error = outcomeError, nil, err.Error()
+		case reason != "":
+			one.Outcome, one.Results, one.Error = outcomeUnsatisfiable, nil, reason
+		default:
+			one.NodeAllocatable = statuses
+		}
 	}
 	return one
 }
@@ -146,6 +167,7 @@ func readInputs(line []byte, unknown *[]string) (*inputs, error) {
 	}
 	in := &inputs{
 		features: g.allocator(),
+		variant:  c.AllocatorVariant,
 		// As the scheduler plugin makes its cache.
 		celCache: cel.NewCache(10, g.cel()),
 		classes:  classLister{},
@@ -171,6 +193,9 @@ func readInputs(line []byte, unknown *[]string) (*inputs, error) {
 		defaultSlice(slice)
 		in.slices = append(in.slices, slice)
 	}
+	if in.slices, err = applyTaintRules(g, in.slices, c.DeviceTaintRules, unknown); err != nil {
+		return nil, err
+	}
 	for i, raw := range c.Claims {
 		claim := &resourceapi.ResourceClaim{}
 		if err := decodeObject(raw, claim, fmt.Sprintf("claims[%d]", i), unknown); err != nil {
@@ -178,6 +203,9 @@ func readInputs(line []byte, unknown *[]string) (*inputs, error) {
 		}
 		defaultClaim(claim)
 		in.claims = append(in.claims, claim)
+	}
+	if in.nodeResources, err = readNodeResources(line, g, unknown); err != nil {
+		return nil, err
 	}
 	if in.state, err = allocatedState(c); err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ type AllocateAnswer struct {
 	Outcome string `json:"outcome"`
 	// One result per claim, in order, for outcome allocated.
 	Results []resourceapi.AllocationResult `json:"results,omitempty"`
+	// With DRANodeAllocatableResources and the case's pod: what the allocated devices cost the
+	// node, as kube-scheduler writes it into the pod's status (nodeallocatable.go).
+	NodeAllocatable any `json:"nodeAllocatableResourceClaimStatuses,omitempty"`
 	// The error text, for outcome error or invalid.
 	Error string `json:"error,omitempty"`
 	// The error wraps ErrFailedAllocationOnNode: kube-scheduler reports the node as
@@ -41,10 +44,11 @@ type AllocateAnswer struct {
 
 // Alternative is one answer of the allocator to a case.
 type Alternative struct {
-	Outcome  string                         `json:"outcome"`
-	Results  []resourceapi.AllocationResult `json:"results,omitempty"`
-	Error    string                         `json:"error,omitempty"`
-	NodeOnly bool                           `json:"nodeOnly,omitempty"`
+	Outcome         string                         `json:"outcome"`
+	Results         []resourceapi.AllocationResult `json:"results,omitempty"`
+	NodeAllocatable any                            `json:"nodeAllocatableResourceClaimStatuses,omitempty"`
+	Error           string                         `json:"error,omitempty"`
+	NodeOnly        bool                           `json:"nodeOnly,omitempty"`
 }
 
 // key tells answers apart, ignoring what differs on every run (allocation time, share IDs).
@@ -61,7 +65,7 @@ func (a Alternative) key() string {
 		}
 		results[i] = r
 	}
-	data, _ := json.Marshal(Alternative{a.Outcome, results, a.Error, a.NodeOnly})
+	data, _ := json.Marshal(Alternative{a.Outcome, results, a.NodeAllocatable, a.Error, a.NodeOnly})
 	return string(data)
 }
 

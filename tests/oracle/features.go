@@ -8,15 +8,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
-// gates is a case's list of enabled DRA feature gates (every other gate is off), read the way
-// kube-scheduler 1.37 reads its feature gates: pkg/scheduler/framework/plugins/dynamicresources
-// (AllocatorFeatures, and the cel.Features of the plugin's CEL cache).
-type gates map[string]bool
+// The release whose gates knownGates lists.
+const release = "1.37"
 
 // Gates a case may name. The ones that set no structured.Features field change what the
 // scheduler feeds the allocator (claims, slices), not the allocator itself.
@@ -40,17 +39,6 @@ var knownGates = map[string]bool{
 	"DRADerivedAttributes":         true,
 	"DynamicResourceAllocation":    true,
 	"DRAPartitionableDevicesType":  true,
-}
-
-func parseGates(names []string) (gates, error) {
-	g := gates{}
-	for _, name := range names {
-		if !knownGates[name] {
-			return nil, fmt.Errorf("unknown feature gate %q", name)
-		}
-		g[name] = true
-	}
-	return g, nil
 }
 
 func (g gates) allocator() structured.Features {
@@ -86,4 +74,18 @@ func widestCEL() cel.Features {
 // tries the others instead of failing the pod's scheduling attempt).
 func nodeOnly(err error) bool {
 	return errors.Is(err, structured.ErrFailedAllocationOnNode)
+}
+
+// chooseVariant makes NewAllocator use only the named variant (a case's allocatorVariant), as
+// upstream's own tests do (structured.EnableAllocators); "" leaves the choice to the gates, as
+// kube-scheduler does. The function returned undoes it.
+func chooseVariant(name string) (func(), error) {
+	if name == "" {
+		return func() {}, nil
+	}
+	if !slices.Contains([]string{"stable", "incubating", "experimental"}, name) {
+		return nil, fmt.Errorf("unknown allocatorVariant %q (stable, incubating or experimental)", name)
+	}
+	structured.EnableAllocators(name)
+	return func() { structured.EnableAllocators() }, nil
 }

@@ -14,7 +14,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
-type gates map[string]bool
+// The release whose gates knownGates lists.
+const release = "1.34"
 
 // The DRA gates of 1.34 (kubernetes v1.34.4 pkg/features). A gate of a later release is an
 // error, as kube-scheduler 1.34 refuses it.
@@ -29,17 +30,6 @@ var knownGates = map[string]bool{
 	"DRAExtendedResource":          true,
 	"DRASchedulerFilterTimeout":    true,
 	"DynamicResourceAllocation":    true,
-}
-
-func parseGates(names []string) (gates, error) {
-	g := gates{}
-	for _, name := range names {
-		if !knownGates[name] {
-			return nil, fmt.Errorf("unknown feature gate %q (Kubernetes 1.34)", name)
-		}
-		g[name] = true
-	}
-	return g, nil
 }
 
 func (g gates) allocator() structured.Features {
@@ -65,4 +55,12 @@ func widestCEL() cel.Features {
 // 1.34's allocator has no node-only error: every error fails the pod's scheduling attempt.
 func nodeOnly(error) bool {
 	return false
+}
+
+// chooseVariant: 1.34's NewAllocator cannot be told which variant to run (no EnableAllocators).
+func chooseVariant(name string) (func(), error) {
+	if name == "" {
+		return func() {}, nil
+	}
+	return nil, fmt.Errorf("allocatorVariant %q: the 1.34 allocator always runs the variant its gates pick", name)
 }

@@ -264,3 +264,18 @@ def test_a_pod_whose_claims_were_all_allocated_before_is_not_checked():
     svc = Service([*objs, done, worker("a", claims={"gpu": "done"})], feature_gates=ON)
     assert svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"])) == ("node-0", "")
     assert "nodeAllocatableResourceClaimStatuses" not in svc.pod("a").get("status", {})
+
+
+def test_a_footprint_that_cannot_be_worked_out_fails_the_pod_not_the_node():
+    """A capacityKey mapping on a device whose allocation consumed no capacity is an error of
+    upstream's plugin (statusError): the scheduling attempt fails, on node-1 too, whose devices
+    are fine (tests/conformance/upstream/node-allocatable-consumed-capacity-missing-is-an-error)."""
+    broken = {"cpu": {"mapping": {"capacityKey": "cores", "capacityMultiplier": "1"}}}
+    objs = cluster({"node-0": "8"}, uses=broken)
+    objs += [sized_node("node-1"), node_slice("node-1", [gpu("gpu-0")])]
+    svc = Service(with_claims(objs, worker("a")), feature_gates=ON)
+    result = svc.run(lambda c: filter_call(c, svc.pod("a"), ["node-0", "node-1"]))
+    assert result["NodeNames"] == []
+    reasons = result["FailedAndUnresolvableNodes"]
+    assert set(reasons) == {"node-0", "node-1"}
+    assert all("ConsumedCapacity is nil" in reason for reason in reasons.values()), reasons

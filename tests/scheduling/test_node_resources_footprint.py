@@ -1,5 +1,5 @@
 """What one claim costs the node, device by device (upstream's buildNodeAllocatableDRAInfo and
-addDeviceMapping, kubernetes/kubernetes nodeallocatabledynamicresources.go at 0411cc704533)."""
+addDeviceMapping, kubernetes/kubernetes nodeallocatabledynamicresources.go, v1.37.2)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from extender.model import Features
 from extender.model.quantity import Quantity
-from extender.scheduling.node_resources.footprint import _lookup, footprints
+from extender.scheduling.node_resources.footprint import footprints
 from tests.scheduling.cluster import DRIVER, claim, local_context, node, node_slice, pod
 
 ON = Features.parse("DRANodeAllocatableResources=true,DRAConsumableCapacity=true", "1.37")
@@ -17,21 +17,6 @@ ON = Features.parse("DRANodeAllocatableResources=true,DRAConsumableCapacity=true
 
 def q(text: str) -> Quantity:
     return Quantity.parse(text)
-
-
-@pytest.mark.parametrize(
-    ("consumed", "key", "found"),
-    [
-        ({f"{DRIVER}/cores": "4"}, "cores", "4"),  # a bare key is qualified by the driver
-        ({"cores": "4"}, "cores", "4"),
-        ({"cores": "3", f"{DRIVER}/cores": "4"}, "cores", "4"),  # the qualified entry wins
-        ({"cores": "4"}, f"{DRIVER}/cores", "4"),  # the driver's own domain may be dropped
-        ({"cores": "4"}, "other.example.com/cores", None),
-    ],
-)
-def test_consumed_capacity_is_looked_up_by_qualified_name(consumed, key, found):
-    got = _lookup({k: q(v) for k, v in consumed.items()}, key, DRIVER)
-    assert (None if got is None else str(got)) == found
 
 
 def _footprints(device: dict[str, Any], result_extra: dict[str, Any] | None = None, containers: int = 1):
@@ -96,3 +81,17 @@ def test_a_capacity_the_allocation_did_not_consume_adds_nothing():
 
 def test_a_claim_without_node_resources_has_no_footprint():
     assert _footprints({"name": "gpu-0"}) == ()
+
+
+def test_a_capacity_key_is_looked_up_as_written():
+    """kube-scheduler 1.37.2 does not qualify the key with the driver's name."""
+    device = {
+        "name": "cpu-0",
+        "nodeAllocatableResources": {
+            "cpu": {"mapping": {"capacityKey": f"{DRIVER}/cores"}},
+            "memory": {"overhead": {"perPod": "1Mi"}},
+        },
+    }
+    (found,) = _footprints(device, {"consumedCapacity": {"cores": "4"}})
+    assert found.to_api()["mapping"] == []
+    assert found.to_api()["overhead"] == [{"name": "memory", "perPod": "1Mi"}]

@@ -20,9 +20,11 @@ from tests.scheduling.cluster import (
 
 
 def rule(name: str, effect: str = "NoSchedule", **selector: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {"taint": {"key": "maintenance", "value": name, "effect": effect}}
-    if selector:
-        spec["deviceSelector"] = selector
+    # An empty deviceSelector selects every device.
+    spec: dict[str, Any] = {
+        "taint": {"key": "maintenance", "value": name, "effect": effect},
+        "deviceSelector": selector,
+    }
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
             "spec": spec}
 

@@ -29,6 +29,10 @@ class NodeResourcesOutcome:
     footprints: tuple[ClaimFootprint, ...] = ()
     reason: str = ""  # "" = fits
     resolvable: bool = False  # freeing the node's pods could make room
+    # The footprint cannot be worked out (a device gone, a capacityKey mapping without
+    # consumedCapacity): upstream's plugin returns an error status then, which fails the pod's
+    # scheduling attempt rather than the node (statusError in nodeallocatabledynamicresources.go).
+    error: bool = False
 
 
 FITS_WITHOUT_FOOTPRINT = NodeResourcesOutcome()
@@ -73,7 +77,7 @@ def check(
         demand = pod_requests(pod.raw, found)
         uncovered = uncovered_pod_level(pod.raw, found)
     except ValueError as exc:
-        return NodeResourcesOutcome(reason=str(exc))
+        return NodeResourcesOutcome(reason=str(exc), error=True)
     if uncovered is not None:
         return NodeResourcesOutcome(reason=uncovered)
     requests = state.node_requests

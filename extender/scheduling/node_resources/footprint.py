@@ -4,13 +4,13 @@ A device with ``nodeAllocatableResources`` uses node resources when allocated: t
 mapping (each device adds ``deviceMultiplier``, or its consumed capacity times
 ``capacityMultiplier``) or an overhead (per pod, per referencing container). Facts follow
 upstream's plugin (kubernetes/kubernetes pkg/scheduler/framework/plugins/dynamicresources/
-nodeallocatabledynamicresources.go at 0411cc704533: buildNodeAllocatableDRAInfo,
+nodeallocatabledynamicresources.go, released in v1.37.2: buildNodeAllocatableDRAInfo,
 addDeviceMapping, addDeviceOverhead, validateNodeAllocatableDRAClaimSharing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from extender.model import AllocationResult, Device, DeviceID, Node, ResourceClaim
 from extender.model.allocation import DeviceResult
@@ -60,18 +60,6 @@ def has_mapped_device(state: ClusterState, claim: ResourceClaim) -> bool:
     return False
 
 
-def _lookup(consumed: Mapping[str, Quantity], key: str, driver: str) -> Quantity | None:
-    """A consumed capacity by qualified name: the driver's domain qualifies a bare name, and a
-    fully qualified entry wins over a bare one (upstream's LookupByQualifiedName)."""
-    domain, slash, name = key.partition("/")
-    if slash:
-        if key in consumed:
-            return consumed[key]
-        return consumed.get(name) if domain == driver else None
-    qualified = consumed.get(f"{driver}/{key}")
-    return qualified if qualified is not None else consumed.get(key)
-
-
 def _sum(into: dict[str, Quantity], name: str, amount: Quantity) -> None:
     held = into.get(name)
     into[name] = amount if held is None else held.add(amount)
@@ -90,8 +78,10 @@ def _mapped(
             f"but Capacity key '{mapping.capacity_key}' is set in NodeAllocatableResources for "
             f"resource {name}"
         )
-    # A capacity the allocation did not consume does not concern this resource.
-    consumed = _lookup(result.consumed_capacity, mapping.capacity_key, result.driver)
+    # A capacity the allocation did not consume does not concern this resource. The key is
+    # looked up as written (v1.37.2; a later upstream commit qualifies it with the driver's
+    # name: tests/conformance/upstream/node-allocatable-capacity-key-is-looked-up-as-written).
+    consumed = result.consumed_capacity.get(mapping.capacity_key)
     factor = mapping.capacity_multiplier
     if consumed is not None and factor is not None and factor != ONE:
         consumed = consumed.times(factor)
