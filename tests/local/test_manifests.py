@@ -389,7 +389,10 @@ def test_serve_builds_with_the_gc_off_and_freezes_what_it_loaded(tmp_path: Path)
     def states_in_sight() -> int:
         return sum(isinstance(o, ClusterState) for o in gc.get_objects())
 
-    gc.collect()  # what earlier tests left: the CEL warm-up's collection would count it out
+    # What earlier tests left: one that froze the collector without thawing it hides its states
+    # until our unfreeze below, and the CEL warm-up's collection would count the garbage out.
+    gc.unfreeze()
+    gc.collect()
     before = states_in_sight()
     gc.callbacks.append(record)
     try:
