@@ -12,6 +12,11 @@ limit (cel-go's estimate 985,261 of 1,000,000) and matches nothing, over NODES n
 DEVICES distinct devices; every request names a new claim, so no verdict is remembered from
 the one before. The probes are ``/healthz`` and a normal ``/filter`` over the same nodes.
 
+With ``--attack`` the attacker is another of issue 28's: large requests within the limits
+(``full-nodes``, ``preempt-flood``, ``preempt-names``), a 64 MiB header on the main port or the
+probe port (``header``, ``headers-4``, ``header-probe``), bodies that were answered 500
+(``bad-bodies``) or a local-mode apply of 10,000 devices (``local-apply``).
+
 Run it on two checkouts back to back to compare; the figures go in docs/reliability.md.
 """
 
@@ -68,8 +73,18 @@ def _pod(name: str, claim_name: str) -> dict[str, Any]:
                      "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}]}}
 
 
-def cluster(nodes: int) -> list[dict[str, Any]]:
+EXTENDED = "example.com/gpu"
+
+
+def cluster(nodes: int, mapped: bool = False) -> list[dict[str, Any]]:
+    """``mapped``: a second class of the same devices serves the extended resource ``EXTENDED``."""
     objs = _nodes(nodes, lambda _: [{"name": f"gpu-{d}"} for d in range(24)])
+    if mapped:
+        objs.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "mapped"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
+                     "extendedResourceName": EXTENDED},
+        })
 
     def claim(name: str, *counts: int) -> dict[str, Any]:
         requests = [{"name": f"r{i}", "exactly": {"deviceClassName": DRIVER, "count": n}}
@@ -229,8 +244,67 @@ async def preempt_names_attack(url: str, pods: dict[str, Any], until: float, nam
                          lambda c: c.post("/preempt", content=text, headers=JSON))
 
 
+HEADER_BYTES = 64 * MB
+
+
+async def header_attack(url: str, until: float, at_once: int) -> dict[str, Any]:
+    """``at_once`` connections at a time, each sending one request whose header is 64 MiB
+    (``url``: the main port or the probe port)."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    filler = b"a" * MB  # sent MiB by MiB: the load generator copies no 64 MiB buffer of its own
+
+    async def send(_: httpx.AsyncClient) -> str:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            with contextlib.suppress(OSError):  # closed by the server while still sending
+                writer.write(b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-filler: ")
+                for _ in range(HEADER_BYTES // MB):
+                    writer.write(filler)
+                    await writer.drain()
+                writer.write(b"\r\n\r\n")
+                await writer.drain()
+            with contextlib.suppress(OSError):
+                status = (await asyncio.wait_for(reader.readline(), 60)).split(b" ")[1:2]
+                return status[0].decode() if status else "closed"
+            return "reset"
+        finally:
+            writer.close()
+
+    return await _repeat(url, until, at_once, f"64 MiB header x{at_once}", send)
+
+
+async def bad_bodies_attack(url: str, pods: dict[str, Any], until: float) -> dict[str, Any]:
+    """Three clients: a filter and a prioritize whose Pod holds bytes that are not UTF-8, and a
+    filter of a full Pod without ``metadata.uid`` asking for a DRA-backed extended resource."""
+    nodes = {"NodeNames": [f"node-{i}" for i in range(NODES)]}
+    not_utf8 = json.dumps({"Pod": pods["normal"], **nodes}).encode().replace(b'"normal"', b'"norm\xffal"', 1)
+    uidless = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "newcomer", "namespace": "default"},
+               "spec": {"containers": [{"name": "c", "image": "i",
+                                        "resources": {"requests": {EXTENDED: "1"}}}]}}
+    uidless_body = json.dumps({"Pod": uidless, **nodes})
+    sends = [("filter, not UTF-8", "/filter", not_utf8), ("prioritize, not UTF-8", "/prioritize", not_utf8),
+             ("filter, no uid", "/filter", uidless_body)]
+    results = await asyncio.gather(*(
+        _repeat(url, until, 1, what, lambda c, p=path, b=body: c.post(p, content=b, headers=JSON))
+        for what, path, body in sends))
+    return {key: value for result in results for key, value in result.items()}
+
+
+async def local_apply_attack(url: str, until: float, devices: int = 10_000) -> dict[str, Any]:
+    """One ``/local/apply`` at a time of a ResourceSlice of ``devices`` devices (the API allows 128)."""
+    body = json.dumps({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "huge"},
+        "spec": {"driver": DRIVER, "nodeName": "huge", "pool": {"name": "huge", "generation": 1,
+                                                                  "resourceSliceCount": 1},
+                 "devices": [{"name": f"g{i}"} for i in range(devices)]},
+    })
+    return await _repeat(url, until, 1, f"apply of {devices} devices",
+                         lambda c: c.post("/local/apply", content=body, headers=JSON))
+
+
 async def _repeat(url: str, until: float, at_once: int, what: str, send: Any) -> dict[str, Any]:
-    """``at_once`` clients sending ``send(client)`` back to back until ``until``: answers by status."""
+    """``at_once`` clients sending ``send(client)`` back to back until ``until``: answers by
+    status (``send`` returns the response, or the status as text when it speaks raw HTTP)."""
     seen: dict[str, Any] = {}
     longest = [0.0]
 
@@ -239,7 +313,8 @@ async def _repeat(url: str, until: float, at_once: int, what: str, send: Any) ->
             while time.monotonic() < until:
                 started = time.monotonic()
                 try:
-                    key = f"{what} {(await send(client)).status_code}"
+                    answer = await send(client)
+                    key = f"{what} {answer if isinstance(answer, str) else answer.status_code}"
                 except httpx.HTTPError as exc:
                     key = f"{what} {type(exc).__name__}"
                 seen[key] = seen.get(key, 0) + 1
@@ -250,7 +325,8 @@ async def _repeat(url: str, until: float, at_once: int, what: str, send: Any) ->
     return seen
 
 
-ATTACKS = ("default", "full-nodes", "preempt-flood", "preempt-names")
+ATTACKS = ("default", "full-nodes", "preempt-flood", "preempt-names", "header", "headers-4", "header-probe",
+           "bad-bodies", "local-apply")
 
 
 async def measure(
@@ -261,6 +337,7 @@ async def measure(
     cel: tuple[int, int] | None = None,
     attackers: int = 1,
     kind: str = "default",
+    probe_url: str = "",
 ) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
         pods = (await client.get("/debug/pods")).json()["items"]
@@ -295,6 +372,13 @@ async def measure(
             attacking = preempt_flood_attack(url, by_name, loud_until, nodes[:candidates])
         elif kind == "preempt-names":
             attacking = preempt_names_attack(url, by_name, loud_until)
+        elif kind in ("header", "headers-4", "header-probe"):
+            attacking = header_attack(probe_url if kind == "header-probe" else url, loud_until,
+                                      4 if kind == "headers-4" else 1)
+        elif kind == "bad-bodies":
+            attacking = bad_bodies_attack(url, by_name, loud_until)
+        elif kind == "local-apply":
+            attacking = local_apply_attack(url, loud_until)
         else:
             attacking = attack(url, by_name, nodes[:candidates], loud_until)
         attack_task = asyncio.ensure_future(attacking)
@@ -338,7 +422,11 @@ def main() -> int:
     parser.add_argument("--attack", choices=ATTACKS, default="default",
                         help="default: a hostile preempt and eight 10 MB bodies; full-nodes: four filters "
                         "of 40,000 full Nodes at a time; preempt-flood: 20 hostile preempts at a time; "
-                        "preempt-names: a preempt over 50,000 node names")
+                        "preempt-names: a preempt over 50,000 node names; header, headers-4: one or four "
+                        "connections at a time sending a 64 MiB header; header-probe: one, to the probe "
+                        "port; bad-bodies: filter and prioritize bodies not UTF-8, a filter of a full Pod "
+                        "without uid asking for an extended resource; local-apply: a /local/apply of a "
+                        "slice of 10,000 devices")
     args = parser.parse_args()
     cel = None
     if args.cel:
@@ -347,13 +435,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp, "state")
         state.mkdir()
-        objs = cluster(NODES) if cel is None else cel_cluster(*cel)
+        objs = cluster(NODES, mapped=args.attack == "bad-bodies") if cel is None else cel_cluster(*cel)
         Path(state, "cluster.yaml").write_text(yaml.safe_dump_all(objs))
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "PYTHONPATH": str(args.source.resolve())}
+        probe_port = free_port()
         cmd = [sys.executable, "-m", "extender", "serve", "--state", str(state), "--port", str(port),
-               "--cel-engine", args.cel_engine]
+               "--cel-engine", args.cel_engine, "--probe-port", str(probe_port)]
         with Path(tmp, "log").open("wb") as log:
             process = subprocess.Popen(cmd, cwd=args.source, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -367,7 +456,8 @@ def main() -> int:
                     return 1
                 time.sleep(0.1)
             figures = measure(
-                url, process.pid, args.seconds, args.candidates, cel, args.attackers, args.attack
+                url, process.pid, args.seconds, args.candidates, cel, args.attackers, args.attack,
+                f"http://127.0.0.1:{probe_port}",
             )
             print(json.dumps(asyncio.run(figures), indent=2))
         finally:

@@ -444,6 +444,25 @@ def test_headers_over_the_limit_get_a_431_and_the_connection_closes(served: Serv
     assert_drained(served.pool)
 
 
+def test_the_probe_port_answers_headers_over_the_limit_with_a_431_too(
+    app: ASGIApp, certificate: tuple[Path, Path, Path]
+) -> None:
+    # The probe port is plain HTTP on every interface, whatever the main listener is: one 2 MiB
+    # header there (issue 28: 64 MiB were answered 200, +120 MB) is refused as on the main port.
+    port, probe_port = free_port(), free_port()
+    listeners = servers(app, "127.0.0.1", port, log_level="warning", limits=QUICK, probe_port=probe_port)
+    big = b"GET /healthz HTTP/1.1\r\nhost: extender\r\nx-filler: " + b"a" * (2 << 20) + b"\r\n\r\n"
+    with listening(listeners):
+        with socket.create_connection(("127.0.0.1", probe_port), timeout=5) as sock:
+            with contextlib.suppress(OSError):
+                sock.sendall(big)
+            _, data = until_closed(sock, SLACK + QUICK.header_timeout)
+        assert data.startswith(b"HTTP/1.1 431 "), data[:200]
+        with socket.create_connection(("127.0.0.1", probe_port), timeout=5) as sock:
+            sock.sendall(HEALTHZ)
+            assert response(sock).startswith(b"HTTP/1.1 200 ")
+
+
 def test_headers_just_under_the_limit_are_served(served: Served) -> None:
     filler = b"a" * ((1 << 20) - 1024)
     with served.connect() as sock:

@@ -30,13 +30,13 @@ BUDGET_S = 0.6
 CANDIDATES = 6
 
 
-def hostile_service() -> Service:
+def hostile_service(budget_s: float = BUDGET_S) -> Service:
     objs: list[dict[str, Any]] = [*gpu_cluster(nodes=CANDIDATES, per_node=24)]
     objs.append(claim("hostile", claim_spec(request("a", count=12), request("b", count=13))))
     objs.append(pod("attacker", claims={"gpu": "hostile"}))
     objs.append(claim("modest"))
     objs.append(pod("normal", claims={"gpu": "modest"}))
-    return Service(objs, filter_timeout_s=BUDGET_S)
+    return Service(objs, filter_timeout_s=budget_s)
 
 
 def preempt_body(svc: Service) -> dict[str, Any]:
