@@ -1,5 +1,9 @@
 """matchAttribute / distinctAttribute with upstream's exact (sometimes lossy) bookkeeping.
 
+A constraint is handed each device's value of its attribute (``attribute``), looked up by the
+search: the device's own, or the request's derived attribute of that name (DRADerivedAttributes,
+upstream lookupAttribute), which is why the value, not the device, comes in.
+
 Upstream: matchAttributeConstraint and distinctAttributeConstraint
 (structured/internal/*/allocator_*.go and constraint.go in k8s.io/dynamic-resource-allocation).
 """
@@ -12,9 +16,17 @@ from extender.model import AttributeValue, Constraint, Device
 
 
 class ConstraintState(Protocol):
-    def add(self, request: str, device: Device) -> bool: ...
+    @property
+    def attribute(self) -> str:
+        """The fully qualified attribute name the constraint compares."""
+        ...
 
-    def remove(self, request: str, device: Device) -> None: ...
+    def add(self, request: str, value: AttributeValue | None) -> bool:
+        """Whether a device of ``request`` whose attribute is ``value`` (None: it has none)
+        joins; if so it is counted until :meth:`remove`."""
+        ...
+
+    def remove(self, request: str) -> None: ...
 
 
 def applies(constraint: Constraint, parent: str, sub: str | None) -> bool:
@@ -37,8 +49,11 @@ class MatchAttribute:
         self._reference: AttributeValue | None = None
         self._count = 0
 
-    def add(self, request: str, device: Device) -> bool:
-        value = device.attribute(self._name)
+    @property
+    def attribute(self) -> str:
+        return self._name
+
+    def add(self, request: str, value: AttributeValue | None) -> bool:
         if value is None:
             return False
         if self._count == 0:
@@ -51,11 +66,11 @@ class MatchAttribute:
         self._count += 1
         return True
 
-    def remove(self, request: str, device: Device) -> None:
+    def remove(self, request: str) -> None:
         self._count -= 1
 
     def admits(self, device: Device) -> bool:
-        """Whether ``add`` would accept ``device`` now (without changing anything)."""
+        """Whether ``add`` would accept ``device``'s own value now (without changing anything)."""
         if self._count == 0:
             return device.attribute(self._name) is not None
         new = self.key(device)
@@ -79,8 +94,11 @@ class MatchAttributeSets:
         self._kind: str | None = None
         self._stack: list[frozenset[Any]] = []
 
-    def add(self, request: str, device: Device) -> bool:
-        value = device.attribute(self._name)
+    @property
+    def attribute(self) -> str:
+        return self._name
+
+    def add(self, request: str, value: AttributeValue | None) -> bool:
         if value is None or value.kind is None:
             return False
         values = frozenset(value.values)
@@ -96,7 +114,7 @@ class MatchAttributeSets:
         self._stack.append(common)
         return True
 
-    def remove(self, request: str, device: Device) -> None:
+    def remove(self, request: str) -> None:
         self._stack.pop()
 
 
@@ -124,8 +142,11 @@ class DistinctAttribute:
         scalar = _scalar(new)
         return scalar is None or scalar == _scalar(old)
 
-    def add(self, request: str, device: Device) -> bool:
-        value = device.attribute(self._name)
+    @property
+    def attribute(self) -> str:
+        return self._name
+
+    def add(self, request: str, value: AttributeValue | None) -> bool:
         if value is None:
             return False
         if self._keep_all:
@@ -141,7 +162,7 @@ class DistinctAttribute:
         self._count += 1
         return True
 
-    def remove(self, request: str, device: Device) -> None:
+    def remove(self, request: str) -> None:
         if self._keep_all:
             self._accepted.pop()
         else:
