@@ -329,6 +329,8 @@ def _constraint_attributes(value: Any, path: str) -> dict[str, set[str]]:
             name = constraint.get("distinctAttribute")
         if name is None:
             continue
+        if not isinstance(name, str):
+            raise _Shape(f"{path}[{i}]")
         targets = _items(constraint.get("requests"), f"{path}[{i}].requests", L.DEVICE_REQUESTS_MAX_SIZE)
         for target in targets or [""]:
             if not isinstance(target, str):
