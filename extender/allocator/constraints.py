@@ -1,5 +1,9 @@
 """matchAttribute / distinctAttribute with upstream's exact (sometimes lossy) bookkeeping.
 
+A constraint is handed each device's value of its attribute (``attribute``), looked up by the
+search: the device's own, or the request's derived attribute of that name (DRADerivedAttributes,
+upstream lookupAttribute), which is why the value, not the device, comes in.
+
 Upstream: matchAttributeConstraint and distinctAttributeConstraint
 (structured/internal/*/allocator_*.go and constraint.go in k8s.io/dynamic-resource-allocation).
 """
@@ -12,9 +16,17 @@ from extender.model import AttributeValue, Constraint, Device
 
 
 class ConstraintState(Protocol):
-    def add(self, request: str, device: Device) -> bool: ...
+    @property
+    def attribute(self) -> str:
+        """The fully qualified attribute name the constraint compares."""
+        ...
 
-    def remove(self, request: str, device: Device) -> None: ...
+    def add(self, request: str, value: AttributeValue | None) -> bool:
+        """Whether a device of ``request`` whose attribute is ``value`` (None: it has none)
+        joins; if so it is counted until :meth:`remove`."""
+        ...
+
+    def remove(self, request: str) -> None: ...
 
 
 def applies(constraint: Constraint, parent: str, sub: str | None) -> bool:
@@ -40,29 +52,40 @@ class MatchAttribute:
         self._name = name
         self._count = 0
 
-    def add(self, request: str, device: Device) -> bool:
-        if not self.admits(device):
+    @property
+    def attribute(self) -> str:
+        return self._name
+
+    def add(self, request: str, value: AttributeValue | None) -> bool:
+        if not self._admits(value):
             return False
         if not self._count:
-            self._reference = self.key(device)
+            self._reference = self._key(value)
         self._count += 1
         return True
 
-    def remove(self, request: str, device: Device) -> None:
+    def remove(self, request: str) -> None:
         self._count -= 1
 
     def admits(self, device: Device) -> bool:
-        """Whether ``add`` accepts ``device`` now (without changing anything): the first device
-        needs the attribute, any later one a scalar of the reference's type and value."""
-        if not self._count:
-            return device.attribute(self._name) is not None
-        key = self.key(device)
-        return key is not None and key == self._reference
+        """Whether ``add`` accepts ``device``'s own value now (without changing anything): the
+        first device needs the attribute, any later one a scalar of the reference's type and
+        value."""
+        return self._admits(device.attribute(self._name))
 
     def key(self, device: Device) -> tuple[str, Any] | None:
         """What ``add`` compares once a reference is set: devices with equal keys join each
         other; None for a device that can never join a set one (missing or not a scalar)."""
-        value = device.attribute(self._name)
+        return self._key(device.attribute(self._name))
+
+    def _admits(self, value: AttributeValue | None) -> bool:
+        if not self._count:
+            return value is not None
+        key = self._key(value)
+        return key is not None and key == self._reference
+
+    @staticmethod
+    def _key(value: AttributeValue | None) -> tuple[str, Any] | None:
         return None if value is None else _scalar(value)
 
 
@@ -77,8 +100,11 @@ class MatchAttributeSets:
         self._name = name
         self._stack: list[frozenset[Any]] = []
 
-    def add(self, request: str, device: Device) -> bool:
-        value = device.attribute(self._name)
+    @property
+    def attribute(self) -> str:
+        return self._name
+
+    def add(self, request: str, value: AttributeValue | None) -> bool:
         if value is None or value.kind is None:
             return False
         values = frozenset(value.values)
@@ -93,7 +119,7 @@ class MatchAttributeSets:
         self._stack.append(values)
         return True
 
-    def remove(self, request: str, device: Device) -> None:
+    def remove(self, request: str) -> None:
         self._stack.pop()
 
 
@@ -121,8 +147,11 @@ class DistinctAttribute:
         scalar = _scalar(new)
         return scalar is None or scalar == _scalar(old)
 
-    def add(self, request: str, device: Device) -> bool:
-        value = device.attribute(self._name)
+    @property
+    def attribute(self) -> str:
+        return self._name
+
+    def add(self, request: str, value: AttributeValue | None) -> bool:
         if value is None:
             return False
         if self._keep_all:
@@ -137,7 +166,7 @@ class DistinctAttribute:
         self._by_request[request] = value
         return True
 
-    def remove(self, request: str, device: Device) -> None:
+    def remove(self, request: str) -> None:
         if self._keep_all:
             self._accepted.pop()
         else:

@@ -39,6 +39,9 @@ class RequestData:
     result_tolerations: tuple[Mapping[str, Any], ...] = ()
     all_devices: list[Candidate] = field(default_factory=list)
     constraints: tuple[int, ...] = ()  # indices into the claim's constraints that bind this request
+    # DRADerivedAttributes: attribute name -> the expression that derives it for this request's
+    # devices (a repeated name: the last one, as upstream's map keeps it).
+    derived: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def result_name(self) -> str:
@@ -67,9 +70,10 @@ def _request_data(
     classes: Mapping[str, DeviceClass],
 ) -> RequestData:
     prefix = _prefix(claim, exact.name)
-    if exact.derived_attributes:
-        # DRADerivedAttributes is not implemented: every variant refuses them as with the gate
-        # off (validateDeviceRequest, v0.37.2).
+    if exact.derived_attributes and not features.derived_attributes:
+        # Refused rather than ignored, which would drop the constraints' meaning; only the
+        # experimental allocator knows them, the others refuse them alike
+        # (validateDeviceRequest, v0.37.2).
         raise AllocationError(
             f"{prefix}: cannot handle request with derived attributes, the feature is disabled"
         )
@@ -109,6 +113,7 @@ def _request_data(
         all_mode=exact.allocation_mode == "All",
         num_devices=exact.count,
         result_tolerations=tuple(t.raw for t in exact.tolerations),
+        derived={attribute.name: attribute.expression for attribute in exact.derived_attributes},
     )
 
 

@@ -20,10 +20,17 @@ from extender.allocator.outcome import AllocationError
 from extender.allocator.pools import Candidate, Pool
 from extender.allocator.requests import MAX_DEVICES_PER_CLAIM, ClaimRequests, RequestData, all_mode_devices
 from extender.allocator.result import Pick
-from extender.allocator.selection import MatchPruner, SelectorCache, node_allows, pruner_for, selectors_match
+from extender.allocator.selection import (
+    MatchPruner,
+    SelectorCache,
+    derived_attribute,
+    node_allows,
+    pruner_for,
+    selectors_match,
+)
 from extender.allocator.state import AllocatedState
 from extender.allocator.taints import all_taints_tolerated
-from extender.model import Device, DeviceID, Node, ResourceClaim
+from extender.model import AttributeValue, Device, DeviceID, Node, ResourceClaim
 from extender.model.features import Features
 from extender.model.nodes import OPTIONAL_NODE_OPERATIONS
 from extender.model.quantity import Quantity
@@ -296,7 +303,7 @@ class Search:
 
         def undo() -> None:
             for constraint in reversed(accepted):
-                constraint.remove(data.parent, device)
+                constraint.remove(data.parent)
             if ungroup is not None:
                 ungroup()
             if multi:
@@ -393,9 +400,9 @@ class Search:
         accepted: list[ConstraintState] = []
         for i in data.constraints:
             constraint = states[i]
-            if not constraint.add(data.parent, device):
+            if not constraint.add(data.parent, self.attribute_of(data, device, constraint.attribute)):
                 for done in reversed(accepted):
-                    done.remove(data.parent, device)
+                    done.remove(data.parent)
                 if must:
                     raise AllocationError(
                         f"claim {data.claim_key}, request {data.exact.name}: cannot add device "
@@ -413,7 +420,7 @@ class Search:
                     if not multi:
                         self.allocating[dev_id].discard(c)
                     for done in reversed(accepted):
-                        done.remove(data.parent, device)
+                        done.remove(data.parent)
                 return None
             if multi:
                 consumed = consumed_capacity(
@@ -422,6 +429,13 @@ class Search:
                 share_id = str(uuid.uuid4())
                 _add_capacity(self.allocating_capacity.setdefault(dev_id, {}), consumed, +1)
         return accepted, Pick(data, candidate, share_id, consumed)
+
+    def attribute_of(self, data: RequestData, device: Device, name: str) -> AttributeValue | None:
+        """What a constraint compares of ``device`` picked for ``data``: the request's derived
+        attribute ``name`` if it has one (it shadows the device's own), else the device's."""
+        if name in data.derived:
+            return derived_attribute(self.selectors, data, name, device, self.budget.in_evaluation)
+        return device.attribute(name)
 
     def read_bound(self) -> int:
         """One past the highest candidate index this search has looked at (0: none).

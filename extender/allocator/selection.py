@@ -18,15 +18,16 @@ from extender.allocator.requests import RequestData
 from extender.allocator.state import AllocatedState
 from extender.cel import CelCompileError, CelRuntimeError, Checkpoint, DeviceInput, EvaluationInterrupted
 from extender.cel.device import PlainDevice
-from extender.model import Device, DeviceID, Node
+from extender.model import AttributeValue, Device, DeviceID, Node
 from extender.model.features import Features
 
 if TYPE_CHECKING:
-    from extender.cel.environment import Environment, Selector
+    from extender.cel.environment import DerivedExpression, Environment, Selector
 
 
 class SelectorCache:
-    """Compiled selectors by expression for the allocator object's lifetime.
+    """Compiled selectors and derived attribute expressions by expression for the allocator
+    object's lifetime.
 
     Compile errors are cached too; they are raised (with their owner) only when a device is
     actually evaluated, as upstream does.
@@ -35,6 +36,19 @@ class SelectorCache:
     def __init__(self, cel: Environment) -> None:
         self._cel = cel
         self._compiled: dict[str, Selector | CelCompileError] = {}
+        self._derived: dict[str, DerivedExpression | CelCompileError] = {}
+
+    def derived(
+        self, expression: str, checkpoint: Checkpoint | None = None
+    ) -> DerivedExpression | CelCompileError:
+        compiled = self._derived.get(expression)
+        if compiled is None:
+            try:
+                compiled = self._cel.compile_derived(expression, checkpoint)
+            except CelCompileError as exc:
+                compiled = exc
+            self._derived[expression] = compiled
+        return compiled
 
     def get(self, expression: str, checkpoint: Checkpoint | None = None) -> Selector | CelCompileError:
         compiled = self._compiled.get(expression)
@@ -101,6 +115,37 @@ def selectors_match(
                 f"{owner}: selector #{i} on device {'/'.join(device.id)}: CEL runtime error: {exc.message}"
             ) from None
     return True
+
+
+def derived_attribute(
+    cache: SelectorCache,
+    data: RequestData,
+    name: str,
+    device: Device,
+    checkpoint: Checkpoint | None = None,
+) -> AttributeValue:
+    """The value of ``data``'s derived attribute ``name`` for ``device`` (upstream
+    lookupAttribute): evaluated once per device and expression (the device's CEL memo), and only
+    where a constraint of the request asks, after the device passed the request's selectors.
+    A compile or runtime error is fatal for the claims, as upstream aborts the allocation; the
+    reason names the claim, the request, the attribute and the expression."""
+    expression = data.derived[name]
+    owner = f"claim {data.claim_key}, request {data.result_name}"
+    try:
+        compiled = cache.derived(expression, checkpoint)
+        if isinstance(compiled, CelCompileError):
+            raise AllocationError(
+                f"{owner}: compile derived attribute {name} failed: {compiled.message} "
+                f"(expression: {expression})"
+            )
+        return compiled.value(device, checkpoint)
+    except EvaluationInterrupted as exc:  # the deadline passed while it compiled or ran
+        raise AllocationError(exc.message, "timeout") from None
+    except CelRuntimeError as exc:
+        raise AllocationError(
+            f"{owner}: evaluate derived attribute {name} on device {'/'.join(device.id)} failed: "
+            f"{exc.message} (expression: {expression})"
+        ) from None
 
 
 def node_allows(node: Node | None, candidate: Candidate) -> bool:
@@ -273,6 +318,8 @@ def pruner_for(search: SearchView, c: int, data: RequestData) -> MatchPruner | N
     """A pruner for ``data`` when the conditions in this module's docstring allow one."""
     if not data.constraints or (search.features.consumable_capacity and data.exact.capacity_requests):
         return None
+    if data.derived:
+        return None  # its constraints may read values only a CEL evaluation gives
     constraints: list[MatchAttribute] = []
     for i in data.constraints:
         state = search.constraints[c][i]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from extender.cel import Checkpoint
     from extender.cel.device import DeviceView
+    from extender.model import AttributeValue
 
 ENGINE_CHOICES = ("auto", "cpp", "python")
 
@@ -31,6 +32,15 @@ class Program(Protocol):
         ...
 
 
+class DerivedProgram(Protocol):
+    """A compiled, type-checked derived attribute expression (DRADerivedAttributes)."""
+
+    def derive(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> AttributeValue:
+        """Return the value constraints compare; raise ``CelRuntimeError(message, expression)``
+        (also for a result of a type a derived attribute may not have)."""
+        ...
+
+
 class Engine(Protocol):
     """A CEL backend configured with Kubernetes' DRA environment."""
 
@@ -38,6 +48,11 @@ class Engine(Protocol):
 
     def compile(self, expression: str) -> Program:
         """Parse and check ``expression``; raise ``CelCompileError(message, expression)``."""
+        ...
+
+    def compile_derived(self, expression: str) -> DerivedProgram:
+        """As :meth:`compile`, for a derived attribute: its result must be a scalar (string,
+        integer, boolean, semver) or a list of them (``extender.cel.runtime.derived``)."""
         ...
 
 

@@ -21,7 +21,8 @@ from cachetools import LRUCache
 
 from extender.cel import CelCompileError, CelRuntimeError, Checkpoint, DeviceInput
 from extender.cel.device import PlainDevice, view_for
-from extender.cel.engine import Engine, Program, make_engine
+from extender.cel.engine import DerivedProgram, Engine, Program, make_engine
+from extender.model import AttributeValue
 
 # The longest selector accepted, in UTF-8 bytes; checked here, before any engine sees it.
 MAX_EXPRESSION_BYTES = 10 * 1024
@@ -96,6 +97,46 @@ class Selector:
         return f"Selector({self.expression!r})"
 
 
+class DerivedExpression:
+    """A compiled derived attribute expression (DRADerivedAttributes), bound to its engine and
+    its environment's counters. Its value on a device is memoized in the device's ``cel_memo``
+    as a selector's verdict is: evaluated once per device version, errors included."""
+
+    __slots__ = ("_memo_key", "_program", "_stats", "expression")
+
+    def __init__(self, expression: str, program: DerivedProgram, engine_name: str, stats: CelStats) -> None:
+        self.expression = expression
+        self._program = program
+        self._stats = stats
+        self._memo_key = ("derived", engine_name, expression)
+
+    def value(self, device: DeviceInput, checkpoint: Checkpoint | None = None) -> AttributeValue:
+        """The attribute this expression derives for ``device``; raises :class:`CelRuntimeError`
+        (an interrupted evaluation leaves nothing behind)."""
+        stats = self._stats
+        memo = device.cel_memo
+        outcome: AttributeValue | CelRuntimeError | None = memo.get(self._memo_key)
+        if outcome is not None:
+            stats.memo_hits += 1
+        else:
+            stats.evaluations += 1
+            try:
+                outcome = self._program.derive(view_for(device), checkpoint)
+            except CelRuntimeError as exc:
+                stats.runtime_errors += 1
+                outcome = exc
+            memo[self._memo_key] = outcome
+        if isinstance(outcome, CelRuntimeError):
+            raise CelRuntimeError(outcome.message, self.expression)
+        return outcome
+
+    def __repr__(self) -> str:
+        return f"DerivedExpression({self.expression!r})"
+
+
+Compiled = Selector | DerivedExpression | CelCompileError
+
+
 class Environment:
     """One CEL engine with its compiled-selector cache and counters (``--cel-engine``)."""
 
@@ -103,9 +144,10 @@ class Environment:
         self._engine = engine
         self.stats = CelStats()
         self._lock = threading.Lock()
-        # Expression -> compiled selector or its compile error. Never invalidated: the engine
-        # is fixed for the environment's lifetime; bounded by least-recent eviction.
-        self._cache: LRUCache[str, Selector | CelCompileError] = LRUCache(maxsize=SELECTOR_CACHE_SIZE)
+        # (derived?, expression) -> compiled selector or derived expression, or its compile
+        # error. Never invalidated: the engine is fixed for the environment's lifetime; bounded
+        # by least-recent eviction.
+        self._cache: LRUCache[tuple[bool, str], Compiled] = LRUCache(maxsize=SELECTOR_CACHE_SIZE)
 
     @classmethod
     def create(cls, engine: str = "auto") -> Environment:
@@ -127,36 +169,46 @@ class Environment:
         selector) runs on a worker thread while this one waits in short sleeps, calling the
         checkpoint between them: the caller can let its event loop run meanwhile, or give up
         (the compilation then still completes, and is cached, for the next caller)."""
+        compiled = self._get(False, expression, checkpoint)
+        assert isinstance(compiled, Selector)
+        return compiled
+
+    def compile_derived(self, expression: str, checkpoint: Checkpoint | None = None) -> DerivedExpression:
+        """As :meth:`compile_selector`, for a derived attribute's expression (its result must
+        be a scalar or a list of scalars: ``extender.cel.runtime.derived``)."""
+        compiled = self._get(True, expression, checkpoint)
+        assert isinstance(compiled, DerivedExpression)
+        return compiled
+
+    def _get(self, derived: bool, expression: str, checkpoint: Checkpoint | None) -> Compiled:
         if not isinstance(expression, str):
             raise CelCompileError(
                 f"expression must be a string, not {type(expression).__name__}", str(expression)
             )
+        key = (derived, expression)
         with self._lock:
-            cached = self._cache.get(expression)
+            cached = self._cache.get(key)
         if cached is None:
-            if checkpoint is None:
-                cached = self._compiled(expression)
-            else:
-                cached = self._compiled_aside(expression, checkpoint)
+            cached = self._compiled(key) if checkpoint is None else self._compiled_aside(key, checkpoint)
         else:
             self.stats.cache_hits += 1
         if isinstance(cached, CelCompileError):
             raise CelCompileError(cached.message, expression)
         return cached
 
-    def _compiled(self, expression: str) -> Selector | CelCompileError:
-        compiled = self._compile(expression)
+    def _compiled(self, key: tuple[bool, str]) -> Compiled:
+        compiled = self._compile(*key)
         with self._lock:
-            self._cache[expression] = compiled
+            self._cache[key] = compiled
         return compiled
 
-    def _compiled_aside(self, expression: str, checkpoint: Checkpoint) -> Selector | CelCompileError:
+    def _compiled_aside(self, key: tuple[bool, str], checkpoint: Checkpoint) -> Compiled:
         done = threading.Event()
-        outcome: list[Selector | CelCompileError] = []
+        outcome: list[Compiled] = []
 
         def work() -> None:
             try:
-                outcome.append(self._compiled(expression))
+                outcome.append(self._compiled(key))
             finally:
                 done.set()
 
@@ -164,10 +216,10 @@ class Environment:
         while not done.wait(COMPILE_POLL_S):
             checkpoint()
         if not outcome:  # the compiler itself failed (a bug): fail this selector, loudly
-            return CelCompileError("internal error: the compilation did not complete", expression)
+            return CelCompileError("internal error: the compilation did not complete", key[1])
         return outcome[0]
 
-    def _compile(self, expression: str) -> Selector | CelCompileError:
+    def _compile(self, derived: bool, expression: str) -> Compiled:
         stats = self.stats
         size = len(expression.encode("utf-8", "surrogatepass"))
         if size > MAX_EXPRESSION_BYTES:
@@ -177,15 +229,17 @@ class Environment:
                 expression,
             )
         started = time.perf_counter()
+        engine = self._engine
         try:
-            program = self._engine.compile(expression)
+            if derived:
+                return DerivedExpression(expression, engine.compile_derived(expression), engine.name, stats)
+            return Selector(expression, engine.compile(expression), engine.name, stats)
         except CelCompileError as exc:
             stats.compile_errors += 1
             return exc
         finally:
             stats.compilations += 1
             stats.compile_seconds += time.perf_counter() - started
-        return Selector(expression, program, self._engine.name, stats)
 
     def warm_up(self) -> float:
         """Compile and run a typical selector and a long loop once, outside the cache and the

@@ -82,7 +82,7 @@ class Gate:
         return next((r for r in RELEASES if self.stage(r).exists), None)
 
 
-_NI, _NE = Support.NOT_IMPLEMENTED, Support.NO_EFFECT
+_NE = Support.NO_EFFECT
 GATES: tuple[Gate, ...] = (
     # Kubernetes name, Features field, one cell per release: 1.34, 1.35, 1.36, 1.37
     Gate("DRAAdminAccess", "admin_access", ("beta+", "beta+", "GA+", "GA+")),
@@ -109,7 +109,8 @@ GATES: tuple[Gate, ...] = (
     # Devices that use node CPU, memory, hugepages or ephemeral storage (docs/scheduling-policy.md,
     # "Node-allocatable resources"); plugin at kubernetes/kubernetes 0411cc704533.
     Gate("DRANodeAllocatableResources", "node_allocatable_resources", ("-", "-", "alpha", "alpha")),
-    Gate("DRADerivedAttributes", None, ("-", "-", "-", "alpha"), _NI),
+    # Constraints read a request's derived attributes (docs/upstream.md, "Derived attributes").
+    Gate("DRADerivedAttributes", "derived_attributes", ("-", "-", "-", "alpha")),
     # Locked on from 1.35: the extender is DRA.
     Gate("DynamicResourceAllocation", None, ("GA+", "GA+", "GA+", "GA+"), _NE),
     # Read by kube-apiserver and kube-controller-manager (ResourcePoolStatusRequest), not the scheduler.
@@ -218,6 +219,7 @@ class Features:
     optional_node_operations: bool
     device_compatibility_groups: bool
     node_allocatable_resources: bool  # read by the cache (node requests) and the plan
+    derived_attributes: bool
 
     @classmethod
     def defaults(cls, release: str = DEFAULT_RELEASE) -> Features:
@@ -318,7 +320,12 @@ class Features:
         SupportedFeatures, v0.37.2). The variants differ beyond their gates: the stable one
         ignores capacity requests and takes pools in no particular order, only the
         experimental one knows slices that skip node operations."""
-        if self.list_type_attributes or self.optional_node_operations or self.device_compatibility_groups:
+        if (
+            self.list_type_attributes
+            or self.optional_node_operations
+            or self.device_compatibility_groups
+            or self.derived_attributes
+        ):
             return "experimental"
         if self.binding or self.consumable_capacity or self.fractional_capacity_range:
             return "incubating"

@@ -27,6 +27,16 @@ class Toleration:
 
 
 @dataclass(frozen=True, slots=True)
+class DerivedAttribute:
+    """One entry of a request's ``derivedAttributes`` (DRADerivedAttributes): a virtual
+    attribute ``name`` that constraints read for this request's devices instead of the device's
+    own, computed by the CEL ``expression`` (k8s.io/api resource/v1 DeviceDerivedAttribute)."""
+
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
 class ExactRequest:
     """`exactly` of a request, or one `firstAvailable` subrequest (admin_access always None)."""
 
@@ -38,9 +48,9 @@ class ExactRequest:
     admin_access: bool | None  # None when unset: any explicit value needs the feature
     tolerations: tuple[Toleration, ...]
     capacity_requests: Mapping[str, Quantity] | None  # None when `capacity` is unset
-    # Names of `derivedAttributes` (DRADerivedAttributes, which the extender does not implement:
-    # the allocator refuses a request that has any, as upstream does with the gate off).
-    derived_attributes: tuple[str, ...] = ()
+    # `derivedAttributes`, in order (DRADerivedAttributes; the allocator refuses a request
+    # that has any while the gate is off, as upstream does).
+    derived_attributes: tuple[DerivedAttribute, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +160,19 @@ def _tolerations(f: Fields, raw: Any, path: str) -> tuple[Toleration, ...]:
     return tuple(out)
 
 
+def _derived_attributes(f: Fields, raw: Any, path: str) -> tuple[DerivedAttribute, ...]:
+    """Both fields are required by the API (model/validation); here, as in the released
+    allocator, an empty name matches no constraint and an empty expression fails to compile
+    when a constraint first reads it."""
+    return tuple(
+        DerivedAttribute(
+            name=f.string(item.get("name"), f"{where}.name"),
+            expression=f.string(item.get("expression"), f"{where}.expression"),
+        )
+        for where, item in f.mappings(raw, path)
+    )
+
+
 def _exact(f: Fields, raw: Any, path: str, name: str, sub: bool) -> ExactRequest:
     raw = f.mapping(raw, path)
     mode = f.string(raw.get("allocationMode"), f"{path}.allocationMode") or "ExactCount"
@@ -163,11 +186,7 @@ def _exact(f: Fields, raw: Any, path: str, name: str, sub: bool) -> ExactRequest
     if capacity is not None:
         reqs = f.mapping(f.mapping(capacity, f"{path}.capacity").get("requests"), f"{path}.capacity.requests")
         capacity_requests = {k: f.quantity(v, f"{path}.capacity.requests[{k}]") for k, v in reqs.items()}
-    derived_path = f"{path}.derivedAttributes"
-    derived = tuple(
-        f.string(f.mapping(item, f"{derived_path}[{i}]").get("name"), f"{derived_path}[{i}].name")
-        for i, item in enumerate(f.sequence(raw.get("derivedAttributes"), derived_path))
-    )
+    derived = _derived_attributes(f, raw.get("derivedAttributes"), f"{path}.derivedAttributes")
     if sub and raw.get("adminAccess") is not None:
         raise f.error(f"{path}.adminAccess", "not allowed in a subrequest")
     return ExactRequest(

@@ -114,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cel", action="store_true", help="CEL selectors instead of allocations")
     parser.add_argument(
         "--cel-engine", action="append", choices=[c for c in ENGINE_CHOICES if c != "auto"],
-        help="with --cel: engine(s) to test (repeatable; default every installed one)",
+        help="with --cel: engine(s) to test (repeatable; default every installed one); "
+        "for allocations: the engine our allocator runs selectors and derived attributes on "
+        "(the first named; default auto)",
     )
     parser.add_argument("--out", type=Path, default=Path("build/differential"),
                         help="where disagreements are written (default build/differential)")
@@ -130,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         path = oracle_path(args.oracle, args.release)
         engines = engine_environments(args.cel_engine)
-        cel = Environment.create()
+        cel = Environment.create(args.cel_engine[0] if args.cel_engine and not args.cel else "auto")
         with Oracle(path, args.release) as oracle:
             counts = run(args, seed, oracle, cel, engines)
     except OracleUnavailable as exc:

@@ -39,13 +39,12 @@ GATES = (
     "DRAFractionalCapacityRange",
     "DRAOptionalNodeOperations",
     "DRADeviceCompatibilityGroups",
+    "DRADerivedAttributes",
 )
 # 1.37 gates that change what kube-scheduler gives the allocator (DeviceTaintRules: the taints
 # of the case's rules, which the oracle applies with the released tracker; extended resources,
 # workload claims, node-allocatable resources, the filter timeout) or nothing the scheduler
 # decides, not the allocator itself: on or off, allocation must not change but through that.
-# DRADerivedAttributes is not implemented (the extender refuses it), so it stays off; requests
-# with derived attributes are made anyway and must fail as they do with the gate off.
 NEUTRAL_GATES = (
     "DRADeviceTaintRules",
     "DRAExtendedResource",
@@ -257,9 +256,10 @@ def _request(r: random.Random, name: str, driver: str, gates: set[str]) -> dict[
         exact["capacity"] = {"requests": {"memory": r.choice(["512Mi", "1Gi", "1536Mi", "3Gi"])}}
     if _on(r, gates, "DRAAdminAccess", 0.1):
         exact["adminAccess"] = True
-    if r.random() < 0.02:
-        numa = f'device.attributes["{driver}"].numa'
-        exact["derivedAttributes"] = [{"name": "derived/numa", "expression": numa}]
+    # Gate off: now and then (refused), no more often than before the gate was implemented, so
+    # that other features' cases are not all refused.
+    if r.random() < (0.5 if "DRADerivedAttributes" in gates else 0.02):
+        exact["derivedAttributes"] = _derived_attributes(r, driver)
     if _on(r, gates, "DRADeviceTaints", 0.3):
         exact["tolerations"] = [r.choice([
             {"key": "example.com/unhealthy", "operator": "Exists"},
@@ -279,16 +279,72 @@ def _request(r: random.Random, name: str, driver: str, gates: set[str]) -> dict[
     return {"name": name, "exactly": exact}
 
 
+# Derived attributes: names that shadow a device attribute or stand alone, and expressions
+# whose results match or differ, are lists (to compare as sets with DRAListTypeAttributes),
+# have a type no attribute has, or fail on some devices.
+DERIVED_NAMES = ("derived/group", "derived/numa", "{d}/numa", "{d}/model")
+DERIVED_EXPRESSIONS = (
+    'device.attributes["{d}"].numa',
+    'device.attributes["{d}"].numa % 2 == 0 ? "even" : "odd"',
+    'device.attributes["{d}"].numa == 0',
+    'device.attributes["{d}"].model',
+    'device.attributes["{d}"].model.startsWith("a") ? 1 : 2',
+    '"fast" in device.attributes["{d}"] && device.attributes["{d}"].fast',
+    'device.attributes["{d}"].?driverVersion.orValue(semver("1.0.0"))',
+    'semver("1.0.0+build")',
+    'device.attributes["{d}"].?links.orValue(["l0"])',
+    'device.attributes["{d}"].?ids.orValue([device.attributes["{d}"].numa])',
+    '[string(device.attributes["{d}"].numa), device.attributes["{d}"].model]',
+    "[]",
+    '"same"',
+    'device.attributes["{d}"].pcieRoot',  # a runtime error where pcieRoot is missing
+    "dyn(1u)",  # a runtime error: no attribute type
+    'device.capacity["{d}"].memory',  # does not compile: a quantity
+    '[device.attributes["{d}"].numa, 7]',  # does not compile: a mixed list
+)
+
+
+def _derived_attributes(r: random.Random, driver: str) -> list[dict[str, str]]:
+    names = r.sample(DERIVED_NAMES, r.choice([1, 1, 2]))
+    # The last four fail on some device or do not compile: rarer.
+    choices = DERIVED_EXPRESSIONS if r.random() < 0.25 else DERIVED_EXPRESSIONS[:-4]
+    return [
+        {"name": name.format(d=driver), "expression": r.choice(choices).format(d=driver)} for name in names
+    ]
+
+
+def _exact_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [q.get("exactly", sub) for q in requests for sub in q.get("firstAvailable", [q])]
+
+
+def _derived_names(requests: list[dict[str, Any]]) -> list[str]:
+    """The names of the derived attributes of the requests and their subrequests."""
+    return sorted({a["name"] for e in _exact_requests(requests) for a in e.get("derivedAttributes", [])})
+
+
+def _share_derived(requests: list[dict[str, Any]]) -> None:
+    """The first derived attributes given to every (sub)request: a constraint over several
+    requests then compares derived values only (where one request derives a name and another
+    does not, the other's devices are compared by their own attribute of that name)."""
+    exact = _exact_requests(requests)
+    first = next((e["derivedAttributes"] for e in exact if "derivedAttributes" in e), None)
+    for e in exact if first else ():
+        e.setdefault("derivedAttributes", first)
+
+
 def _claim(r: random.Random, index: int, gates: set[str]) -> dict[str, Any]:
     driver = r.choice(DRIVERS)
     requests = [_request(r, f"req-{i}", driver, gates) for i in range(r.choice([1, 1, 2, 3]))]
     devices: dict[str, Any] = {"requests": requests}
-    if r.random() < 0.25:
+    if "DRADerivedAttributes" in gates and r.random() < 0.6:
+        _share_derived(requests)
+    derived = _derived_names(requests)
+    if r.random() < (0.8 if derived else 0.25):
         names = [f"{driver}/numa", f"{driver}/model", f"{driver}/links", "topology.example.com/rack"]
-        attribute = r.choice(names)
+        attribute = r.choice(derived if derived and r.random() < 0.8 else names)
         constraint: dict[str, Any] = {"matchAttribute": attribute}
         if r.random() < 0.3:
-            constraint = {"distinctAttribute": f"{driver}/numa"}
+            constraint = {"distinctAttribute": attribute if derived else f"{driver}/numa"}
         if len(requests) > 1 and r.random() < 0.5:
             constraint["requests"] = [requests[0]["name"], requests[1]["name"]]
         devices["constraints"] = [constraint]

@@ -18,7 +18,7 @@ from extender.allocator.constraints import (
     applies,
     new_state,
 )
-from extender.model import Constraint, Device
+from extender.model import AttributeValue, Constraint, Device
 from tests.allocator.builders import allocator, claim, dev, node, picked, request, resource_slice
 
 NAME = "driver-a/m"
@@ -28,6 +28,11 @@ def device(value: dict[str, Any] | None = None, name: str = "d") -> Device:
     """A device whose attribute ``m`` is ``value`` (an API attribute, e.g. {"int": 1}), or none."""
     attributes = {} if value is None else {"m": value}
     return resource_slice(devices=[{"name": name, "attributes": attributes}]).devices[0]
+
+
+def value(api: dict[str, Any] | None) -> AttributeValue | None:
+    """What the search hands a constraint for a device whose attribute ``m`` is ``api``."""
+    return device(api).attribute(NAME)
 
 
 S = {"string": "a"}
@@ -40,7 +45,7 @@ UNTYPED = {"unknown": "a"}
 
 def accepted(state: ConstraintState, *values: dict[str, Any] | None) -> list[bool]:
     """``add`` of a device per value for request "r", in order; each accepted one stays added."""
-    return [state.add("r", device(v)) for v in values]
+    return [state.add("r", value(v)) for v in values]
 
 
 # --- matchAttribute ------------------------------------------------------------------------
@@ -65,15 +70,15 @@ def test_match_a_first_value_that_is_not_a_scalar_admits_no_second(first: dict[s
 def test_match_a_device_without_the_attribute_is_never_first() -> None:
     match = MatchAttribute(NAME)
     assert accepted(match, None, S_B) == [False, True]
-    assert match.add("r", device(S)) is False  # the refused device set nothing
+    assert match.add("r", value(S)) is False  # the refused device set nothing
 
 
 def test_match_undoing_every_pick_lets_the_next_device_set_a_new_value() -> None:
     match = MatchAttribute(NAME)
     assert accepted(match, S, S) == [True, True]
-    match.remove("r", device(S))
-    assert match.add("r", device(S_B)) is False  # one pick of "a" is still in
-    match.remove("r", device(S))
+    match.remove("r")
+    assert match.add("r", value(S_B)) is False  # one pick of "a" is still in
+    match.remove("r")
     assert accepted(match, S_B, S_B, S) == [True, True, False]
 
 
@@ -88,7 +93,7 @@ def test_match_admits_and_key_answer_as_add_would(values: tuple[dict[str, Any] |
         admitted = match.admits(device(candidate))
         trial = MatchAttribute(NAME)
         accepted(trial, *values)
-        assert admitted == trial.add("r", device(candidate)), candidate
+        assert admitted == trial.add("r", value(candidate)), candidate
     assert match.key(device(S)) == ("string", "a")
     assert match.key(device(BOOL_TRUE)) == ("bool", True) != match.key(device(INT_1))
     assert [match.key(device(v)) for v in (None, LIST_A, UNTYPED)] == [None, None, None]
@@ -103,11 +108,11 @@ def test_match_sets_narrow_to_what_every_device_has_and_undo_widens_again() -> N
     got = accepted(sets, ab, bc, {"strings": ["a"]}, S_B, {"strings": ["c", "b"]})
     assert got == [True, True, False, True, True]
     for _ in range(3):
-        sets.remove("r", device())
-    assert sets.add("r", device(S)) is True  # back to {a, b}
-    sets.remove("r", device())
-    sets.remove("r", device())
-    assert sets.add("r", device(INT_1)) is True  # empty again: any type may start
+        sets.remove("r")
+    assert sets.add("r", value(S)) is True  # back to {a, b}
+    sets.remove("r")
+    sets.remove("r")
+    assert sets.add("r", value(INT_1)) is True  # empty again: any type may start
 
 
 def test_match_sets_refuse_another_type_and_a_missing_or_untyped_value() -> None:
@@ -116,8 +121,8 @@ def test_match_sets_refuse_another_type_and_a_missing_or_untyped_value() -> None
         False, False, True, False, False, True,
     ]
     # The refusals pushed nothing: one undo takes back the last accepted device, {1}.
-    sets.remove("r", device())
-    assert sets.add("r", device({"int": 2})) is True
+    sets.remove("r")
+    assert sets.add("r", value({"int": 2})) is True
 
 
 # --- distinctAttribute -----------------------------------------------------------------------
@@ -127,28 +132,28 @@ def test_match_sets_refuse_another_type_and_a_missing_or_untyped_value() -> None
 def test_distinct_values_must_differ(keep_all: bool) -> None:
     distinct = DistinctAttribute(NAME, sets=False, keep_all=keep_all)
     picks = [("r0", S), ("r1", S), ("r1", S_B), ("r2", None), ("r2", INT_1)]
-    assert [distinct.add(r, device(v)) for r, v in picks] == [True, False, True, False, True]
+    assert [distinct.add(r, value(v)) for r, v in picks] == [True, False, True, False, True]
     # Another type is another value; a value of no known type or a list cannot be shown to differ.
-    assert distinct.add("r3", device(UNTYPED)) is False
-    assert distinct.add("r3", device(LIST_A)) is False
-    assert distinct.add("r3", device(BOOL_TRUE)) is True
+    assert distinct.add("r3", value(UNTYPED)) is False
+    assert distinct.add("r3", value(LIST_A)) is False
+    assert distinct.add("r3", value(BOOL_TRUE)) is True
 
 
 def test_distinct_from_1_37_compares_with_every_value_and_undo_forgets_the_last() -> None:
     distinct = DistinctAttribute(NAME, sets=False, keep_all=True)
     assert accepted(distinct, S, S_B, S) == [True, True, False]
-    distinct.remove("r", device())
-    assert distinct.add("r", device(S_B)) is True  # "b" was taken back
-    assert distinct.add("r", device(S)) is False  # "a" was not
+    distinct.remove("r")
+    assert distinct.add("r", value(S_B)) is True  # "b" was taken back
+    assert distinct.add("r", value(S)) is False  # "a" was not
 
 
 def test_distinct_before_1_37_remembers_the_last_value_per_request_and_undo_forgets_it() -> None:
     distinct = DistinctAttribute(NAME, sets=False, keep_all=False)
     assert accepted(distinct, S, S_B, S) == [True, True, True]  # "a" was overwritten by "b"
-    assert [distinct.add("other", device(v)) for v in (S, S_B)] == [False, True]
-    distinct.remove("other", device())
-    distinct.remove("r", device())
-    distinct.remove("r", device())  # a second undo of the request finds nothing left: no error
+    assert [distinct.add("other", value(v)) for v in (S, S_B)] == [False, True]
+    distinct.remove("other")
+    distinct.remove("r")
+    distinct.remove("r")  # a second undo of the request finds nothing left: no error
     assert accepted(distinct, S_B) == [True]
 
 
@@ -159,7 +164,7 @@ def test_distinct_sets_must_be_disjoint_and_from_1_37_typed_even_first() -> None
     assert got == [False, True, False, True, False, True]
     old = DistinctAttribute(NAME, sets=True, keep_all=False)
     picks = [("r0", UNTYPED), ("r1", S), ("r2", UNTYPED)]
-    assert [old.add(r, device(v)) for r, v in picks] == [True, True, False]
+    assert [old.add(r, value(v)) for r, v in picks] == [True, True, False]
 
 
 # --- which requests, and which state --------------------------------------------------------
@@ -193,7 +198,7 @@ def test_each_constraint_gets_the_state_its_kind_and_the_features_call_for() -> 
     state = new_state(distinct, True, False)
     assert isinstance(state, DistinctAttribute)
     assert (state._sets, state._keep_all) == (True, False)
-    assert new_state(distinct, False, True).add("r", device(UNTYPED)) is True  # scalars, from 1.37
+    assert new_state(distinct, False, True).add("r", value(UNTYPED)) is True  # scalars, from 1.37
     with pytest.raises(ValueError, match=r"^constraint without matchAttribute or distinctAttribute$"):
         new_state(Constraint(requests=(), match_attribute=None, distinct_attribute=None), False, False)
 

@@ -100,8 +100,7 @@ def test_validation_errors() -> None:
         "request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled",
         gates=[],
     )
-    # DRADerivedAttributes is not implemented: refused with every gate on, as upstream does
-    # with it off.
+    # DRADerivedAttributes off (ALL_GATES does not name it): refused, as upstream does.
     derived = [{"name": "derived/numa", "expression": 'device.attributes["driver-a"].numa'}]
     fails_with(
         [claim(request(derivedAttributes=derived))],

@@ -13,7 +13,7 @@ from extender.model.features import Features
 from tests.api.threaded import free_port
 
 # What /debug/config shows for 1.37, the newest release: what it showed before the gate table
-# knew releases, plus the gates the extender does not implement (off) and the filter timeout.
+# knew releases, plus the newer gates (off by default) and the filter timeout.
 DEFAULT_VIEW = {
     "DRAAdminAccess": True,
     "DRAConsumableCapacity": True,
@@ -50,7 +50,6 @@ def test_feature_gates_default_to_the_newest_release_and_accept_overrides():
         ("DRAAdminAccess=maybe", "expected NAME=true"),
         ("DynamicResourceAllocation=true", "changes nothing the extender decides"),
         ("DRANope=true", "unknown feature gate 'DRANope'; DRA gates the extender reads: DRAAdminAccess, "),
-        ("DRADerivedAttributes=true", "DRADerivedAttributes is not implemented"),
     ],
 )
 def test_bad_feature_gates_are_errors(text, message):
@@ -127,6 +126,8 @@ def test_kubernetes_version_picks_that_releases_defaults_and_explicit_gates_win(
     assert served("--kubernetes-version", "v1.40.2")["kubernetesVersion"] == "1.37"
     pinned = served("--kubernetes-version", "1.35", "--feature-gates", "DRAExtendedResource=true")
     assert pinned["featureGates"] == {**old["featureGates"], "DRAExtendedResource": True}
+    derived = served("--kubernetes-version", "1.37", "--feature-gates", "DRADerivedAttributes=true")
+    assert derived["featureGates"] == {**DEFAULT_VIEW, "DRADerivedAttributes": True}
 
 
 @pytest.mark.parametrize(
@@ -136,8 +137,8 @@ def test_kubernetes_version_picks_that_releases_defaults_and_explicit_gates_win(
         (["--kubernetes-version", "one"], "expected MAJOR.MINOR"),
         (["--kubernetes-version", "1.34", "--feature-gates", "DRADeviceTaintRules=true"],
          "feature gate DRADeviceTaintRules does not exist in Kubernetes 1.34"),
-        (["--feature-gates", "DRADerivedAttributes=true"],
-         "feature gate DRADerivedAttributes is not implemented by the extender"),
+        (["--kubernetes-version", "1.36", "--feature-gates", "DRADerivedAttributes=true"],
+         "feature gate DRADerivedAttributes does not exist in Kubernetes 1.36"),
         (["--node-filter-timeout", "-1"], "per-node filter timeout must be zero"),
     ],
 )

@@ -117,27 +117,43 @@ def test_a_gate_the_release_does_not_have_is_an_error() -> None:
         Features.parse("DRAListTypeAttributes=false", "1.35")
 
 
-def test_an_unimplemented_gate_cannot_be_turned_on_but_may_be_turned_off() -> None:
-    for gate in (g for g in GATES if g.support is Support.NOT_IMPLEMENTED):
-        with pytest.raises(ValueError, match=f"{gate.name} is not implemented by the extender"):
-            parse_overrides(f"{gate.name}=true")
-        assert parse_overrides(f"{gate.name}=false") == {gate.name: False}
-        with pytest.raises(ValueError, match="not implemented"):
-            Features.from_gate_names([gate.name])
+def _with_unimplemented_gate(monkeypatch, cells: tuple[str, ...]) -> Gate:
+    """Every gate of the table is implemented today: a made-up one stands for the next."""
+    gate = Gate("DRAFutureGate", None, cells, Support.NOT_IMPLEMENTED)
+    gates = (*GATES, gate)
+    monkeypatch.setattr(features_module, "GATES", gates)
+    monkeypatch.setattr(features_module, "BY_NAME", {g.name: g for g in gates})
+    return gate
+
+
+def test_an_unimplemented_gate_cannot_be_turned_on_but_may_be_turned_off(monkeypatch) -> None:
+    gate = _with_unimplemented_gate(monkeypatch, ("-", "-", "-", "alpha"))
+    with pytest.raises(ValueError, match=f"{gate.name} is not implemented by the extender"):
+        parse_overrides(f"{gate.name}=true")
+    assert parse_overrides(f"{gate.name}=false") == {gate.name: False}
+    with pytest.raises(ValueError, match="not implemented"):
+        Features.from_gate_names([gate.name])
     assert Features.parse("DRAWorkloadResourceClaims=false", "1.36") == Features.defaults("1.36")
 
 
 def test_an_unimplemented_gate_upstream_turns_on_is_shown_as_not_implemented(monkeypatch) -> None:
-    # No release of the table has one on yet; a later column may.
-    gates = tuple(
-        dataclasses.replace(g, cells=(*g.cells[:-1], "beta+"))
-        if g.name == "DRADerivedAttributes" else g
-        for g in GATES
-    )
-    monkeypatch.setattr(features_module, "GATES", gates)
+    gate = _with_unimplemented_gate(monkeypatch, ("-", "-", "-", "beta+"))
     shown = view(Features.defaults("1.37"), "1.37")
-    assert shown["DRADerivedAttributes"] == NOT_IMPLEMENTED
+    assert shown[gate.name] == NOT_IMPLEMENTED
     assert shown["DRAFractionalCapacityRange"] is False
+
+
+def test_derived_attributes_is_an_alpha_gate_of_1_37_read_by_the_experimental_allocator() -> None:
+    # k8s.io/dynamic-resource-allocation v0.37.2: only the experimental variant supports
+    # DerivedAttributes, so kube-scheduler 1.37 picks it whenever the gate is on.
+    assert not Features.defaults("1.37").derived_attributes
+    on = Features.parse("DRADerivedAttributes=true", "1.37")
+    assert on.derived_attributes and on.variant == "experimental"
+    assert Features.from_gate_names(["DRADerivedAttributes"]).variant == "experimental"
+    assert view(on, "1.37")["DRADerivedAttributes"] is True
+    assert view(Features.defaults("1.37"), "1.37")["DRADerivedAttributes"] is False
+    with pytest.raises(ValueError, match=r"DRADerivedAttributes does not exist in Kubernetes 1\.36"):
+        Features.parse("DRADerivedAttributes=true", "1.36")
 
 
 def test_gate_names_turn_on_exactly_the_named_gates() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from extender.model import (
+    DerivedAttribute,
     Node,
     parse_allocation,
     parse_device_class,
@@ -73,9 +74,31 @@ def test_subrequests_and_explicit_admin_access_false_is_kept() -> None:
     assert claim.requests[1].exactly is not None and claim.requests[1].exactly.admin_access is False
 
 
+def test_derived_attributes_are_parsed_in_order_on_requests_and_subrequests() -> None:
+    derived = [{"name": "derived/numa", "expression": "1"}, {"name": "x.example.com/a", "expression": "2"}]
+    claim = parse_resource_claim(
+        claim_obj(
+            {"name": "r", "exactly": {"deviceClassName": "c", "derivedAttributes": derived}},
+            {"name": "q", "firstAvailable": [{"name": "a", "derivedAttributes": derived[1:]}]},
+        )
+    )
+    exact = claim.requests[0].exactly
+    assert exact is not None
+    assert exact.derived_attributes == (
+        DerivedAttribute("derived/numa", "1"),
+        DerivedAttribute("x.example.com/a", "2"),
+    )
+    sub = claim.requests[1].first_available[0]
+    assert sub.derived_attributes == (DerivedAttribute("x.example.com/a", "2"),)
+
+
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
+        (
+            claim_obj({"name": "r", "exactly": {"derivedAttributes": [{"name": "d/x", "expression": 1}]}}),
+            "spec.devices.requests[0].exactly.derivedAttributes[0].expression: must be a string, got int",
+        ),
         (
             claim_obj({"name": "r", "exactly": {}, "firstAvailable": [{"name": "s"}]}),
             "ResourceClaim ns/c: spec.devices.requests[0]: exactly and firstAvailable are mutually exclusive",

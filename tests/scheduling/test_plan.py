@@ -216,6 +216,15 @@ PRIORITIZED = claim_spec(
         ],
     }
 )
+NUMA = 'device.attributes["gpu.example.com"].numa'
+DERIVED_NUMA = claim_spec(
+    request(derivedAttributes=[{"name": "derived/numa", "expression": NUMA}]),
+    constraints=[{"matchAttribute": "derived/numa"}],
+)
+DERIVED_ROOT = claim_spec(
+    request(count=2, derivedAttributes=[{"name": "resource.kubernetes.io/pcieRoot", "expression": '"one"'}]),
+    constraints=[{"matchAttribute": "resource.kubernetes.io/pcieRoot"}],
+)
 RESERVED_FULL = [(f"p{i}", f"u{i}") for i in range(256)]
 GATED = {"bindingConditions": ["attached"], "bindingFailureConditions": ["broken"]}
 OTHER_NODES = "resource claim default/c is allocated for other nodes"
@@ -302,6 +311,37 @@ CASES = [
         ["node-0", "node-1"],
         "fatal: class typo: selector #0 on device gpu.example.com/node-0/gpu-0: "
         "CEL runtime error: no such key: model",
+    ),
+    Case(
+        # DRADerivedAttributes: the expression fails on the first GPU a constraint reads it for;
+        # kube-scheduler's Filter returns Error, the pod's attempt fails (docs/upstream.md).
+        "derived attribute that fails on a device fails the pod on every node, named",
+        [*TWO_NODES, claim("c", DERIVED_NUMA), pod("p", claims={"c": "c"})],
+        ["node-0", "node-1"],
+        "fatal: claim default/c, request gpu: evaluate derived attribute derived/numa on device "
+        f"gpu.example.com/node-0/gpu-0 failed: no such key: numa (expression: {NUMA})",
+        config={"feature_gates": parse_feature_gates("DRADerivedAttributes=true")},
+    ),
+    Case(
+        # Shadowed: by the GPUs' own pcieRoot it would be gpu-0 and gpu-2.
+        "a derived attribute shadows the device attribute of its name",
+        [
+            device_class(),
+            node("node-0"),
+            node_slice("node-0", gpus(4, roots=2)),
+            claim("c", DERIVED_ROOT),
+            pod("p", claims={"c": "c"}),
+        ],
+        ["node-0"],
+        {"node-0": "fits: gpu=node-0/gpu-0 gpu=node-0/gpu-1"},
+        config={"feature_gates": parse_feature_gates("DRADerivedAttributes=true")},
+    ),
+    Case(
+        "derived attributes need their feature gate",
+        [*ONE_GPU, claim("c", DERIVED_NUMA), pod("p", claims={"c": "c"})],
+        ["node-0"],
+        "fatal: claim default/c, request gpu: cannot handle request with derived attributes, "
+        "the feature is disabled",
     ),
     Case(
         "class does not exist",

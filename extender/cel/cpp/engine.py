@@ -100,12 +100,14 @@ from extender.cel.cpp.types import (
     status_text,
 )
 from extender.cel.cpp.values import QuantityMessages, to_cel
-from extender.cel.engine import Engine, Program, make_engine
+from extender.cel.engine import DerivedProgram, Engine, Program, make_engine
+from extender.cel.runtime.derived import result_type_problem, to_attribute
 from extender.cel.runtime.timestamps import parse_duration, parse_timestamp
 from extender.cel.runtime.values import EvalError
 
 if TYPE_CHECKING:
     from extender.cel.device import DeviceView
+    from extender.model import AttributeValue
 
 # The C++ parser's and checker's nesting limit (32) was hit.
 _RECURSION_LIMIT = re.compile(r"recursion (?:depth|limit)")
@@ -294,10 +296,34 @@ def _shallower_sources(source: str, toks: list[Token]) -> Iterator[str]:
             yield both
 
 
-class CppProgram:
-    """One compiled selector; evaluation reuses the device's cached activation."""
+class _OnPython:
+    """Why the python engine must answer where the C++ runtime cannot give Kubernetes' answer."""
 
-    __slots__ = ("_compiled", "_engine", "_fallback", "_may_abort", "_python_decides_errors", "expression")
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+# Static result types whose values the runtime hands back exactly (plain_value): others may
+# hold semver messages (which drop build metadata) or uints, which read as ints in a list.
+_EXACT_LIST_RESULTS = frozenset({"list(int)", "list(bool)", "list(string)"})
+
+
+class CppProgram:
+    """One compiled selector or derived attribute; evaluation reuses the device's cached
+    activation."""
+
+    __slots__ = (
+        "_compiled",
+        "_derived",
+        "_engine",
+        "_fallback",
+        "_may_abort",
+        "_python_decides_errors",
+        "_static",
+        "expression",
+    )
 
     def __init__(
         self,
@@ -306,23 +332,52 @@ class CppProgram:
         compiled: Any,
         python_decides_errors: bool = False,
         may_abort: bool = False,
+        static: str = "bool",
+        derived: bool = False,
     ) -> None:
         self._engine = engine
         self._compiled = compiled
-        # The python engine's, for over-budget loops and repeated map keys (see _on_python).
-        self._fallback: Program | None = None
+        # The python engine's, for over-budget loops and repeated map keys (see _python).
+        self._fallback: Any = None
         # Whether any runtime error is the python engine's to confirm: the expression qualifies
         # values the C++ runtime may fail on where cel-go finds nothing (_PYTHON_DECIDES), and
         # that failure may surface as another operand's error (``error && false``).
         self._python_decides_errors = python_decides_errors
         # Whether a guard may note a panic of cel-go's (library.UNHASHABLE) to raise afterwards.
         self._may_abort = may_abort
+        self._static = static  # the checked result type, as cel-go spells it
+        self._derived = derived  # a derived attribute's expression (derive), not a selector's
         self.expression = expression
 
     def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
-        # The native evaluation is one call that cannot stop for ``checkpoint``; it is short
-        # by construction: at most the runtime's 10,000 loop iterations in all, after which
-        # the python engine, which calls the checkpoint, takes over (docs/reliability.md).
+        result = self._native(view)
+        if isinstance(result, _OnPython):
+            return bool(self._python(result.why).evaluate(view, checkpoint))
+        kind = result.type()
+        if kind == T.BOOL:
+            return bool(result.value())
+        raise CelRuntimeError(
+            f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
+        )
+
+    def derive(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> AttributeValue:
+        """The value as a derived attribute (``runtime.derived``). Only booleans, integers,
+        strings and lists of them statically typed so come back exactly from the runtime; the
+        python engine gives every other value, and the errors about it."""
+        result = self._native(view)
+        why = result.why if isinstance(result, _OnPython) else "a result the C++ runtime cannot give exactly"
+        if not isinstance(result, _OnPython):
+            kind = result.type()
+            if kind in (T.BOOL, T.INT, T.STRING) or (kind == T.LIST and self._static in _EXACT_LIST_RESULTS):
+                return to_attribute(result.plain_value())
+        derived: AttributeValue = self._python(why).derive(view, checkpoint)
+        return derived
+
+    def _native(self, view: DeviceView) -> Any:
+        """The runtime's result (never an error value), or where the python engine must answer.
+        The native evaluation is one call that cannot stop for a checkpoint; it is short by
+        construction: at most the runtime's 10,000 loop iterations in all, after which the
+        python engine, which calls the checkpoint, takes over (docs/reliability.md)."""
         if view.error is not None:
             raise CelRuntimeError(view.error, self.expression)
         may_abort = self._may_abort
@@ -337,35 +392,31 @@ class CppProgram:
             if _ITERATION_BUDGET in str(exc):
                 # The runtime's fixed budget (10,000 loop iterations) is far below Kubernetes'
                 # cost limit; the python engine, which charges Kubernetes-like costs, decides.
-                return self._on_python(view, "loop too long for the C++ runtime", checkpoint)
+                return _OnPython("loop too long for the C++ runtime")
             if _DUPLICATE_KEY in str(exc):
                 # cel-go keeps the last value of a repeated map key, where the C++ runtime fails.
-                return self._on_python(view, "repeated map key", checkpoint)
+                return _OnPython("repeated map key")
             if self._python_decides_errors or _PYTHON_DECIDES.search(str(exc)):
-                return self._on_python(view, "a value the C++ runtime cannot qualify or key", checkpoint)
+                return _OnPython("a value the C++ runtime cannot qualify or key")
             raise CelRuntimeError(runtime_text(str(exc)), self.expression) from None
         except (TypeError, ValueError) as exc:  # a device value the runtime cannot take
             raise CelRuntimeError(f"device value not representable in CEL: {exc}", self.expression) from None
-        kind = result.type()
-        if kind == T.BOOL:
-            return bool(result.value())
-        if kind == T.ERROR:
+        if result.type() == T.ERROR:
             message = str(result.value())
             if self._python_decides_errors or _PYTHON_DECIDES.search(message):
-                return self._on_python(view, "a value the C++ runtime cannot qualify or key", checkpoint)
+                return _OnPython("a value the C++ runtime cannot qualify or key")
             raise CelRuntimeError(runtime_text(message), self.expression)
-        raise CelRuntimeError(
-            f"CEL result of type {_value_type_name(kind)} could not be converted to bool", self.expression
-        )
+        return result
 
-    def _on_python(self, view: DeviceView, why: str, checkpoint: Checkpoint | None) -> bool:
-        """The python engine's answer, where the C++ runtime cannot give Kubernetes' (``why``)."""
+    def _python(self, why: str) -> Any:
+        """The python engine's program, where the C++ runtime cannot give Kubernetes' answer
+        (``why``)."""
         if self._fallback is None:
             try:
-                self._fallback = self._engine.python_program(self.expression)
+                self._fallback = self._engine.python_program(self.expression, self._derived)
             except CelCompileError as exc:
                 raise CelRuntimeError(f"{why}: {exc.message}", self.expression) from None
-        return self._fallback.evaluate(view, checkpoint)
+        return self._fallback
 
     def _eval(self, view: DeviceView) -> Any:
         # An activation only works on the thread that built it (cel-expr-python keeps its
@@ -411,17 +462,43 @@ class CppEngine:
         )
 
     def compile(self, expression: str) -> Program:
+        program: Program = self._compile_checked(expression, derived=False)
+        return program
+
+    def compile_derived(self, expression: str) -> DerivedProgram:
+        """``expression`` as a derived attribute's (``runtime.derived``): run it with
+        :meth:`CppProgram.derive`."""
+        program: DerivedProgram = self._compile_checked(expression, derived=True)
+        return program
+
+    def _compile_checked(self, expression: str, derived: bool) -> Any:
         try:
             expression.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise CelCompileError(f"expression is not valid Unicode text: {exc.reason}", expression) from None
         with self.lock:
-            return self._compile(expression)
+            return self._compile(expression, derived)
 
-    def _compile(self, expression: str) -> Program:
+    def _result_type(self, expression: str, checked: Any, derived: bool) -> str:
+        """The checked result type's spelling; raises CelCompileError where it may not be a
+        selector's (bool or dyn) or, with ``derived``, a derived attribute's."""
+        result = checked.return_type()
+        spelling = _type_name(result)
+        problem = (
+            result_type_problem(spelling)
+            if derived
+            else None
+            if result in (T.BOOL, T.DYN)
+            else f"must evaluate to bool or the unknown type, not {spelling}"
+        )
+        if problem is not None:
+            raise CelCompileError(problem, expression)
+        return spelling
+
+    def _compile(self, expression: str, derived: bool) -> Any:
         toks = original_toks = tokens(expression)
         if toks is None and _quotes_a_field(expression):
-            return self._delegate(expression)
+            return self._delegate(expression, derived)
         if toks is not None and (
             uses_format_library(toks)
             or later_optional_map_entry(toks)
@@ -430,32 +507,28 @@ class CppEngine:
             or in_literal_planned_by_go(toks)
             or "NullValue" in (t.text for t in toks)  # the C++ checker also takes it as a type name
         ):
-            return self._delegate(expression)
+            return self._delegate(expression, derived)
         source = expression if toks is None else field_presence(expression, toks)
         if source != expression:
             toks = tokens(source)
         checked, source = self._check(expression, source, toks)
-        result = checked.return_type()
-        if result not in (T.BOOL, T.DYN):
-            raise CelCompileError(
-                f"must evaluate to bool or the unknown type, not {_type_name(result)}", expression
-            )
+        static = self._result_type(expression, checked, derived)
         if toks is None:
-            return CppProgram(self, expression, checked)
+            return CppProgram(self, expression, checked, static=static, derived=derived)
         optionals = may_hold_optionals(toks)
         if optionals and member_calls(toks) & _PYTHON_VALUE_FUNCTIONS:
-            return self._delegate(expression)
+            return self._delegate(expression, derived)
         if optionals and self._odd_optional_index(expression, toks):
-            return self._delegate(expression)
+            return self._delegate(expression, derived)
         lint(expression, toks)
-        self._check_constant_indexes(expression, toks)
+        self._check_constant_indexes(expression, toks, derived)
         self._check_list_functions(expression, source, toks)
         self._check_constants(expression, original_toks or toks)  # the conversions before their aliases
         self._check_homogeneous(expression, toks)
         self._validate_literals(expression, checked)
         self._check_formats(expression, toks)
         if member_calls(toks) & _COSTLY_CALLS or any(t.text in _COSTLY_NAMESPACES for t in toks):
-            return self._delegate(expression)  # its cost can approach the limit: counted there
+            return self._delegate(expression, derived)  # its cost can approach the limit: counted there
         source_toks = toks if source == expression else tokens(source)
         if source_toks is None:
             rewritten = source
@@ -478,20 +551,19 @@ class CppEngine:
                 ],
             )
         python_decides = optionals or _has_presence_test(toks)
-        if rewritten == source:
-            return CppProgram(self, expression, checked, python_decides)
-        try:
-            program = self._env.compile(rewritten)
-        except RuntimeError:
-            # Not expected; the checked expression still runs, only without the rewrites.
-            return CppProgram(self, expression, checked, python_decides)
-        return CppProgram(self, expression, program, python_decides, UNHASHABLE in rewritten)
+        if rewritten != source:
+            try:
+                checked = self._env.compile(rewritten)
+            except RuntimeError:
+                rewritten = source  # not expected; it still runs, only without the rewrites
+        aborts = UNHASHABLE in rewritten
+        return CppProgram(self, expression, checked, python_decides, aborts, static, derived)
 
-    def python_program(self, expression: str) -> Program:
+    def python_program(self, expression: str, derived: bool = False) -> Any:
         """The pure-Python engine's program for ``expression`` (see ``_delegate``)."""
-        return self._delegate(expression)
+        return self._delegate(expression, derived)
 
-    def _delegate(self, expression: str) -> Program:
+    def _delegate(self, expression: str, derived: bool = False) -> Any:
         """The pure-Python engine's program for ``expression``.
 
         The C++ runtime crashes the process (a segmentation fault) when an optional value
@@ -507,7 +579,7 @@ class CppEngine:
                 raise CelCompileError(
                     f"this expression needs the python engine, which cannot be loaded: {exc}", expression
                 ) from None
-        return self._python.compile(expression)
+        return self._python.compile_derived(expression) if derived else self._python.compile(expression)
 
     def _check(self, original: str, source: str, toks: list[Token] | None) -> tuple[Any, str]:
         """Type-check ``source`` (``original`` after same-length rewrites); returns the checked
@@ -757,7 +829,7 @@ class CppEngine:
                 return True
         return False
 
-    def _check_constant_indexes(self, expression: str, toks: list[Token]) -> None:
+    def _check_constant_indexes(self, expression: str, toks: list[Token], derived: bool) -> None:
         """cel-go's planner fails on a constant index that is not a string, number or bool
         (``m[b'a']``, ``m[dyn(null)]``: interpreter/attributes.go, NewQualifier), a compile
         error. The python engine's compiler, which plans constants as cel-go does, decides; it
@@ -765,7 +837,7 @@ class CppEngine:
         if not _may_index_by_odd_constant(toks):
             return
         try:
-            self._delegate(expression)
+            self._delegate(expression, derived)
         except CelCompileError as exc:
             if _INVALID_QUALIFIER in exc.message:
                 raise CelCompileError(exc.message, expression) from None

@@ -10,7 +10,7 @@ builders, cost budget), ``_lib`` (function table), ``_types``, ``_values``, ``_t
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from extender.cel import (
     COST_EXCEEDED,
@@ -23,11 +23,13 @@ from extender.cel import (
 from extender.cel.python.compiler import CompileFailure, compile_expression
 from extender.cel.python.evaluator import CostLimitExceeded, Ctx, Fn
 from extender.cel.python.syntax import ParseFailure, parse
-from extender.cel.runtime.types import BOOL, DEVICE, DYN, display, unwrapped
+from extender.cel.runtime.derived import result_type_problem, to_attribute
+from extender.cel.runtime.types import BOOL, DEVICE, DYN, Type, display, unwrapped
 from extender.cel.runtime.values import DeviceValue, DomainMap, EvalAbort, EvalError, type_name
 
 if TYPE_CHECKING:
     from extender.cel.device import DeviceView
+    from extender.model import AttributeValue
 
 _CACHE_KEY = "python"
 
@@ -52,6 +54,22 @@ class PythonProgram:
         return ctx.cost
 
     def evaluate(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> bool:
+        result = self._run(view, checkpoint)
+        if type(result) is not bool:
+            raise CelRuntimeError(
+                f"CEL result of type {type_name(result)} could not be converted to bool", self._expression
+            )
+        return result
+
+    def derive(self, view: DeviceView, checkpoint: Checkpoint | None = None) -> AttributeValue:
+        """The expression's value on ``view`` as a derived attribute (``runtime.derived``)."""
+        try:
+            return to_attribute(self._run(view, checkpoint))
+        except ValueError as e:
+            raise CelRuntimeError(str(e), self._expression) from None
+
+    def _run(self, view: DeviceView, checkpoint: Checkpoint | None) -> Any:
+        """The expression's value on ``view``; raises CelRuntimeError."""
         if view.error is not None:
             raise CelRuntimeError(view.error, self._expression)
         device = view.engine_cache.get(_CACHE_KEY)
@@ -76,10 +94,6 @@ class PythonProgram:
         except Exception as e:
             # A bug in this engine must fail the one selector loudly, never the scheduler.
             raise CelRuntimeError(f"internal error: {type(e).__name__}: {e}", self._expression) from e
-        if type(result) is not bool:
-            raise CelRuntimeError(
-                f"CEL result of type {type_name(result)} could not be converted to bool", self._expression
-            )
         return result
 
 
@@ -99,6 +113,23 @@ class PythonEngine:
     name = "python"
 
     def compile(self, expression: str) -> PythonProgram:
+        result_type, program = self._checked(expression)
+        if unwrapped(result_type) not in (BOOL, DYN):
+            raise CelCompileError(
+                f"must evaluate to bool or the unknown type, not {display(result_type)}", expression
+            )
+        return program
+
+    def compile_derived(self, expression: str) -> PythonProgram:
+        """``expression`` as a derived attribute's: its result type checked as such
+        (``runtime.derived``); run it with :meth:`PythonProgram.derive`."""
+        result_type, program = self._checked(expression)
+        problem = result_type_problem(display(result_type))
+        if problem is not None:
+            raise CelCompileError(problem, expression)
+        return program
+
+    def _checked(self, expression: str) -> tuple[Type, PythonProgram]:
         # The expression's type and length are checked by the environment, before any engine.
         try:
             tree = parse(expression)
@@ -109,11 +140,7 @@ class PythonEngine:
             raise CelCompileError("expression nesting is too deep", expression) from None
         except Exception as e:
             raise CelCompileError(f"internal error: {type(e).__name__}: {e}", expression) from e
-        if unwrapped(result_type) not in (BOOL, DYN):
-            raise CelCompileError(
-                f"must evaluate to bool or the unknown type, not {display(result_type)}", expression
-            )
-        return PythonProgram(expression, fn, cost)
+        return result_type, PythonProgram(expression, fn, cost)
 
 
 def make() -> PythonEngine:

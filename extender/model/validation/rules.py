@@ -295,13 +295,15 @@ def _claim_spec(spec: Mapping[str, Any], path: str) -> None:
     devices = _mapping(spec.get("devices"), f"{path}.devices")
     path = f"{path}.devices"
     requests = _items(devices.get("requests"), f"{path}.requests", L.DEVICE_REQUESTS_MAX_SIZE)
+    used = _constraint_attributes(devices.get("constraints"), f"{path}.constraints")
     names = []
     for i, raw in enumerate(requests):
         where = f"{path}.requests[{i}]"
         request = _mapping(raw, where)
-        names.append(_label(request.get("name"), f"{where}.name"))
+        name = _label(request.get("name"), f"{where}.name")
+        names.append(name)
         if request.get("exactly") is not None:
-            _exact_request(_mapping(request["exactly"], f"{where}.exactly"), f"{where}.exactly")
+            _exact_request(_mapping(request["exactly"], f"{where}.exactly"), f"{where}.exactly", name, used)
         subs = _items(request.get("firstAvailable"), f"{where}.firstAvailable",
                       L.FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE)
         sub_names = []
@@ -309,16 +311,40 @@ def _claim_spec(spec: Mapping[str, Any], path: str) -> None:
             sub_path = f"{where}.firstAvailable[{j}]"
             sub_request = _mapping(sub, sub_path)
             sub_names.append(_label(sub_request.get("name"), f"{sub_path}.name"))
-            _exact_request(sub_request, sub_path)
+            _exact_request(sub_request, sub_path, f"{name}/{sub_names[-1]}", used)
         _unique(sub_names, f"{where}.firstAvailable")
     _unique(names, f"{path}.requests")
-    _items(devices.get("constraints"), f"{path}.constraints", L.DEVICE_CONSTRAINTS_MAX_SIZE)
     _items(devices.get("config"), f"{path}.config", L.DEVICE_CONFIG_MAX_SIZE)
 
 
-def _exact_request(request: Mapping[str, Any], path: str) -> None:
+def _constraint_attributes(value: Any, path: str) -> dict[str, set[str]]:
+    """The attribute names constraints compare, by the request they target ("" for a
+    constraint on every request; "req" also covers its subrequests), for the rule that every
+    derived attribute is read by a constraint (gatherConstraintAttributes, v1.37.2)."""
+    used: dict[str, set[str]] = {}
+    for i, raw in enumerate(_items(value, path, L.DEVICE_CONSTRAINTS_MAX_SIZE)):
+        constraint = _mapping(raw, f"{path}[{i}]")
+        name = constraint.get("matchAttribute")
+        if name is None:
+            name = constraint.get("distinctAttribute")
+        if name is None:
+            continue
+        if not isinstance(name, str):
+            raise _Shape(f"{path}[{i}]")
+        targets = _items(constraint.get("requests"), f"{path}[{i}].requests", L.DEVICE_REQUESTS_MAX_SIZE)
+        for target in targets or [""]:
+            if not isinstance(target, str):
+                raise _Shape(f"{path}[{i}].requests")
+            used.setdefault(target, set()).add(name)
+    return used
+
+
+def _exact_request(request: Mapping[str, Any], path: str, name: str, used: dict[str, set[str]]) -> None:
+    """One ``exactly`` or subrequest; ``name`` is "req" or "req/sub", ``used`` what
+    _constraint_attributes found."""
     _subdomain(request.get("deviceClassName"), f"{path}.deviceClassName")
     _selectors(request.get("selectors"), f"{path}.selectors")
+    _derived_attributes(request.get("derivedAttributes"), f"{path}.derivedAttributes", name, used)
     _items(request.get("tolerations"), f"{path}.tolerations", L.DEVICE_TOLERATIONS_MAX_LENGTH)
     mode = request.get("allocationMode") or "ExactCount"
     count = request.get("count")
@@ -341,6 +367,54 @@ def _selectors(value: Any, path: str) -> None:
                 f"{path}[{i}].cel.expression",
                 f"must be no more than {L.CEL_SELECTOR_EXPRESSION_MAX_LENGTH} bytes",
             )
+
+
+def _derived_attributes(value: Any, path: str, request: str, used: dict[str, set[str]]) -> None:
+    """DRADerivedAttributes (k8s.io/api resource/v1 DeviceDerivedAttribute, validated by
+    validateDeviceDerivedAttribute, v1.37.2): at most 32, names fully qualified and unique, each
+    read by a constraint targeting the request, expressions as long as a selector may be. The
+    API server also compiles each expression and caps the claim's estimated CEL cost; local
+    mode has no cost estimator, so a bad expression fails at allocation instead (docs/upstream.md)."""
+    parent = request.partition("/")[0]
+    names = []
+    for i, raw in enumerate(_items(value, path, L.DEVICE_DERIVED_ATTRIBUTES_MAX_SIZE)):
+        where = f"{path}[{i}]"
+        attribute = _mapping(raw, where)
+        name = _string(attribute.get("name"), f"{where}.name")
+        _fully_qualified_name(name, f"{where}.name")
+        if not any(name in used.get(target, ()) for target in ("", request, parent)):
+            raise _Invalid(
+                f"{where}.name",
+                f"{_shown(name)}: must be referenced by at least one matchAttribute or "
+                "distinctAttribute constraint targeting this request",
+            )
+        expression = _string(attribute.get("expression"), f"{where}.expression")
+        if len(expression.encode()) > L.CEL_SELECTOR_EXPRESSION_MAX_LENGTH:
+            raise _Invalid(
+                f"{where}.expression", f"must be no more than {L.CEL_SELECTOR_EXPRESSION_MAX_LENGTH} bytes"
+            )
+        names.append(name)
+    _unique(names, path)
+
+
+def _fully_qualified_name(name: str, path: str) -> None:
+    """``domain/id`` (k8s-resource-fully-qualified-name in k8s.io/apimachinery v0.37.2): the
+    domain a DNS subdomain of at most 63 characters, the id a C identifier; like the released
+    check, more than one slash is not looked at."""
+    parts = name.split("/")
+    if len(parts) == 1:
+        raise _Invalid(
+            path, f"{_shown(name)}: a fully qualified name must be a domain and a name separated by a slash"
+        )
+    if len(parts) > 2:
+        return
+    domain, ident = parts
+    if not domain:
+        raise _Invalid(path, "prefix must not be empty")
+    _subdomain(domain, path, L.DRIVER_NAME_MAX_LENGTH)
+    if not ident:
+        raise _Invalid(path, "name must not be empty")
+    _c_identifier(ident, path)
 
 
 def _template_spec(spec: Mapping[str, Any], path: str) -> None:
