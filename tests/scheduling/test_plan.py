@@ -16,6 +16,8 @@ let pass without a plan (another scheduler's, or one asking for no devices) is `
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -675,3 +677,21 @@ def run(case: Case) -> dict[str, str] | str:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_plan(case: Case) -> None:
     assert run(case) == case.want
+
+
+def test_a_plan_is_freed_when_its_verb_is_done() -> None:
+    """A plan and its verdicts refer to each other without a reference cycle: with the cyclic
+    collector off, a plan that filtered a node goes as soon as the last reference to it does
+    (a cycle left every verb's plan, allocator and failures to the collector)."""
+    ctx, _ = local_context([*gpu_cluster(), template("t"), pod("p", templates={"gpu": "t"})])
+    info = ctx.state.pod("default", "p")
+    assert info is not None
+    gc.disable()
+    try:
+        plan = PodPlan.build(ctx, info)
+        assert plan.verdicts.verdict(ctx.state.nodes["node-0"]).fits
+        gone = weakref.ref(plan)
+        del plan
+        assert gone() is None
+    finally:
+        gc.enable()

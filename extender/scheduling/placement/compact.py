@@ -42,7 +42,10 @@ class CompactRanker:
         self._profiles = profiles
 
     def figures(self, node: str, verdict: NodeVerdict) -> tuple[int, int, int, int, int]:
-        """The five figures of the module docstring for ``verdict`` on ``node``, fewer better."""
+        """The five figures of the module docstring for ``verdict`` on ``node``, fewer better.
+
+        Plain loops: this runs for every fitting node whose devices in use moved since it was
+        last ranked (the rank is kept with the shared verdict until then)."""
         drivers = verdict.drivers
         if not drivers:
             return (0, 0, 0, 0, 0)
@@ -50,21 +53,30 @@ class CompactRanker:
         mine = profile.units_of(drivers)
         busy = self._busy(mine, profile.unit_devices)
         unit_of, whole = profile.unit_of, profile.whole
-        touched = {unit_of[d] for d in verdict.devices if d in unit_of}
-        # Units the allocation takes whole: nothing of them is left to break.
-        filled = {unit_of[d] for d in verdict.devices if d in whole}
+        touched: set[int] = set()
+        filled: set[int] = set()  # units the allocation takes whole: nothing of them is left to break
+        for device in verdict.devices:
+            unit = unit_of.get(device)
+            if unit is not None:
+                touched.add(unit)
+                if device in whole:
+                    filled.add(unit)
         broken = touched - filled - busy  # were whole, are partly used now
         breaks_node = int(bool(touched) and not busy and not filled.issuperset(mine))
-        domains = {domain for i in touched for domain in profile.unit_domains[i]}
-        broken_domains = 0
+        unit_domains, domain_units = profile.unit_domains, profile.domain_units
+        domains = {domain for unit in touched for domain in unit_domains[unit]}
+        broken_domains = spread = 0
+        attributes: set[str] = set()
         for domain in domains:
-            units = profile.domain_units[domain]
+            units = domain_units[domain]
             broken_domains += busy.isdisjoint(units) and not filled.issuperset(units)
-        spans: dict[str, int] = {}
-        for domain in domains:
-            spans[domain[2]] = spans.get(domain[2], -1) + 1
+            # Each value of an attribute beyond its first one spreads the allocation.
+            if domain[2] in attributes:
+                spread += 1
+            else:
+                attributes.add(domain[2])
         free_after = len(mine) - len(busy | touched)
-        return (breaks_node, broken_domains, len(broken), sum(spans.values()), free_after)
+        return (breaks_node, broken_domains, len(broken), spread, free_after)
 
     def _busy(self, units: Sequence[int], unit_devices: Sequence[Sequence[DeviceID]]) -> set[int]:
         """The ``units`` with a device in use. Plain loops: this runs for every node scored."""
@@ -88,5 +100,5 @@ class CompactRanker:
         """The figures as one integer, higher better (prioritize's packing key)."""
         total = 0
         for figure in self.figures(node, verdict):
-            total = total * _PLACE + min(figure, _PLACE - 1)
+            total = total * _PLACE + (figure if figure < _PLACE else _PLACE - 1)
         return -total

@@ -48,10 +48,6 @@ class NodeProfile:
         return tuple(i for i, driver in enumerate(self.unit_driver) if driver in drivers)
 
 
-def _identifier(name: str) -> str:
-    return name.rpartition("/")[2]
-
-
 def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
     """The units and domains of ``slices`` (a node's own slices and those every node sees)."""
     unit_index: dict[tuple[str, str, str], int] = {}
@@ -67,26 +63,30 @@ def build_profile(slices: Sequence[ResourceSlice]) -> NodeProfile:
     domains: list[set[Domain]] = []
     for rs in slices:
         for device in rs.devices:
-            if device.id in unit_of:
+            device_id = device.id
+            if device_id in unit_of:
                 continue  # an older generation of the pool lists it too
-            # A device drawing on several counter sets belongs to the first one's unit.
-            key = (
-                (device.driver, device.pool, device.consumes_counters[0].name)
-                if device.consumes_counters
-                else (device.driver, device.pool, "/" + device.name)  # "/": no counter set's name
-            )
-            index = unit_index.get(key)
+            consumes = device.consumes_counters
+            index = None
+            if consumes:
+                # A device drawing on several counter sets belongs to the first one's unit.
+                key = (device.driver, device.pool, consumes[0].name)
+                index = unit_index.get(key)
+                if index is None:
+                    unit_index[key] = len(devices)
+                if consumes[0].counters == counter_sets.get(key):
+                    whole.add(device_id)
+            else:
+                whole.add(device_id)  # a unit of its own (its ID is seen once: a new unit)
             if index is None:
-                index = unit_index[key] = len(devices)
+                index = len(devices)
                 devices.append([])
                 drivers.append(device.driver)
                 domains.append(set())
-            unit_of[device.id] = index
-            if not device.consumes_counters or device.consumes_counters[0].counters == counter_sets.get(key):
-                whole.add(device.id)
-            devices[index].append(device.id)
+            unit_of[device_id] = index
+            devices[index].append(device_id)
             for name, value in device.typed_attributes.items():
-                ident = _identifier(name)
+                ident = name.rpartition("/")[2]  # the identifier, after the domain if any
                 if ident in _TOPOLOGY and value.values and not value.is_list:
                     domains[index].add((device.driver, device.pool, ident, value.values[0]))
     domain_units: dict[Domain, list[int]] = {}

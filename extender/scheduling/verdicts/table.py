@@ -28,7 +28,7 @@ class SpecVerdicts:
     def __init__(self) -> None:
         self.entries: dict[str, SharedVerdict] = {}
         self.fits: set[str] = set()
-        self.derived: dict[str, tuple[int, int, int]] = {}
+        self.derived: dict[str, int] = {}
         # Each distinct failure once: nodes that fail alike then share one object, which a
         # pod reads with its claims' names once (``PodVerdicts``), not once per node.
         self._failures: dict[Failure, Failure] = {}
