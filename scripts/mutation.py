@@ -16,7 +16,9 @@ with why it cannot change behaviour; the run fails on any other survivor (and on
 an unchecked mutant, which are not kills either). The figures go to docs/reliability.md.
 
 Usage: ``python scripts/mutation.py [TARGET ...]`` (all targets when none is named);
-``--list`` prints the targets.
+``--list`` prints the targets; ``--again`` runs, in the copy the last run left, only the mutants it
+did not kill, against today's tests (to check new tests without a run of hours; a change to a
+mutated module needs a run afresh).
 """
 
 from __future__ import annotations
@@ -223,16 +225,47 @@ def _matches(name: str, glob: str) -> bool:
     return fnmatch.fnmatch(name, glob)
 
 
-def run(target: Target, mutmut: str) -> dict[str, int]:
-    """Runs one target; returns its figures and prints every mutant that was not killed."""
-    work = prepare(target)
+def refresh(target: Target) -> tuple[Path, list[str]]:
+    """The last run's copy with today's tests, and the mutants it left not killed.
+
+    Only the tests change: a mutated module that differs from the copy means new mutants, and
+    so a run afresh. mutmut records which functions the new tests reach before it runs them.
+    """
+    work = BUILD / target.name
+    if not (work / "mutants").exists():
+        raise SystemExit(f"{target.name}: no earlier run in {work}; run it afresh first")
+    changed = [f for f in target.files if (ROOT / f).read_bytes() != (work / f).read_bytes()]
+    if changed:
+        raise SystemExit(f"{target.name}: {', '.join(changed)} changed since the last run; run it afresh")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for copy in (work / "tests", work / "mutants" / "tests"):
+        shutil.rmtree(copy)
+        shutil.copytree(ROOT / "tests", copy, ignore=ignore)
+    known = equivalents()
+    killed = ("killed", "caught by type check")
+    left = [n for n, s in statuses(work, target).items() if s not in killed and n not in known]
+    return work, left
+
+
+def run(target: Target, mutmut: str, again: bool = False) -> dict[str, int]:
+    """Runs one target; returns its figures and prints every mutant that was not killed.
+
+    ``again``: only the mutants the last run left not killed, against today's tests.
+    """
+    if again:
+        work, names = refresh(target)
+        if not names:
+            print(f"== {target.name}: nothing left to run again")
+    else:
+        work, names = prepare(target), list(target.functions)
     env = dict(os.environ, PYTHONPATH=str(work))
     jobs = os.environ.get("MUTATION_JOBS", "1")  # mutmut's parallel test runs
-    command = ["nice", mutmut, "run", "--max-children", jobs, *target.functions]
+    command = ["nice", mutmut, "run", "--max-children", jobs, *names]
     print(f"== {target.name}: {' '.join(target.files)} against {' '.join(target.tests)}", flush=True)
-    done = subprocess.run(command, cwd=work, env=env, check=False, stdout=subprocess.DEVNULL)
-    if done.returncode:
-        print(f"   mutmut ended with exit status {done.returncode}: its mutants count as not killed")
+    if names or not again:
+        done = subprocess.run(command, cwd=work, env=env, check=False, stdout=subprocess.DEVNULL)
+        if done.returncode:
+            print(f"   mutmut ended with exit status {done.returncode}: its mutants count as not killed")
     outcome = statuses(work, target)
     known = equivalents()
     counts = Counter(outcome.values())
@@ -254,6 +287,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*", help="targets to run (all when none)")
     parser.add_argument("--list", action="store_true", help="print the targets and exit")
+    parser.add_argument("--again", action="store_true",
+                        help="run only what the last run of each target left not killed, with today's tests")
     parser.add_argument("--mutmut", default=str(Path(sys.executable).with_name("mutmut")))
     args = parser.parse_args()
     by_name = {t.name: t for t in TARGETS}
@@ -268,7 +303,7 @@ def main() -> int:
     failed = False
     table = []
     for target in chosen:
-        figures = run(target, args.mutmut)
+        figures = run(target, args.mutmut, args.again)
         table.append((target.name, figures))
         failed |= figures["not killed"] > 0 or figures["mutants"] == 0
     print("\n| target | mutants | killed | equivalent | not killed |\n|---|---|---|---|---|")

@@ -318,3 +318,103 @@ async def test_an_unanswered_binding_whose_pod_cannot_be_read_is_uncertain_not_f
     with pytest.raises(BindingUncertain, match="re-reading the pod failed"):
         await binding
     assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
+
+
+async def test_a_retried_write_of_the_same_decision_stamped_later_is_no_conflict(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """The first attempt landed, its reply was lost; the retry carries another allocationTimestamp."""
+    first = {**objects.allocation("node-a"), "allocationTimestamp": "2026-01-01T00:00:00Z"}
+    raw = make_claim(apiserver, status={"allocation": first})
+    pod = make_pod(apiserver)
+    retried = {**objects.allocation("node-a"), "allocationTimestamp": "2026-01-01T00:00:07Z"}
+    written = await binder(client).write_claim(parse_resource_claim(raw), retried, pod)
+    assert written["status"]["allocation"] == first
+    assert [r["uid"] for r in written["status"]["reservedFor"]] == [pod.uid]
+
+
+async def test_close_neither_waits_for_a_request_under_way_nor_sends_the_queued_ones(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    make_claim(apiserver)
+    make_pod(apiserver)
+    held = apiserver.faults.hold("get", "resourceclaims")
+    kube = binder(client, workers=1)
+    under_way = asyncio.ensure_future(kube.read_claim("default", "gpu-claim"))
+    queued = asyncio.ensure_future(kube.read_pod("default", "trainer"))
+    await eventually(lambda: any(c.resource == "resourceclaims" for c in apiserver.calls), what="the read")
+    started = asyncio.get_running_loop().time()
+    kube.close()
+    assert asyncio.get_running_loop().time() - started < 0.5  # the held request is not waited for
+    held.set()
+    await asyncio.wait([under_way, queued], timeout=5.0)
+    assert queued.cancelled()
+    assert not any(c.resource == "pods" for c in apiserver.calls)
+
+
+async def test_a_conflicting_binding_whose_pod_cannot_be_read_again_says_so(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    pod = make_pod(apiserver)
+    apiserver.faults.fail("create", "pods", 409, subresource="binding")
+    apiserver.faults.fail("get", "pods", 403)
+    expected = r"^binding pod default/trainer failed: .*409.*; re-reading it: .*403"
+    with pytest.raises(BindError, match=expected):
+        await binder(client).bind_pod(pod, "node-a")
+
+
+async def test_each_refused_write_names_what_it_was(apiserver: ApiServer, client: RawClient) -> None:
+    """The error goes into the bind's reply and the pod's events: it says which step failed."""
+    raw = make_claim(apiserver, status={"allocation": objects.allocation("node-a")})
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    claim = parse_resource_claim(raw)
+    apiserver.faults.fail("patch", "resourceclaims", 403, subresource="status")
+    with pytest.raises(BindError, match=r"^removing pod trainer from claim default/gpu-claim failed: .*403"):
+        await kube.release_claim(claim, pod, deallocate=True)
+    apiserver.faults.fail("update", "resourceclaims", 403, subresource="status")
+    with pytest.raises(BindError, match=r"^deallocating claim default/gpu-claim failed: .*403"):
+        await kube.release_claim(claim, pod, deallocate=True)
+    apiserver.faults.fail("patch", "pods", 403, subresource="status")
+    with pytest.raises(BindError, match=r"^patching the status of pod default/trainer failed: .*403"):
+        await kube.patch_pod_status(pod, {"nodeAllocatableResourceClaimStatuses": []})
+    apiserver.faults.fail("create", "resourceclaims", 403)
+    with pytest.raises(BindError, match=r"^creating the extended-resource claim of pod default/trainer"):
+        await kube.create_extended_claim(objects.claim("x"), pod)
+    apiserver.store.delete(POD, "default", "trainer")
+    with pytest.raises(BindError, match=r"^pod default/trainer no longer exists$"):
+        await kube.patch_pod_status(pod, {"nodeAllocatableResourceClaimStatuses": []})
+
+
+async def test_the_pod_status_patch_is_for_this_pod_only(apiserver: ApiServer, client: RawClient) -> None:
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    footprint = [{"resourceClaimName": "gpu-claim", "containers": ["main"],
+                  "mapping": [{"name": "cpu", "quantity": "1"}]}]
+    await kube.patch_pod_status(pod, {"nodeAllocatableResourceClaimStatuses": footprint})
+    stored = apiserver.store.get(POD, "default", "trainer")
+    assert stored["status"]["nodeAllocatableResourceClaimStatuses"] == footprint
+    # A pod of the same name made since: the patch names the old UID and is refused.
+    with pytest.raises(BindError, match="Precondition failed: UID"):
+        await kube.patch_pod_status(PodRef("default", "trainer", "an-older-pod"),
+                                    {"nodeAllocatableResourceClaimStatuses": []})
+    assert apiserver.store.get(POD, "default", "trainer")["status"] == stored["status"]
+
+
+async def test_a_deallocation_refused_once_is_tried_again_on_the_claim_as_it_is_now(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """Its device status goes with the allocation: the API server keeps no device status for
+    devices that are not allocated."""
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    written = await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    written["status"]["devices"] = [{"driver": objects.DRIVER, "pool": "node-a", "device": "gpu-0"}]
+    written = apiserver.store.update(CLAIM, "default", "gpu-claim", written, "status")
+    apiserver.faults.fail("update", "resourceclaims", 409, subresource="status")
+    left = await kube.release_claim(parse_resource_claim(written), pod, deallocate=True)
+    assert left is not None and "status" not in left
+    assert "status" not in apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert [(c.verb, c.subresource) for c in apiserver.calls if c.resource == "resourceclaims"][-3:] == [
+        ("update", "status"), ("get", None), ("update", "status")]

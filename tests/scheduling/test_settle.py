@@ -576,3 +576,202 @@ def test_one_release_per_pod_at_a_time_and_close_cancels_what_runs() -> None:
         assert not releases.running("p") and ran == ["first", "other pod", "again"]
 
     run(scenario)
+
+
+# --- handover ----------------------------------------------------------------------------------
+
+
+class FenceBinder:
+    """Claims by name as the API server holds them; a fence moves one to the next version."""
+
+    def __init__(self, claims: dict[str, dict[str, Any] | None]) -> None:
+        self.claims = claims
+        self.refuse: dict[str, int] = {}  # claim name -> fences still to refuse
+        self.fenced: list[str] = []
+
+    async def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.claims.get(name))
+
+    async def fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        name = claim["metadata"]["name"]
+        if self.refuse.get(name, 0) > 0:
+            self.refuse[name] -= 1
+            raise BindError("500")
+        current = self.claims.get(name)
+        if current is None:
+            return None
+        current["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.fenced.append(name)
+        return copy.deepcopy(current)
+
+
+def named_claim(name: str, version: int = 5, allocated: bool = False) -> dict[str, Any]:
+    obj = objects.claim(name)
+    obj["metadata"].update(uid=f"uid-{name}", resourceVersion=str(version))
+    if allocated:
+        obj["status"] = {"allocation": objects.allocation("node-a"),
+                         "reservedFor": [{"resource": "pods", "name": "a", "uid": "pod-a"}]}
+    return obj
+
+
+def synced_state(*claims: dict[str, Any]) -> ClusterState:
+    from extender.model.kinds import KIND_NAMES
+
+    state = ClusterState()
+    for obj in claims:
+        state.apply("ResourceClaim", obj)
+    for kind in KIND_NAMES:
+        state.mark_synced(kind)
+    return state
+
+
+def handover(state: ClusterState, binder: FenceBinder, term: list[str | None], **kwargs: Any) -> Any:
+    from extender.scheduling.settle import Handover
+
+    settings = {"quiet_s": 0.0, "give_up_s": 5.0, "poll_s": 0.01, **kwargs}
+    return Handover(state, binder, term=lambda: term[0], **settings)  # type: ignore[arg-type]
+
+
+async def takeover_done(h: Any, within: float = 3.0) -> None:
+    await until(lambda: h.blocks_allocation() is None, within)
+
+
+def test_without_a_lease_to_follow_nothing_waits() -> None:
+    from extender.scheduling.settle import Handover
+
+    async def scenario() -> None:
+        h = Handover(synced_state(), FenceBinder({}), term=None, quiet_s=10.0, give_up_s=10.0)  # type: ignore[arg-type]
+        assert h.blocks_allocation() is None
+        await h.close()
+
+    run(scenario)
+
+
+def test_allocations_wait_while_the_lease_cannot_be_read() -> None:
+    async def scenario() -> None:
+        h = handover(synced_state(), FenceBinder({}), [None])
+        assert "could not be read" in h.blocks_allocation()
+        await asyncio.sleep(0.05)
+        assert "could not be read" in h.blocks_allocation()  # no takeover of an unknown term
+        await h.close()
+
+    run(scenario)
+
+
+def test_a_takeover_waits_the_quiet_time_then_fences_every_unallocated_claim_once() -> None:
+    async def scenario() -> None:
+        claims = {"free": named_claim("free"), "used": named_claim("used", allocated=True),
+                  "gone": named_claim("gone")}
+        binder = FenceBinder({"free": claims["free"], "used": claims["used"], "gone": None})
+        state = synced_state(*copy.deepcopy(list(claims.values())))
+        term: list[str | None] = ["scheduler-1"]
+        h = handover(state, binder, term, quiet_s=0.2)
+        started = asyncio.get_running_loop().time()
+        assert "took over" in h.blocks_allocation()
+        await asyncio.sleep(0.1)
+        assert binder.fenced == [] and h.blocks_allocation() is not None  # still quiet
+        await takeover_done(h)
+        assert asyncio.get_running_loop().time() - started >= 0.2
+        # Allocated claims need no fence; a claim gone needs none either.
+        assert binder.fenced == ["free"] and h.fenced == 1
+        assert state.claim("default", "free").resource_version == 6  # the fenced claim is cached
+        assert h.last_takeover_s is not None and h.last_takeover_s >= 0.2
+        assert h.blocks_allocation() is None  # the term's takeover is over for good
+        assert binder.fenced == ["free"]
+        await h.close()
+
+    run(scenario)
+
+
+def test_a_claim_replaced_or_allocated_since_is_not_fenced() -> None:
+    async def scenario() -> None:
+        replaced = named_claim("r")
+        replaced["metadata"]["uid"] = "another"
+        binder = FenceBinder({"r": replaced, "a": named_claim("a", version=9, allocated=True)})
+        state = synced_state(named_claim("r"), named_claim("a"))
+        h = handover(state, binder, ["t"])
+        h.blocks_allocation()
+        await takeover_done(h)
+        assert binder.fenced == [] and h.fenced == 0
+        assert state.claim("default", "a").allocation is not None  # what it read is cached
+        assert state.claim("default", "r").uid == "uid-r"  # a replacement comes with the watch
+        await h.close()
+
+    run(scenario)
+
+
+def test_a_takeover_waits_for_the_cache_to_be_synced() -> None:
+    async def scenario() -> None:
+        from extender.model.kinds import KIND_NAMES
+
+        state = ClusterState()
+        state.apply("ResourceClaim", named_claim("free"))
+        binder = FenceBinder({"free": named_claim("free")})
+        h = handover(state, binder, ["t"])
+        h.blocks_allocation()
+        await asyncio.sleep(0.1)
+        assert binder.fenced == [] and h.blocks_allocation() is not None
+        for kind in KIND_NAMES:
+            state.mark_synced(kind)
+        await takeover_done(h)
+        assert binder.fenced == ["free"]
+        await h.close()
+
+    run(scenario)
+
+
+def test_a_refused_fence_is_tried_again_and_one_never_possible_is_waited_out() -> None:
+    async def scenario() -> None:
+        binder = FenceBinder({"x": named_claim("x"), "y": named_claim("y")})
+        binder.refuse = {"x": 2, "y": 10_000}
+        state = synced_state(named_claim("x"), named_claim("y"))
+        h = handover(state, binder, ["t"], give_up_s=0.3)
+        started = asyncio.get_running_loop().time()
+        h.blocks_allocation()
+        await takeover_done(h)
+        assert binder.fenced == ["x"] and h.fenced == 1
+        assert asyncio.get_running_loop().time() - started >= 0.3  # y: until the request timeout
+        await h.close()
+
+    run(scenario)
+
+
+def test_a_new_term_starts_a_new_takeover_and_the_old_one_is_dropped() -> None:
+    async def scenario() -> None:
+        binder = FenceBinder({"x": named_claim("x")})
+        state = synced_state(named_claim("x"))
+        term: list[str | None] = ["first"]
+        h = handover(state, binder, term, quiet_s=0.15)
+        h.blocks_allocation()
+        await asyncio.sleep(0.05)
+        h.blocks_allocation()  # the same term: the takeover under way goes on
+        term[0] = "second"
+        assert "took over" in h.blocks_allocation()
+        await takeover_done(h)
+        assert binder.fenced == ["x"]  # only the second takeover fenced
+        term[0] = "third"
+        assert h.blocks_allocation() is not None
+        await takeover_done(h)
+        assert binder.fenced == ["x", "x"] and h.fenced == 2
+        await h.close()
+
+    run(scenario)
+
+
+def test_a_takeover_starts_when_this_replica_is_seen_leading_before_any_bind() -> None:
+    from extender.scheduling.settle import Handover
+
+    async def scenario() -> None:
+        binder = FenceBinder({"x": named_claim("x")})
+        leading = [False]
+        h = Handover(synced_state(named_claim("x")), binder, term=lambda: "t",  # type: ignore[arg-type]
+                     leading=lambda: leading[0], quiet_s=0.0, give_up_s=1.0, poll_s=0.01)
+        watcher = asyncio.ensure_future(h.watch())
+        await asyncio.sleep(0.05)
+        assert binder.fenced == []
+        leading[0] = True
+        await until(lambda: binder.fenced == ["x"])
+        watcher.cancel()
+        await h.close()
+
+    run(scenario)
