@@ -226,10 +226,11 @@ def _matches(name: str, glob: str) -> bool:
 
 
 def refresh(target: Target) -> tuple[Path, list[str]]:
-    """The last run's copy with today's tests, and the mutants it left not killed.
+    """The last run's copy with today's tests and other modules, and the mutants it left not killed.
 
-    Only the tests change: a mutated module that differs from the copy means new mutants, and
-    so a run afresh. mutmut records which functions the new tests reach before it runs them.
+    Only the tests and the modules not mutated change: a mutated module that differs from the
+    copy means new mutants, and so a run afresh. mutmut records which functions the new tests
+    reach before it runs them.
     """
     work = BUILD / target.name
     if not (work / "mutants").exists():
@@ -241,6 +242,13 @@ def refresh(target: Target) -> tuple[Path, list[str]]:
     for copy in (work / "tests", work / "mutants" / "tests"):
         shutil.rmtree(copy)
         shutil.copytree(ROOT / "tests", copy, ignore=ignore)
+    # The modules the mutated ones use, as they are now (the mutated ones are unchanged).
+    for source in (ROOT / "extender").rglob("*.py"):
+        relative = source.relative_to(ROOT)
+        if str(relative) not in target.files:
+            for copy in (work / relative, work / "mutants" / relative):
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, copy)
     known = equivalents()
     killed = ("killed", "caught by type check")
     left = [n for n, s in statuses(work, target).items() if s not in killed and n not in known]
