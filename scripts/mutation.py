@@ -137,6 +137,9 @@ TARGETS = (
         ("extender/scheduling/bind.py",),
         (
             "tests/scheduling",
+            "tests/api/test_decision_logs.py",
+            "tests/api/test_metrics.py",
+            "tests/api/test_stalls.py",
             "tests/kube/test_extended_resources.py",
             "tests/reliability/test_faults.py",
             "tests/reliability/test_late_writes.py",
