@@ -17,8 +17,8 @@ an unchecked mutant, which are not kills either). The figures go to docs/reliabi
 
 Usage: ``python scripts/mutation.py [TARGET ...]`` (all targets when none is named);
 ``--list`` prints the targets; ``--again`` runs, in the copy the last run left, only the mutants it
-did not kill, against today's tests (to check new tests without a run of hours; a change to a
-mutated module needs a run afresh).
+did not kill or did not get to, against today's tests (to check new tests without a run of hours;
+a change to a mutated module needs a run afresh).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "mutation"
 EQUIVALENT = ROOT / "scripts" / "mutation_equivalent.txt"
+FAST_FIRST = "mutation_fast_first"  # the pytest plugin that runs a mutant's fastest tests first
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,7 @@ def prepare(target: Target) -> Path:
     for part in ("extender", "tests"):
         shutil.copytree(ROOT / part, work / part, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", work / "pyproject.toml")
+    shutil.copy(ROOT / "scripts" / f"{FAST_FIRST}.py", work / f"{FAST_FIRST}.py")
     # tests/cel/test_parity.py reads the shared conformance next to the checkout, if any.
     lines = [
         "[mutmut]",
@@ -200,6 +202,9 @@ def prepare(target: Target) -> Path:
         "timeout_multiplier = 5.0",
         "timeout_constant = 10.0",
         "use_git_change_detection = false",
+        # mutmut takes its source directory off sys.path: the plugin goes beside the mutants.
+        "also_copy =",
+        f"    {FAST_FIRST}.py",
     ]
     (work / "setup.cfg").write_text("\n".join(lines) + "\n")
     return work
@@ -229,7 +234,8 @@ def _matches(name: str, glob: str) -> bool:
 
 
 def refresh(target: Target) -> tuple[Path, list[str]]:
-    """The last run's copy with today's tests and other modules, and the mutants it left not killed.
+    """The last run's copy with today's tests and other modules, and the mutants it did not kill
+    (or did not get to).
 
     Only the tests and the modules not mutated change: a mutated module that differs from the
     copy means new mutants, and so a run afresh. mutmut records which functions the new tests
@@ -252,6 +258,8 @@ def refresh(target: Target) -> tuple[Path, list[str]]:
             for copy in (work / relative, work / "mutants" / relative):
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, copy)
+    for place in (work, work / "mutants"):
+        shutil.copy(ROOT / "scripts" / f"{FAST_FIRST}.py", place / f"{FAST_FIRST}.py")
     known = equivalents()
     killed = ("killed", "caught by type check")
     left = [n for n, s in statuses(work, target).items() if s not in killed and n not in known]
@@ -269,7 +277,7 @@ def run(target: Target, mutmut: str, again: bool = False) -> dict[str, int]:
             print(f"== {target.name}: nothing left to run again")
     else:
         work, names = prepare(target), list(target.functions)
-    env = dict(os.environ, PYTHONPATH=str(work))
+    env = dict(os.environ, PYTHONPATH=str(work), PYTEST_PLUGINS=FAST_FIRST)
     jobs = os.environ.get("MUTATION_JOBS", "1")  # mutmut's parallel test runs
     command = ["nice", mutmut, "run", "--max-children", jobs, *names]
     print(f"== {target.name}: {' '.join(target.files)} against {' '.join(target.tests)}", flush=True)
