@@ -270,14 +270,19 @@ async def binding_landed_reply_held(
 
 
 async def test_a_binding_whose_reply_was_lost_is_success_when_the_pod_is_bound_there(
-    apiserver: ApiServer, client: RawClient
+    apiserver: ApiServer, client: RawClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     binding, dropped = await binding_landed_reply_held(apiserver, client)
     # The retry is refused (not with the 409 of an already bound pod: that case is older and known).
     apiserver.faults.fail("create", "pods", 403, subresource="binding")
     dropped.set()
-    await binding
+    with caplog.at_level("INFO", logger="extender.kube.binder"):
+        await binding
     assert writes(apiserver) == [("create", "pods", "binding")] * 2
+    # The operator learns why a refused Binding still counts as done.
+    [said] = [r.getMessage() for r in caplog.records if "reply was lost" in r.getMessage()]
+    assert said.startswith("binding pod default/trainer: an earlier attempt whose reply was lost")
+    assert "403" in said
 
 
 async def test_an_unanswered_binding_not_seen_landed_is_uncertain_not_failed(apiserver: ApiServer,
@@ -418,3 +423,31 @@ async def test_a_deallocation_refused_once_is_tried_again_on_the_claim_as_it_is_
     assert "status" not in apiserver.store.get(CLAIM, "default", "gpu-claim")
     assert [(c.verb, c.subresource) for c in apiserver.calls if c.resource == "resourceclaims"][-3:] == [
         ("update", "status"), ("get", None), ("update", "status")]
+
+
+async def test_an_unanswered_binding_of_a_pod_being_deleted_has_failed(apiserver: ApiServer,
+                                                                     client: RawClient) -> None:
+    """A pod being deleted is bound by no Binding any more: nothing of this one can land."""
+    pod = make_pod(apiserver)
+    held = apiserver.store.get(POD, "default", "trainer")
+    held["metadata"]["finalizers"] = ["example.com/keep"]
+    apiserver.store.update(POD, "default", "trainer", held)
+    apiserver.store.delete(POD, "default", "trainer")  # terminating, held by its finalizer
+    apiserver.faults.fail("create", "pods", 504, subresource="binding")
+    with pytest.raises(BindError, match="being deleted") as raised:
+        await binder(client).bind_pod(pod, "node-a")
+    assert not isinstance(raised.value, BindingUncertain)
+
+
+async def test_a_read_back_that_fails_says_what_it_read(apiserver: ApiServer, client: RawClient) -> None:
+    make_claim(apiserver)
+    make_pod(apiserver)
+    kube = binder(client)
+    apiserver.faults.fail("get", "pods", 403)
+    with pytest.raises(BindError, match=r"^reading pod default/trainer failed: .*403"):
+        await kube.read_pod("default", "trainer")
+    apiserver.faults.fail("get", "resourceclaims", 403)
+    with pytest.raises(BindError, match=r"^reading claim default/gpu-claim failed: .*403"):
+        await kube.read_claim("default", "gpu-claim")
+    assert await kube.read_pod("default", "nobody") is None
+    assert await kube.read_claim("default", "nothing") is None
