@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 
 import pytest
 
-from extender.kube.binder import KubeBinder
+from extender.kube.binder import FENCE_ANNOTATION, KubeBinder
 from extender.kube.client import RawClient
 from extender.model import parse_resource_claim
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
+from tests.apiserver.faults import RandomFaults
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.apiserver.store import ApiError
@@ -451,3 +453,59 @@ async def test_a_read_back_that_fails_says_what_it_read(apiserver: ApiServer, cl
         await kube.read_claim("default", "gpu-claim")
     assert await kube.read_pod("default", "nobody") is None
     assert await kube.read_claim("default", "nothing") is None
+
+
+async def test_a_fence_moves_the_claim_to_a_newer_version_and_changes_nothing_else(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """Every request conditioned on the version read is refused afterwards (settle.py)."""
+    raw = make_claim(apiserver)
+    kube = binder(client)
+    fenced = await kube.fence_claim(raw)
+    assert fenced is not None
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert fenced == stored
+    assert int(stored["metadata"]["resourceVersion"]) > int(raw["metadata"]["resourceVersion"])
+    assert "annotations" not in stored["metadata"] and stored["spec"] == raw["spec"]
+    marker = next(c for c in apiserver.writes() if c.verb == "update").body
+    assert marker["metadata"]["annotations"] == {
+        "dra-extender.k8s.io/fenced-resource-version": raw["metadata"]["resourceVersion"]}
+    assert writes(apiserver) == [("update", "resourceclaims", None)] * 2
+    # The stale write it fences off is refused.
+    pod = make_pod(apiserver)
+    stale = binder(client, attempts=1)
+    with pytest.raises(BindError):
+        await stale.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    assert "status" not in apiserver.store.get(CLAIM, "default", "gpu-claim")
+
+
+async def test_a_fence_keeps_other_annotations_and_a_failed_second_update_still_fences(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    body = objects.claim("gpu-claim")
+    body["metadata"]["annotations"] = {"example.com/note": "kept"}
+    raw = apiserver.store.seed(CLAIM, body)
+    kube = binder(client)
+    fenced = await kube.fence_claim(raw)
+    assert fenced is not None and fenced["metadata"]["annotations"] == {"example.com/note": "kept"}
+    # The marker cannot be taken out again: the first update alone fenced the claim.
+    apiserver.faults.at_random(RandomFaults(random.Random(1), fail=1.0), "update", "resourceclaims",
+                               when=lambda put: FENCE_ANNOTATION not in put["metadata"]["annotations"])
+    marked = await kube.fence_claim(fenced)
+    assert marked is not None and marked["metadata"]["annotations"][FENCE_ANNOTATION]
+    assert int(marked["metadata"]["resourceVersion"]) > int(fenced["metadata"]["resourceVersion"])
+    assert marked == apiserver.store.get(CLAIM, "default", "gpu-claim")
+
+
+async def test_a_fence_refused_says_so(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 500)
+    with pytest.raises(BindError, match=r"^fencing claim default/gpu-claim failed: .*500"):
+        await binder(client).fence_claim(raw)
+    assert apiserver.store.get(CLAIM, "default", "gpu-claim") == raw
+
+
+async def test_a_fence_of_a_claim_gone_is_none(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    apiserver.store.delete(CLAIM, "default", "gpu-claim")
+    assert await binder(client).fence_claim(raw) is None
