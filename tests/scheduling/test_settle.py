@@ -775,3 +775,73 @@ def test_a_takeover_starts_when_this_replica_is_seen_leading_before_any_bind() -
         await h.close()
 
     run(scenario)
+
+
+# --- how soon, with the periods the context leaves at their defaults ---------------------------
+
+
+def test_by_default_a_write_the_watch_shows_landed_is_settled_within_a_fraction_of_a_second() -> None:
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        binder.claim = claim_obj(version=VERSION)  # the read-back finds nothing yet
+        settle = Settler(state, binder, write_timeout_s=1.0, fence_after_s=60.0, readback_s=60.0)  # type: ignore[arg-type]
+        settle.follow(cached(state), POD, None, VERSION)
+        await asyncio.sleep(0.05)
+        state.apply("ResourceClaim", claim_obj(version=VERSION + 1, reserved=POD.uid))
+        seen = asyncio.get_running_loop().time()
+        await until(lambda: not held(state))
+        assert asyncio.get_running_loop().time() - seen < 0.7  # the watch is looked at every 0.2 s
+        await settle.close()
+
+    run(scenario)
+
+
+def test_by_default_a_takeover_tries_a_refused_fence_again_within_a_second() -> None:
+    from extender.scheduling.settle import Handover
+
+    async def scenario() -> None:
+        binder = FenceBinder({"x": named_claim("x")})
+        binder.refuse = {"x": 1}
+        h = Handover(synced_state(named_claim("x")), binder, term=lambda: "t",  # type: ignore[arg-type]
+                     quiet_s=0.0, give_up_s=30.0)
+        started = asyncio.get_running_loop().time()
+        h.blocks_allocation()
+        await until(lambda: binder.fenced == ["x"])
+        assert asyncio.get_running_loop().time() - started < 1.2  # tried again after 0.5 s
+        await h.close()
+
+    run(scenario)
+
+
+def test_a_takeover_fences_at_most_eight_claims_at_once() -> None:
+    """The API server is not flooded: a takeover of a cluster of many claims fences in turns."""
+    from extender.scheduling.settle import Handover
+
+    class Gate(FenceBinder):
+        def __init__(self, claims: dict[str, dict[str, Any] | None]) -> None:
+            super().__init__(claims)
+            self.now = self.most = 0
+            self.open = asyncio.Event()
+
+        async def fence_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            await self.open.wait()
+            self.now -= 1
+            return await super().fence_claim(claim)
+
+    async def scenario() -> None:
+        claims = {f"c{i}": named_claim(f"c{i}") for i in range(20)}
+        binder = Gate(copy.deepcopy(claims))  # type: ignore[arg-type]
+        h = Handover(synced_state(*claims.values()), binder, term=lambda: "t",  # type: ignore[arg-type]
+                     quiet_s=0.0, give_up_s=30.0, poll_s=0.01)
+        h.blocks_allocation()
+        await until(lambda: binder.now == 8)
+        await asyncio.sleep(0.05)
+        assert binder.most == 8
+        binder.open.set()
+        await takeover_done(h)
+        assert h.fenced == 20 and binder.most == 8
+        await h.close()
+
+    run(scenario)
