@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -845,3 +846,151 @@ def test_a_takeover_fences_at_most_eight_claims_at_once() -> None:
         await h.close()
 
     run(scenario)
+
+
+# --- what the operator reads ------------------------------------------------------------------
+
+
+def said(caplog: pytest.LogCaptureFixture, level: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "extender.scheduling.settle" and r.levelname == level]
+
+
+def settled_write(outcome: Any, pod: dict[str, Any] | None = None, **answers: Any) -> ClusterState:
+    """Follow a write that ends with ``outcome`` (a claim, or an exception) to its end."""
+
+    async def scenario() -> ClusterState:
+        state, binder = world(pod=pod), FakeBinder()
+        for name, value in answers.items():
+            setattr(binder, name, value)
+        settle = settler(state, binder, fence_after_s=60.0)
+        write: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        settle.follow(cached(state), POD, write, inflight_uid=CLAIM_UID)
+        if isinstance(outcome, BaseException):
+            write.set_exception(outcome)
+        else:
+            write.set_result(outcome)
+        await until(lambda: settle.unsettled == 0)
+        await settle.close()
+        return state
+
+    return asyncio.run(scenario())
+
+
+def test_the_log_says_what_became_of_each_late_write(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG", logger="extender.scheduling.settle")
+    landed = claim_obj(version=VERSION + 1, reserved=POD.uid)
+    settled_write(BindError("403 forbidden"), pod_obj())
+    settled_write(landed, pod_obj())
+    settled_write(landed, None, released=claim_obj(version=VERSION + 2))
+    settled_write(landed, None, released=BindError("500 boom"))
+    assert said(caplog, "INFO") == [
+        "claim default/ca: the write of pod default/a was refused: 403 forbidden",
+        "claim default/ca: a late write for pod default/a landed; kept for the pod",
+        "claim default/ca: a late write for pod default/a landed; released",
+        "claim default/ca: a late write for pod default/a landed; released",
+    ]
+    assert said(caplog, "WARNING") == [
+        "claim default/ca: releasing the late write of pod default/a failed: 500 boom"]
+
+
+def test_the_log_says_when_a_write_can_no_longer_land_and_why_a_read_back_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("DEBUG", logger="extender.scheduling.settle")
+
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        binder.claim = BindError("503 unavailable")
+        settle = settler(state, binder, fence_after_s=60.0)
+        settle.follow(cached(state), POD, None, VERSION)
+        await until(lambda: len(binder.called("read_claim")) >= 1)
+        await asyncio.sleep(0.01)
+        state.apply("ResourceClaim", claim_obj(version=VERSION + 1))
+        await until(lambda: settle.unsettled == 0)
+        await settle.close()
+
+    run(scenario)
+    assert said(caplog, "DEBUG")[0] == (
+        "claim default/ca: reading back or fencing failed, trying again later: 503 unavailable")
+    assert said(caplog, "INFO") == [
+        "claim default/ca: the write of pod default/a can no longer land; its devices are free"]
+
+
+def test_a_bug_while_settling_a_write_keeps_its_devices_held_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A write that returns no claim at all (never from an API server): the safe side is to hold."""
+    state = settled_write({"kind": "not a claim"}, pod_obj())
+    assert held(state)
+    [record] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert record.getMessage() == "settling the write of claim default/ca failed; its devices stay held"
+    assert record.exc_info is not None
+
+
+def test_the_log_says_what_became_of_each_binding(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG", logger="extender.scheduling.settle")
+
+    async def follow(answer: Any, undo: Callable[[], Awaitable[None]]) -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        binder.pod = answer
+        settle = settler(state, binder, fence_after_s=0.0)
+        settle.follow_binding(POD, "node-a", undo)
+        await until(lambda: settle.unsettled == 0)
+        await settle.close()
+
+    async def failing_undo() -> None:
+        raise RuntimeError("a bug")
+
+    async def scenario() -> None:
+        await follow(pod_obj(node="node-a"), Undo())
+        await follow(pod_obj(), Undo())
+        await follow(None, failing_undo)
+
+    run(scenario)
+    assert said(caplog, "INFO") == [
+        "the Binding of pod default/a to node node-a landed; its claims stay",
+        "the Binding of pod default/a to node node-a can no longer land; its bind is undone",
+        "the Binding of pod default/a to node node-a can no longer land; its bind is undone",
+    ]
+    [record] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert record.getMessage() == "settling the Binding of pod default/a failed; its claims stay reserved"
+    assert record.exc_info is not None
+
+
+def test_the_log_says_why_a_pod_could_not_be_read_back(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("DEBUG", logger="extender.scheduling.settle")
+
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        binder.pod = BindError("503 unavailable")
+        settle = settler(state, binder, fence_after_s=60.0)
+        settle.follow_binding(POD, "node-a", Undo())
+        await until(lambda: len(binder.called("read_pod")) >= 1)
+        await settle.close()
+
+    run(scenario)
+    assert said(caplog, "DEBUG")[0] == (
+        "pod default/a: reading it back failed, trying again later: 503 unavailable")
+
+
+def test_the_log_says_when_a_takeover_starts_and_ends_and_what_it_could_not_fence(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="extender.scheduling.settle")
+
+    async def scenario() -> None:
+        binder = FenceBinder({"x": named_claim("x")})
+        binder.refuse = {"x": 10_000}
+        h = handover(synced_state(named_claim("x")), binder, ["lease-1"], give_up_s=0.05, quiet_s=0.01)
+        h.blocks_allocation()
+        await takeover_done(h)
+        await h.close()
+
+    run(scenario)
+    lines = said(caplog, "INFO")
+    assert lines[0] == ("took over scheduling (Lease holding lease-1): new allocations wait 0.01s, "
+                        "then every unallocated claim is fenced")
+    assert "fencing claim default/x at takeover failed, trying again: 500" in lines
+    done = r"takeover lease-1 done after 0\.\ds \(1 claims could not be fenced and were waited out\)"
+    assert re.fullmatch(done, lines[-1])
