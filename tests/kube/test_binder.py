@@ -249,8 +249,8 @@ async def test_a_refusal_after_an_unanswered_attempt_still_reports_the_write_as_
     # The first status write sits in the server (it may be applied later); the next is refused.
     apiserver.faults.hold("update", "resourceclaims", subresource="status")
     apiserver.faults.fail("update", "resourceclaims", 403, subresource="status")
-    held = r"403.* \(a write may still land; its devices stay held\)$"
-    with pytest.raises(WriteUncertain, match=held) as raised:
+    uncertain = r"403.* \(a write may still land; its devices stay held\)$"
+    with pytest.raises(WriteUncertain, match=uncertain) as raised:
         await binder(impatient).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
     # The version the held request was conditioned on: the claim as the finalizer write left it.
     held = apiserver.store.get(CLAIM, "default", "gpu-claim")
