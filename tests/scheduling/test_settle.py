@@ -994,3 +994,55 @@ def test_the_log_says_when_a_takeover_starts_and_ends_and_what_it_could_not_fenc
     assert "fencing claim default/x at takeover failed, trying again: 500" in lines
     done = r"takeover lease-1 done after 0\.\ds \(1 claims could not be fenced and were waited out\)"
     assert re.fullmatch(done, lines[-1])
+
+
+# --- how often the API server is asked ------------------------------------------------------------
+
+
+def test_a_binding_the_watch_already_shows_bound_is_kept_without_asking_the_api_server() -> None:
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj(node="node-a")), FakeBinder()
+        undo = Undo()
+        settle = settler(state, binder, fence_after_s=0.0)
+        settle.follow_binding(POD, "node-a", undo)
+        await until(lambda: settle.unsettled == 0)
+        assert undo.count == 0 and binder.called("read_pod") == []
+        await settle.close()
+
+    run(scenario)
+
+
+def test_a_pod_is_read_back_at_most_once_per_readback_period() -> None:
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        binder.pod = pod_obj()
+        settle = settler(state, binder, fence_after_s=60.0)  # readback_s 0.05, poll_s 0.005
+        settle.follow_binding(POD, "node-a", Undo())
+        await asyncio.sleep(0.3)
+        assert 2 <= len(binder.called("read_pod")) <= 0.3 / 0.05 + 2
+        await settle.close()
+
+    run(scenario)
+
+
+def test_a_read_back_that_hangs_is_given_up_after_the_readback_period_and_asked_again() -> None:
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        binder.pod = pod_obj()
+        hung = asyncio.Event()
+        answer = binder.read_pod
+
+        async def hangs_once(namespace: str, name: str) -> dict[str, Any] | None:
+            if not hung.is_set():
+                hung.set()
+                await asyncio.Event().wait()  # never answers
+            return await answer(namespace, name)
+
+        binder.read_pod = hangs_once  # type: ignore[method-assign]
+        undo = Undo()
+        settle = settler(state, binder, fence_after_s=0.1)
+        settle.follow_binding(POD, "node-a", undo)
+        await until(lambda: undo.count == 1, within=2.0)  # not stuck behind the request that hangs
+        await settle.close()
+
+    run(scenario)
