@@ -1046,3 +1046,56 @@ def test_a_read_back_that_hangs_is_given_up_after_the_readback_period_and_asked_
         await settle.close()
 
     run(scenario)
+
+
+def test_a_late_write_whose_claim_the_watch_shows_released_since_ends_cleanly() -> None:
+    """The reply comes after the watch showed a newer version without the allocation (someone
+    released it meanwhile): nothing is left to release, and the in-flight entry ends."""
+
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        settle = settler(state, binder)
+        write: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        settle.follow(cached(state), POD, write, inflight_uid=CLAIM_UID)
+        state.apply("ResourceClaim", claim_obj(version=VERSION + 2))
+        write.set_result(claim_obj(version=VERSION + 1, reserved=POD.uid))
+        await until(lambda: settle.unsettled == 0)
+        assert not held(state) and binder.called("release_claim") == []
+        await settle.close()
+
+    run(scenario)
+
+
+def test_a_release_that_hangs_is_given_up_after_the_write_timeout() -> None:
+    async def scenario() -> None:
+        state, binder = world(), FakeBinder()  # the pod is gone: the late write is released
+
+        async def hangs(*_: Any, **__: Any) -> None:
+            await asyncio.Event().wait()
+
+        binder.release_claim = hangs  # type: ignore[method-assign]
+        settle = Settler(state, binder, write_timeout_s=0.1, fence_after_s=60.0,  # type: ignore[arg-type]
+                         poll_s=0.005, readback_s=0.05)
+        write: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        settle.follow(cached(state), POD, write, inflight_uid=CLAIM_UID)
+        write.set_result(claim_obj(version=VERSION + 1, reserved=POD.uid))
+        await until(lambda: settle.unsettled == 0, within=2.0)
+        assert not held(state)
+        await settle.close()
+
+    run(scenario)
+
+
+def test_a_write_the_watch_shows_landed_for_a_pod_gone_is_released() -> None:
+    async def scenario() -> None:
+        state, binder = world(), FakeBinder()
+        binder.claim = claim_obj(version=VERSION)
+        binder.released = claim_obj(version=VERSION + 2)
+        settle = settler(state, binder, fence_after_s=60.0)
+        settle.follow(cached(state), POD, None, VERSION)
+        state.apply("ResourceClaim", claim_obj(version=VERSION + 1, reserved=POD.uid))  # the watch
+        await until(lambda: settle.unsettled == 0)
+        assert binder.called("release_claim") == [("release_claim", CLAIM_UID, POD.uid, True)]
+        await settle.close()
+
+    run(scenario)
