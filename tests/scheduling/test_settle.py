@@ -1099,3 +1099,40 @@ def test_a_write_the_watch_shows_landed_for_a_pod_gone_is_released() -> None:
         await settle.close()
 
     run(scenario)
+
+
+def test_a_claim_read_back_that_hangs_is_given_up_after_the_readback_period() -> None:
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        binder.claim = None  # once it answers: the claim is gone, its write can never land
+        hung = asyncio.Event()
+        answer = binder.read_claim
+
+        async def hangs_once(namespace: str, name: str) -> dict[str, Any] | None:
+            if not hung.is_set():
+                hung.set()
+                await asyncio.Event().wait()
+            return await answer(namespace, name)
+
+        binder.read_claim = hangs_once  # type: ignore[method-assign]
+        settle = settler(state, binder, fence_after_s=60.0)
+        settle.follow(cached(state), POD, None, VERSION)
+        await until(lambda: not held(state), within=2.0)
+        await settle.close()
+
+    run(scenario)
+
+
+def test_a_write_found_landed_by_a_read_back_for_a_pod_gone_is_released() -> None:
+    async def scenario() -> None:
+        state, binder = world(), FakeBinder()
+        binder.claim = claim_obj(version=VERSION + 1, reserved=POD.uid)
+        binder.released = claim_obj(version=VERSION + 2)
+        settle = settler(state, binder, fence_after_s=60.0)
+        settle.follow(cached(state), POD, None, VERSION)
+        await until(lambda: settle.unsettled == 0)
+        assert binder.called("release_claim") == [("release_claim", CLAIM_UID, POD.uid, True)]
+        assert cached(state).allocation is None
+        await settle.close()
+
+    run(scenario)
