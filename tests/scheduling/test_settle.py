@@ -1136,3 +1136,20 @@ def test_a_write_found_landed_by_a_read_back_for_a_pod_gone_is_released() -> Non
         await settle.close()
 
     run(scenario)
+
+
+def test_a_fence_that_finds_the_write_landed_for_a_pod_gone_releases_it() -> None:
+    """The write went in between the read-back and the fence, for a pod that is gone by now."""
+
+    async def scenario() -> None:
+        state, binder = world(), FakeBinder()
+        binder.claim = claim_obj(version=VERSION)
+        binder.fenced_to = claim_obj(version=VERSION + 2, reserved=POD.uid)
+        binder.released = claim_obj(version=VERSION + 3)
+        settle = settler(state, binder, fence_after_s=0.0)
+        settle.follow(cached(state), POD, None, VERSION)
+        await until(lambda: settle.unsettled == 0)
+        assert binder.called("release_claim") == [("release_claim", CLAIM_UID, POD.uid, True)]
+        await settle.close()
+
+    run(scenario)
