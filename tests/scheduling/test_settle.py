@@ -1153,3 +1153,21 @@ def test_a_fence_that_finds_the_write_landed_for_a_pod_gone_releases_it() -> Non
         await settle.close()
 
     run(scenario)
+
+
+def test_each_write_followed_is_counted_and_cancelled_on_close() -> None:
+    async def scenario() -> None:
+        state, binder = world(pod=pod_obj()), FakeBinder()
+        settle = settler(state, binder)
+        loop = asyncio.get_running_loop()
+        writes: list[asyncio.Future[Any]] = [loop.create_future(), loop.create_future()]
+        settle.follow(cached(state), POD, writes[0], inflight_uid="first")
+        settle.follow(cached(state), POD, writes[1], inflight_uid="second")
+        settle.follow_binding(POD, "node-a", Undo())
+        binder.pod = pod_obj()
+        assert settle.unsettled == 3
+        await settle.close()
+        await asyncio.sleep(0)
+        assert all(w.cancelled() or not w.done() for w in writes) and settle.unsettled == 0
+
+    run(scenario)
