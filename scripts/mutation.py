@@ -120,11 +120,7 @@ TARGETS = (
     Target(
         "handover",
         ("extender/scheduling/settle.py",),
-        (
-            "tests/reliability/test_handover.py",
-            "tests/scheduling/test_settle.py",
-            "tests/scheduling/test_flow.py",
-        ),
+        ("tests/scheduling/test_settle.py", "tests/reliability/test_handover.py"),
         ("*settle.xǁHandoverǁ*",),
     ),
     # tests/reliability/test_properties.py is left out of both bind targets: it runs 1-2 min and,
