@@ -134,11 +134,8 @@ TARGETS = (
             "tests/api/test_decision_logs.py",
             "tests/api/test_metrics.py",
             "tests/api/test_stalls.py",
-            "tests/kube/test_extended_resources.py",
             "tests/reliability/test_faults.py",
-            "tests/reliability/test_late_writes.py",
             "tests/reliability/test_uncertain_writes.py",
-            "tests/reliability/test_stale_claims.py",
         ),
     ),
     Target(
