@@ -1171,3 +1171,25 @@ def test_each_write_followed_is_counted_and_cancelled_on_close() -> None:
         assert all(w.cancelled() or not w.done() for w in writes) and settle.unsettled == 0
 
     run(scenario)
+
+
+def test_a_takeover_started_before_the_cache_is_synced_ends_on_its_own_once_it_is() -> None:
+    """Nobody needs to ask again: the takeover waits for the cache, then fences and ends."""
+
+    async def scenario() -> None:
+        from extender.model.kinds import KIND_NAMES
+
+        state = ClusterState()
+        state.apply("ResourceClaim", named_claim("free"))
+        binder = FenceBinder({"free": named_claim("free")})
+        h = handover(state, binder, ["t"])
+        assert h.blocks_allocation() is not None
+        await asyncio.sleep(0.1)
+        for kind in KIND_NAMES:
+            state.mark_synced(kind)
+        await asyncio.sleep(0.2)
+        assert binder.fenced == ["free"]
+        assert h.blocks_allocation() is None
+        await h.close()
+
+    run(scenario)
