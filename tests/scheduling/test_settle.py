@@ -651,9 +651,12 @@ def test_without_a_lease_to_follow_nothing_waits() -> None:
 def test_allocations_wait_while_the_lease_cannot_be_read() -> None:
     async def scenario() -> None:
         h = handover(synced_state(), FenceBinder({}), [None])
-        assert "could not be read" in h.blocks_allocation()
+        unread = ("kube-scheduler's Lease could not be read lately; new allocations wait until it is "
+                  "(the scheduler retries)")
+        assert h.blocks_allocation() == unread
         await asyncio.sleep(0.05)
-        assert "could not be read" in h.blocks_allocation()  # no takeover of an unknown term
+        assert h.blocks_allocation() == unread  # no takeover of an unknown term
+        assert h.last_takeover_s is None
         await h.close()
 
     run(scenario)
@@ -668,7 +671,9 @@ def test_a_takeover_waits_the_quiet_time_then_fences_every_unallocated_claim_onc
         term: list[str | None] = ["scheduler-1"]
         h = handover(state, binder, term, quiet_s=0.2)
         started = asyncio.get_running_loop().time()
-        assert "took over" in h.blocks_allocation()
+        assert h.blocks_allocation() == (
+            "this replica took over scheduling (a new holding of the Lease): new allocations wait "
+            "until the previous leader's claim writes can no longer land (the scheduler retries)")
         await asyncio.sleep(0.1)
         assert binder.fenced == [] and h.blocks_allocation() is not None  # still quiet
         await takeover_done(h)
@@ -1190,6 +1195,21 @@ def test_a_takeover_started_before_the_cache_is_synced_ends_on_its_own_once_it_i
         await asyncio.sleep(0.2)
         assert binder.fenced == ["free"]
         assert h.blocks_allocation() is None
+        await h.close()
+
+    run(scenario)
+
+
+def test_without_a_lease_the_first_allocation_still_waits_for_a_takeover() -> None:
+    """No Lease (a kube-scheduler that does not elect itself: term "") is a holding too: the
+    replica before this one, of the same scheduler, may have left writes on their way."""
+
+    async def scenario() -> None:
+        binder = FenceBinder({"x": named_claim("x")})
+        h = handover(synced_state(named_claim("x")), binder, [""])
+        assert h.blocks_allocation() is not None
+        await takeover_done(h)
+        assert binder.fenced == ["x"]
         await h.close()
 
     run(scenario)
