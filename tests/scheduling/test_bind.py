@@ -14,7 +14,7 @@ import pytest
 
 from extender.model.refs import PodRef
 from extender.scheduling import bind
-from extender.scheduling.binder import BindingUncertain, WriteUncertain
+from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from tests.scheduling.cluster import Service, bind_call, filter_call, gpu_cluster, pod, template
 
 
@@ -242,3 +242,88 @@ def test_deleted_extended_claims_leave_the_cache_and_are_never_adopted_again(
     assert svc.ctx.memory.was_deleted("uid-e1") and svc.ctx.memory.was_deleted("uid-e2")
     [said] = [r.getMessage() for r in caplog.records]
     assert said.startswith("pod default/p: a deleted extended-resource claim is malformed: ")
+
+
+# --- what a bind counts, passes on and remembers ------------------------------------------------
+
+
+def writes_counted(svc: Service, result: str) -> float:
+    return svc.ctx.metrics.claim_writes.labels(result)._value.get()
+
+
+class Recording:
+    """The local binder, recording the deadline each write and Binding was given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.deadlines = inner, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write_claim(self, claim: Any, allocation: Any, pod_ref: Any, deadline: Any = None) -> Any:
+        self.deadlines.append(("claim", deadline))
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        self.deadlines.append(("binding", deadline))
+        await self.inner.bind_pod(pod_ref, node_name)
+
+
+def test_a_bind_gives_each_write_its_deadline_counts_it_and_remembers_the_pod_bound() -> None:
+    import time
+
+    svc = two_pods_one_gpu(bind_timeout_s=7.0)
+    binder = Recording(svc.ctx.binder)
+    svc.ctx.binder = binder
+    started = time.monotonic()
+    assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
+    assert [what for what, _ in binder.deadlines] == ["claim", "binding"]
+    for _, deadline in binder.deadlines:
+        assert started + 7.0 <= deadline <= time.monotonic() + 7.0
+    assert writes_counted(svc, "ok") == 1 and outcomes(svc, "bound") == 1
+    assert svc.ctx.memory.may_be_bound(svc.pod("p")["metadata"]["uid"])
+
+
+def test_claim_writes_are_counted_by_their_end_and_the_bind_as_failed() -> None:
+    refused = two_pods_one_gpu()
+    refused.ctx.binder = LateWrites(refused.ctx.binder, error=BindError("403 forbidden"))
+    assert "403 forbidden" in refused.run(lambda c: bind_call(c, refused.pod("p"), "node-0"))
+    assert writes_counted(refused, "error") == 1 and writes_counted(refused, "unknown") == 0
+    assert outcomes(refused, "failed") == 1
+    unknown = two_pods_one_gpu(fence_after_s=60.0)
+    unknown.ctx.binder = LateWrites(unknown.ctx.binder, error=WriteUncertain("no answer", 1))
+
+    async def flow(client: Any) -> str:
+        error = await bind_call(client, unknown.pod("p"), "node-0")
+        await unknown.ctx.close()
+        return error
+
+    assert "no answer" in unknown.run(flow)
+    assert writes_counted(unknown, "unknown") == 1 and writes_counted(unknown, "error") == 0
+    assert outcomes(unknown, "failed") == 1
+
+
+class LandsUnanswered(UnansweredBinding):
+    """The Binding lands, but its answer is lost."""
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        await self.inner.bind_pod(pod_ref, node_name)
+        raise BindingUncertain("no answer")
+
+
+def test_a_binding_that_landed_unanswered_keeps_its_claims() -> None:
+    svc = two_pods_one_gpu(fence_after_s=0.1)
+    svc.ctx.binder = LandsUnanswered(svc.ctx.binder)
+
+    async def flow(client: Any) -> None:
+        assert "stay reserved" in await bind_call(client, svc.pod("p"), "node-0")
+        for _ in range(50):
+            if svc.ctx.settler.unsettled == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert svc.ctx.settler.unsettled == 0
+        assert svc.state.pod("default", "p").node_name == "node-0"
+        assert [r["name"] for r in claim_of(svc, "p")["status"]["reservedFor"]] == ["p"]  # bound with it
+        await svc.ctx.close()
+
+    svc.run(flow)
