@@ -86,6 +86,8 @@ class RawClient:
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None,
                 body: dict[str, Any] | None = None, content_type: str = JSON,
                 timeout: float | None = None) -> dict[str, Any]:
+        # kubernetes.client sends the method upper-cased; the metrics and messages name it so too.
+        method = method.upper()
         started = time.perf_counter()
         code = "error"
         try:

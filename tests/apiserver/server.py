@@ -306,7 +306,14 @@ class _Handler(BaseHTTPRequestHandler):
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             return 200, store.patch(rtype, ns, route.name or "", body, content_type, route.subresource)
         if verb == "delete":
-            return 200, store.delete(rtype, ns, route.name or "")
+            options = body if isinstance(body, dict) else {}
+            # As kube-apiserver decodes the body: a kind or apiVersion it names must be DeleteOptions'.
+            if options.get("kind", "DeleteOptions") != "DeleteOptions" or options.get(
+                "apiVersion", "v1"
+            ) not in ("v1", "meta.k8s.io/v1"):
+                raise ApiError(400, f"the body of a DELETE is no DeleteOptions: {options.get('kind')} "
+                                    f"{options.get('apiVersion')}")
+            return 200, store.delete(rtype, ns, route.name or "", options.get("preconditions"))
         raise ApiError(405, f"{method} is not supported here", "MethodNotAllowed")
 
     def _list(self, route: _Route, query: dict[str, str]) -> dict[str, Any]:

@@ -221,9 +221,12 @@ class Store:
                 raise ApiError(422, str(exc)) from exc
             return self.update(rtype, namespace, name, patched, subresource)
 
-    def delete(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+    def delete(self, rtype: ResourceType, namespace: str, name: str,
+               preconditions: dict[str, Any] | None = None) -> dict[str, Any]:
+        """DeleteOptions.preconditions (uid, resourceVersion) are checked as for an update: 409."""
         with self.cond:
             old = self._get(rtype, namespace, name)
+            self._check_preconditions(rtype, name, old, preconditions or {})
             key = (namespace if rtype.namespaced else "", name)
             if not old["metadata"].get("finalizers"):
                 return self._remove(rtype, key, copy.deepcopy(old))

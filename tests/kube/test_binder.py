@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 
 import pytest
 
-from extender.kube.binder import KubeBinder
+from extender.kube.binder import FENCE_ANNOTATION, KubeBinder
 from extender.kube.client import RawClient
 from extender.model import parse_resource_claim
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
+from tests.apiserver.faults import RandomFaults
 from tests.apiserver.resources import BY_KIND
 from tests.apiserver.server import ApiServer
 from tests.apiserver.store import ApiError
@@ -247,7 +249,8 @@ async def test_a_refusal_after_an_unanswered_attempt_still_reports_the_write_as_
     # The first status write sits in the server (it may be applied later); the next is refused.
     apiserver.faults.hold("update", "resourceclaims", subresource="status")
     apiserver.faults.fail("update", "resourceclaims", 403, subresource="status")
-    with pytest.raises(WriteUncertain, match="403") as raised:
+    uncertain = r"403.* \(a write may still land; its devices stay held\)$"
+    with pytest.raises(WriteUncertain, match=uncertain) as raised:
         await binder(impatient).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
     # The version the held request was conditioned on: the claim as the finalizer write left it.
     held = apiserver.store.get(CLAIM, "default", "gpu-claim")
@@ -270,14 +273,19 @@ async def binding_landed_reply_held(
 
 
 async def test_a_binding_whose_reply_was_lost_is_success_when_the_pod_is_bound_there(
-    apiserver: ApiServer, client: RawClient
+    apiserver: ApiServer, client: RawClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     binding, dropped = await binding_landed_reply_held(apiserver, client)
     # The retry is refused (not with the 409 of an already bound pod: that case is older and known).
     apiserver.faults.fail("create", "pods", 403, subresource="binding")
     dropped.set()
-    await binding
+    with caplog.at_level("INFO", logger="extender.kube.binder"):
+        await binding
     assert writes(apiserver) == [("create", "pods", "binding")] * 2
+    # The operator learns why a refused Binding still counts as done.
+    [said] = [r.getMessage() for r in caplog.records if "reply was lost" in r.getMessage()]
+    assert said.startswith("binding pod default/trainer: an earlier attempt whose reply was lost")
+    assert "403" in said
 
 
 async def test_an_unanswered_binding_not_seen_landed_is_uncertain_not_failed(apiserver: ApiServer,
@@ -318,3 +326,191 @@ async def test_an_unanswered_binding_whose_pod_cannot_be_read_is_uncertain_not_f
     with pytest.raises(BindingUncertain, match="re-reading the pod failed"):
         await binding
     assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
+
+
+async def test_a_retried_write_of_the_same_decision_stamped_later_is_no_conflict(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """The first attempt landed, its reply was lost; the retry carries another allocationTimestamp."""
+    first = {**objects.allocation("node-a"), "allocationTimestamp": "2026-01-01T00:00:00Z"}
+    raw = make_claim(apiserver, status={"allocation": first})
+    pod = make_pod(apiserver)
+    retried = {**objects.allocation("node-a"), "allocationTimestamp": "2026-01-01T00:00:07Z"}
+    written = await binder(client).write_claim(parse_resource_claim(raw), retried, pod)
+    assert written["status"]["allocation"] == first
+    assert [r["uid"] for r in written["status"]["reservedFor"]] == [pod.uid]
+
+
+async def test_close_neither_waits_for_a_request_under_way_nor_sends_the_queued_ones(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    make_claim(apiserver)
+    make_pod(apiserver)
+    held = apiserver.faults.hold("get", "resourceclaims")
+    kube = binder(client, workers=1)
+    under_way = asyncio.ensure_future(kube.read_claim("default", "gpu-claim"))
+    queued = asyncio.ensure_future(kube.read_pod("default", "trainer"))
+    await eventually(lambda: any(c.resource == "resourceclaims" for c in apiserver.calls), what="the read")
+    started = asyncio.get_running_loop().time()
+    kube.close()
+    assert asyncio.get_running_loop().time() - started < 0.5  # the held request is not waited for
+    held.set()
+    await asyncio.wait([under_way, queued], timeout=5.0)
+    assert queued.cancelled()
+    assert not any(c.resource == "pods" for c in apiserver.calls)
+
+
+async def test_a_conflicting_binding_whose_pod_cannot_be_read_again_says_so(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    pod = make_pod(apiserver)
+    apiserver.faults.fail("create", "pods", 409, subresource="binding")
+    apiserver.faults.fail("get", "pods", 403)
+    expected = r"^binding pod default/trainer failed: .*409.*; re-reading it: .*403"
+    with pytest.raises(BindError, match=expected):
+        await binder(client).bind_pod(pod, "node-a")
+
+
+async def test_each_refused_write_names_what_it_was(apiserver: ApiServer, client: RawClient) -> None:
+    """The error goes into the bind's reply and the pod's events: it says which step failed."""
+    raw = make_claim(apiserver, status={"allocation": objects.allocation("node-a")})
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    claim = parse_resource_claim(raw)
+    apiserver.faults.fail("patch", "resourceclaims", 403, subresource="status")
+    with pytest.raises(BindError, match=r"^removing pod trainer from claim default/gpu-claim failed: .*403"):
+        await kube.release_claim(claim, pod, deallocate=True)
+    apiserver.faults.fail("update", "resourceclaims", 403, subresource="status")
+    with pytest.raises(BindError, match=r"^deallocating claim default/gpu-claim failed: .*403"):
+        await kube.release_claim(claim, pod, deallocate=True)
+    apiserver.faults.fail("patch", "pods", 403, subresource="status")
+    with pytest.raises(BindError, match=r"^patching the status of pod default/trainer failed: .*403"):
+        await kube.patch_pod_status(pod, {"nodeAllocatableResourceClaimStatuses": []})
+    apiserver.faults.fail("create", "resourceclaims", 403)
+    with pytest.raises(BindError, match=r"^creating the extended-resource claim of pod default/trainer"):
+        await kube.create_extended_claim(objects.claim("x"), pod)
+    apiserver.store.delete(POD, "default", "trainer")
+    with pytest.raises(BindError, match=r"^pod default/trainer no longer exists$"):
+        await kube.patch_pod_status(pod, {"nodeAllocatableResourceClaimStatuses": []})
+
+
+async def test_the_pod_status_patch_is_for_this_pod_only(apiserver: ApiServer, client: RawClient) -> None:
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    footprint = [{"resourceClaimName": "gpu-claim", "containers": ["main"],
+                  "mapping": [{"name": "cpu", "quantity": "1"}]}]
+    await kube.patch_pod_status(pod, {"nodeAllocatableResourceClaimStatuses": footprint})
+    stored = apiserver.store.get(POD, "default", "trainer")
+    assert stored["status"]["nodeAllocatableResourceClaimStatuses"] == footprint
+    # A pod of the same name made since: the patch names the old UID and is refused.
+    with pytest.raises(BindError, match="Precondition failed: UID"):
+        await kube.patch_pod_status(PodRef("default", "trainer", "an-older-pod"),
+                                    {"nodeAllocatableResourceClaimStatuses": []})
+    assert apiserver.store.get(POD, "default", "trainer")["status"] == stored["status"]
+
+
+async def test_a_deallocation_refused_once_is_tried_again_on_the_claim_as_it_is_now(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """Its device status goes with the allocation: the API server keeps no device status for
+    devices that are not allocated."""
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    kube = binder(client)
+    written = await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    written["status"]["devices"] = [{"driver": objects.DRIVER, "pool": "node-a", "device": "gpu-0"}]
+    written = apiserver.store.update(CLAIM, "default", "gpu-claim", written, "status")
+    apiserver.faults.fail("update", "resourceclaims", 409, subresource="status")
+    left = await kube.release_claim(parse_resource_claim(written), pod, deallocate=True)
+    assert left is not None and "status" not in left
+    assert "status" not in apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert [(c.verb, c.subresource) for c in apiserver.calls if c.resource == "resourceclaims"][-3:] == [
+        ("update", "status"), ("get", None), ("update", "status")]
+
+
+async def test_an_unanswered_binding_of_a_pod_being_deleted_has_failed(apiserver: ApiServer,
+                                                                     client: RawClient) -> None:
+    """A pod being deleted is bound by no Binding any more: nothing of this one can land."""
+    pod = make_pod(apiserver)
+    held = apiserver.store.get(POD, "default", "trainer")
+    held["metadata"]["finalizers"] = ["example.com/keep"]
+    apiserver.store.update(POD, "default", "trainer", held)
+    apiserver.store.delete(POD, "default", "trainer")  # terminating, held by its finalizer
+    apiserver.faults.fail("create", "pods", 504, subresource="binding")
+    with pytest.raises(BindError, match="being deleted") as raised:
+        await binder(client).bind_pod(pod, "node-a")
+    assert not isinstance(raised.value, BindingUncertain)
+
+
+async def test_a_read_back_that_fails_says_what_it_read(apiserver: ApiServer, client: RawClient) -> None:
+    make_claim(apiserver)
+    make_pod(apiserver)
+    kube = binder(client)
+    apiserver.faults.fail("get", "pods", 403)
+    with pytest.raises(BindError, match=r"^reading pod default/trainer failed: .*403"):
+        await kube.read_pod("default", "trainer")
+    apiserver.faults.fail("get", "resourceclaims", 403)
+    with pytest.raises(BindError, match=r"^reading claim default/gpu-claim failed: .*403"):
+        await kube.read_claim("default", "gpu-claim")
+    assert await kube.read_pod("default", "nobody") is None
+    assert await kube.read_claim("default", "nothing") is None
+
+
+async def test_a_fence_moves_the_claim_to_a_newer_version_and_changes_nothing_else(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """Every request conditioned on the version read is refused afterwards (settle.py)."""
+    raw = make_claim(apiserver)
+    kube = binder(client)
+    fenced = await kube.fence_claim(raw)
+    assert fenced is not None
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert fenced == stored
+    assert int(stored["metadata"]["resourceVersion"]) > int(raw["metadata"]["resourceVersion"])
+    assert "annotations" not in stored["metadata"] and stored["spec"] == raw["spec"]
+    marker = next(c for c in apiserver.writes() if c.verb == "update").body
+    assert marker["metadata"]["annotations"] == {
+        "dra-extender.k8s.io/fenced-resource-version": raw["metadata"]["resourceVersion"]}
+    assert writes(apiserver) == [("update", "resourceclaims", None)] * 2
+    # The stale write it fences off is refused.
+    pod = make_pod(apiserver)
+    stale = binder(client, attempts=1)
+    with pytest.raises(BindError):
+        await stale.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    assert "status" not in apiserver.store.get(CLAIM, "default", "gpu-claim")
+
+
+async def test_a_fence_keeps_other_annotations_and_a_failed_second_update_still_fences(
+    apiserver: ApiServer, client: RawClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = objects.claim("gpu-claim")
+    body["metadata"]["annotations"] = {"example.com/note": "kept"}
+    raw = apiserver.store.seed(CLAIM, body)
+    kube = binder(client)
+    fenced = await kube.fence_claim(raw)
+    assert fenced is not None and fenced["metadata"]["annotations"] == {"example.com/note": "kept"}
+    # The marker cannot be taken out again: the first update alone fenced the claim.
+    apiserver.faults.at_random(RandomFaults(random.Random(1), fail=1.0), "update", "resourceclaims",
+                               when=lambda put: FENCE_ANNOTATION not in put["metadata"]["annotations"])
+    with caplog.at_level("INFO", logger="extender.kube.binder"):
+        marked = await kube.fence_claim(fenced)
+    assert marked is not None and marked["metadata"]["annotations"][FENCE_ANNOTATION]
+    [said] = [r.getMessage() for r in caplog.records if "fence marker" in r.getMessage()]
+    assert said.startswith("claim default/gpu-claim: removing the fence marker failed (harmless): ")
+    assert "500" in said
+    assert int(marked["metadata"]["resourceVersion"]) > int(fenced["metadata"]["resourceVersion"])
+    assert marked == apiserver.store.get(CLAIM, "default", "gpu-claim")
+
+
+async def test_a_fence_refused_says_so(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 500)
+    with pytest.raises(BindError, match=r"^fencing claim default/gpu-claim failed: .*500"):
+        await binder(client).fence_claim(raw)
+    assert apiserver.store.get(CLAIM, "default", "gpu-claim") == raw
+
+
+async def test_a_fence_of_a_claim_gone_is_none(apiserver: ApiServer, client: RawClient) -> None:
+    raw = make_claim(apiserver)
+    apiserver.store.delete(CLAIM, "default", "gpu-claim")
+    assert await binder(client).fence_claim(raw) is None

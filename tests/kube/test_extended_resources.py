@@ -7,6 +7,7 @@ would hold afterwards and which writes it took to get there.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -23,6 +24,7 @@ from extender.kube.client import RawClient
 from extender.kube.source import KubeSource
 from extender.metrics import Metrics
 from extender.model.refs import PodRef
+from extender.scheduling.binder import BindError
 from extender.scheduling.context import SchedulingContext
 from extender.state import ClusterState
 from tests.apiserver.resources import BY_KIND
@@ -199,4 +201,86 @@ async def test_binder_create_is_idempotent_per_pod(apiserver: ApiServer, client:
     assert [d["metadata"]["uid"] for d in deleted] == [first["metadata"]["uid"]]
     assert claims(apiserver) == []
     assert await binder.delete_extended_claims(ref) == []
+    binder.close()
+
+
+def extended_claim_body(ref: PodRef) -> dict[str, Any]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"generateName": "p-extended-resources-", "namespace": "default",
+                         "annotations": {ANNOTATION: "true"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                              "uid": ref.uid, "controller": True}]},
+            "spec": {"devices": {"requests": []}}}
+
+
+async def protected_extended_claim(server: ApiServer, binder: KubeBinder, ref: PodRef) -> dict[str, Any]:
+    """The pod's extended-resource claim as a bind leaves it: with the delete-protection finalizer."""
+    created = await binder.create_extended_claim(extended_claim_body(ref), ref)
+    created["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    return server.store.update(BY_KIND["ResourceClaim"], "default", created["metadata"]["name"], created)
+
+
+@pytest.mark.parametrize("refusal", [500, 409])
+async def test_binder_delete_removes_the_finalizer_then_the_claim_even_after_a_refused_update(
+    apiserver: ApiServer, client: RawClient, refusal: int
+) -> None:
+    """A finalizer left on it would leave the claim terminating for ever, its devices counted.
+    A 500 is tried again with the claim as listed, a 409 after reading it again."""
+    pod = seed(apiserver)
+    ref = PodRef("default", "p", pod["metadata"]["uid"])
+    binder = KubeBinder(client, retry_delay=0.001)
+    protected = await protected_extended_claim(apiserver, binder, ref)
+    apiserver.faults.fail("update", "resourceclaims", refusal, times=1)
+    deleted = await binder.delete_extended_claims(ref)
+    assert [d["metadata"]["uid"] for d in deleted] == [protected["metadata"]["uid"]]
+    assert not deleted[0]["metadata"].get("finalizers")
+    assert claims(apiserver) == []  # gone, not merely terminating
+    assert write_calls(apiserver)[-3:] == [("update", "resourceclaims", None)] * 2 + [
+        ("delete", "resourceclaims", None)]
+    binder.close()
+
+
+async def test_binder_delete_removes_only_its_own_finalizer(apiserver: ApiServer, client: RawClient) -> None:
+    pod = seed(apiserver)
+    ref = PodRef("default", "p", pod["metadata"]["uid"])
+    binder = KubeBinder(client, retry_delay=0.001)
+    protected = await protected_extended_claim(apiserver, binder, ref)
+    protected["metadata"]["finalizers"].insert(0, "example.com/keep")
+    apiserver.store.update(BY_KIND["ResourceClaim"], "default", protected["metadata"]["name"], protected)
+    await binder.delete_extended_claims(ref)
+    [left] = claims(apiserver)  # terminating, until the other controller lets it go
+    assert left["metadata"]["finalizers"] == ["example.com/keep"] and left["metadata"]["deletionTimestamp"]
+    binder.close()
+
+
+async def test_binder_delete_never_deletes_a_claim_made_since_under_the_same_name(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    pod = seed(apiserver)
+    ref = PodRef("default", "p", pod["metadata"]["uid"])
+    binder = KubeBinder(client, retry_delay=0.001)
+    listed = await binder.create_extended_claim(extended_claim_body(ref), ref)
+    name = listed["metadata"]["name"]
+    apiserver.store.delete(BY_KIND["ResourceClaim"], "default", name)
+    since = apiserver.store.create(BY_KIND["ResourceClaim"], "default", {**objects.claim(name)})
+    what = "deleting the extended-resource claim of pod default/p"
+    with pytest.raises(BindError, match=f"^{what} failed.*UID"):
+        # The claim as the binder listed it, whose name another claim has taken since.
+        await asyncio.to_thread(binder._delete_claim, listed, what)
+    assert [c["metadata"]["uid"] for c in claims(apiserver)] == [since["metadata"]["uid"]]
+    binder.close()
+
+
+async def test_binder_delete_that_fails_names_what_failed(apiserver: ApiServer, client: RawClient) -> None:
+    pod = seed(apiserver)
+    ref = PodRef("default", "p", pod["metadata"]["uid"])
+    binder = KubeBinder(client, retry_delay=0.001)
+    await protected_extended_claim(apiserver, binder, ref)
+    failed = r"^deleting the extended-resource claim of pod default/p failed: .*403"
+    apiserver.faults.fail("list", "resourceclaims", 403, times=1)
+    with pytest.raises(BindError, match=failed):
+        await binder.delete_extended_claims(ref)
+    apiserver.faults.fail("delete", "resourceclaims", 403, times=1)
+    with pytest.raises(BindError, match=failed):
+        await binder.delete_extended_claims(ref)
     binder.close()

@@ -1,0 +1,329 @@
+"""bind's own edges: a node it does not know, a bug inside a bind, rollbacks that fail.
+
+The flows (tests/scheduling/test_flow.py) bind through the app over a local cluster; these tests
+do the same, with the local binder wrapped where a write must fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from extender.model.refs import PodRef
+from extender.scheduling import bind
+from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
+from tests.scheduling.cluster import Service, bind_call, filter_call, gpu_cluster, pod, template
+
+
+def one_pod() -> Service:
+    return Service([*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})])
+
+
+def outcomes(svc: Service, outcome: str) -> float:
+    return svc.ctx.metrics.bind_outcomes.labels(outcome)._value.get()
+
+
+def test_a_bind_to_a_node_the_extender_does_not_know_is_rejected_with_its_name() -> None:
+    svc = one_pod()
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "nowhere"))
+    assert error == "node nowhere is not known to the extender"
+    assert outcomes(svc, "rejected") == 1
+    assert not svc.state.inuse.inflight
+
+
+def test_a_bug_inside_a_bind_answers_500_counts_an_error_and_frees_the_pods_bind_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    svc = one_pod()
+
+    async def broken(*_: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(bind.BindTransaction, "begin", broken)
+
+    async def flow(client: Any) -> tuple[int, str]:
+        meta = svc.pod("p")["metadata"]
+        body = {"PodName": "p", "PodNamespace": "default", "PodUID": meta["uid"], "Node": "node-0"}
+        status = (await client.post("/bind", json=body)).status_code
+        monkeypatch.undo()
+        return status, await bind_call(client, svc.pod("p"), "node-0")
+
+    status, retried = svc.run(flow)
+    assert status == 500 and outcomes(svc, "error") == 1
+    assert retried == ""  # the failed bind let go of the pod: the retry is not "already in progress"
+
+
+class FailingReleases:
+    """Writes through the local binder; the Binding and every release fail."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def write_claim(self, claim: Any, allocation: Any, pod_ref: Any, deadline: Any = None) -> Any:
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise RuntimeError("the Binding was refused")
+
+    async def release_claim(self, claim: Any, pod_ref: Any, deallocate: bool) -> Any:
+        raise RuntimeError("the release was refused")
+
+
+def test_a_rollback_whose_release_fails_says_so_and_the_claim_stays_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    svc = one_pod()
+    svc.ctx.binder = FailingReleases(svc.ctx.binder)
+    with caplog.at_level(logging.ERROR, logger="extender.scheduling.bind"):
+        error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert "the Binding was refused" in error
+    [claim] = svc.claims()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"rollback of claim default/{claim} failed: the release was refused"]
+    # Still allocated in the store: its device stays in use, nobody else gets it.
+    assert svc.state.inuse.devices and not svc.state.inuse.inflight
+
+
+# --- writes of unknown fate: their devices stay held until the settler knows -------------------
+
+
+class LateWrites:
+    """The local binder, with every claim write answered ``late`` seconds after the bind's
+    deadline (it goes through all the same), or refused with ``error`` (without going through)."""
+
+    def __init__(self, inner: Any, late: float = 0.0, error: Exception | None = None) -> None:
+        self.inner, self.late, self.error = inner, late, error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write_claim(self, claim: Any, allocation: Any, pod_ref: Any, deadline: Any = None) -> Any:
+        if self.error is not None:
+            raise self.error
+        await asyncio.sleep(self.late)
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+
+def two_pods_one_gpu(**config: Any) -> Service:
+    objs = [*gpu_cluster(nodes=1, per_node=1), template("one")]
+    objs += [pod("p", templates={"gpu": "one"}), pod("q", templates={"gpu": "one"})]
+    return Service(objs, **config)
+
+
+def claim_of(svc: Service, name: str) -> dict[str, Any]:
+    generated = svc.pod(name)["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    return svc.claims()[generated]
+
+
+def test_a_write_still_running_at_the_deadline_holds_its_device_until_it_lands() -> None:
+    svc = two_pods_one_gpu(bind_timeout_s=0.05, inflight_ttl_s=0.06)
+    svc.ctx.binder = LateWrites(svc.ctx.binder, late=0.4)
+
+    async def flow(client: Any) -> None:
+        error = await bind_call(client, svc.pod("p"), "node-0")
+        assert "no answer within 0.05s" in error
+        await asyncio.sleep(0.1)  # past the in-flight TTL too
+        assert (await filter_call(client, svc.pod("q"), ["node-0"]))["NodeNames"] == []
+        await asyncio.sleep(0.6)  # the write has landed: the claim holds the device for p
+        assert (await filter_call(client, svc.pod("q"), ["node-0"]))["NodeNames"] == []
+        assert not svc.state.inuse.inflight and svc.ctx.settler.unsettled == 0
+        assert [r["name"] for r in claim_of(svc, "p")["status"]["reservedFor"]] == ["p"]
+        await svc.ctx.close()
+
+    svc.run(flow)
+
+
+def test_a_write_of_unknown_fate_holds_its_device_until_the_claim_moves_on_without_it() -> None:
+    svc = two_pods_one_gpu(fence_after_s=60.0)
+    # The claim as the write was based on it: the failure names that version.
+    version = int(claim_of(svc, "p")["metadata"]["resourceVersion"])
+    svc.ctx.binder = LateWrites(svc.ctx.binder, error=WriteUncertain("no answer", version))
+
+    async def flow(client: Any) -> None:
+        assert "no answer" in await bind_call(client, svc.pod("p"), "node-0")
+        await asyncio.sleep(0.05)
+        svc.state.expire_inflight()
+        assert (await filter_call(client, svc.pod("q"), ["node-0"]))["NodeNames"] == []
+        assert svc.ctx.settler.unsettled == 1
+        await svc.ctx.close()
+
+    svc.run(flow)
+
+
+# --- a Binding of unknown fate ---------------------------------------------------------------------
+
+
+class UnansweredBinding:
+    """Claim writes go through; the Binding goes unanswered (and, in fact, never lands)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise BindingUncertain("no answer")
+
+
+def test_a_binding_that_cannot_land_any_more_has_its_claims_released_and_the_pod_forgotten() -> None:
+    svc = two_pods_one_gpu(fence_after_s=0.1)
+    svc.ctx.binder = UnansweredBinding(svc.ctx.binder)
+
+    async def flow(client: Any) -> None:
+        uid = svc.pod("p")["metadata"]["uid"]
+        assert "stay reserved" in await bind_call(client, svc.pod("p"), "node-0")
+        assert svc.ctx.memory.may_be_bound(uid)
+        for _ in range(200):  # the settler reads the pod back, still unbound past fence_after_s
+            if not svc.ctx.memory.may_be_bound(uid):
+                break
+            await asyncio.sleep(0.02)
+        assert not svc.ctx.memory.may_be_bound(uid)
+        assert not (claim_of(svc, "p").get("status") or {}).get("reservedFor")
+        assert (await filter_call(client, svc.pod("q"), ["node-0"]))["NodeNames"] == ["node-0"]
+        # The undo gave the pod's bind slot back: the scheduler's retry of p is not refused.
+        assert "in progress" not in await bind_call(client, svc.pod("p"), "node-0")
+        await svc.ctx.close()
+
+    svc.run(flow)
+
+
+# --- rollbacks ---------------------------------------------------------------------------------------
+
+
+class HangingReleases(FailingReleases):
+    async def release_claim(self, claim: Any, pod_ref: Any, deallocate: bool) -> Any:
+        await asyncio.Event().wait()
+
+
+def test_a_rollback_whose_release_hangs_ends_at_the_bind_timeout() -> None:
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})],
+                  bind_timeout_s=0.2)
+    svc.ctx.binder = HangingReleases(svc.ctx.binder)
+
+    async def flow(client: Any) -> tuple[str, float]:
+        started = asyncio.get_running_loop().time()
+        error = await asyncio.wait_for(bind_call(client, svc.pod("p"), "node-0"), 5.0)
+        return error, asyncio.get_running_loop().time() - started
+
+    error, took = svc.run(flow)
+    assert "the Binding was refused" in error and took < 2.0
+
+
+# --- the extended-resource claims a rollback deletes -----------------------------------------------
+
+
+class Deletes:
+    def __init__(self, deleted: list[dict[str, Any]]) -> None:
+        self.deleted = deleted
+
+    async def delete_extended_claims(self, ref: Any) -> list[dict[str, Any]]:
+        return self.deleted
+
+
+def test_deleted_extended_claims_leave_the_cache_and_are_never_adopted_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    svc = one_pod()
+    first = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": "e1", "namespace": "default", "uid": "uid-e1", "resourceVersion": "1"},
+             "spec": {"devices": {"requests": []}}}
+    second = {**first, "metadata": {**first["metadata"], "name": "e2", "uid": "uid-e2"}}
+    for obj in (first, second):
+        svc.state.apply("ResourceClaim", obj)
+    svc.ctx.binder = Deletes([{"metadata": "malformed"}, first, second])  # type: ignore[assignment]
+    ref = PodRef("default", "p", "uid-p")
+    with caplog.at_level(logging.ERROR, logger="extender.scheduling.bind"):
+        asyncio.run(bind.delete_extended_claims(svc.ctx, ref))
+    assert svc.state.claim("default", "e1") is None and svc.state.claim("default", "e2") is None
+    assert svc.ctx.memory.was_deleted("uid-e1") and svc.ctx.memory.was_deleted("uid-e2")
+    [said] = [r.getMessage() for r in caplog.records]
+    assert said.startswith("pod default/p: a deleted extended-resource claim is malformed: ")
+
+
+# --- what a bind counts, passes on and remembers ------------------------------------------------
+
+
+def writes_counted(svc: Service, result: str) -> float:
+    return svc.ctx.metrics.claim_writes.labels(result)._value.get()
+
+
+class Recording:
+    """The local binder, recording the deadline each write and Binding was given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.deadlines = inner, []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write_claim(self, claim: Any, allocation: Any, pod_ref: Any, deadline: Any = None) -> Any:
+        self.deadlines.append(("claim", deadline))
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        self.deadlines.append(("binding", deadline))
+        await self.inner.bind_pod(pod_ref, node_name)
+
+
+def test_a_bind_gives_each_write_its_deadline_counts_it_and_remembers_the_pod_bound() -> None:
+    import time
+
+    svc = two_pods_one_gpu(bind_timeout_s=7.0)
+    binder = Recording(svc.ctx.binder)
+    svc.ctx.binder = binder
+    started = time.monotonic()
+    assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
+    assert [what for what, _ in binder.deadlines] == ["claim", "binding"]
+    for _, deadline in binder.deadlines:
+        assert started + 7.0 <= deadline <= time.monotonic() + 7.0
+    assert writes_counted(svc, "ok") == 1 and outcomes(svc, "bound") == 1
+    assert svc.ctx.memory.may_be_bound(svc.pod("p")["metadata"]["uid"])
+
+
+def test_claim_writes_are_counted_by_their_end_and_the_bind_as_failed() -> None:
+    refused = two_pods_one_gpu()
+    refused.ctx.binder = LateWrites(refused.ctx.binder, error=BindError("403 forbidden"))
+    assert "403 forbidden" in refused.run(lambda c: bind_call(c, refused.pod("p"), "node-0"))
+    assert writes_counted(refused, "error") == 1 and writes_counted(refused, "unknown") == 0
+    assert outcomes(refused, "failed") == 1
+    unknown = two_pods_one_gpu(fence_after_s=60.0)
+    unknown.ctx.binder = LateWrites(unknown.ctx.binder, error=WriteUncertain("no answer", 1))
+
+    async def flow(client: Any) -> str:
+        error = await bind_call(client, unknown.pod("p"), "node-0")
+        await unknown.ctx.close()
+        return error
+
+    assert "no answer" in unknown.run(flow)
+    assert writes_counted(unknown, "unknown") == 1 and writes_counted(unknown, "error") == 0
+    assert outcomes(unknown, "failed") == 1
+
+
+class LandsUnanswered(UnansweredBinding):
+    """The Binding lands, but its answer is lost."""
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        await self.inner.bind_pod(pod_ref, node_name)
+        raise BindingUncertain("no answer")
+
+
+def test_a_binding_that_landed_unanswered_keeps_its_claims() -> None:
+    svc = two_pods_one_gpu(fence_after_s=0.1)
+    svc.ctx.binder = LandsUnanswered(svc.ctx.binder)
+
+    async def flow(client: Any) -> None:
+        assert "stay reserved" in await bind_call(client, svc.pod("p"), "node-0")
+        for _ in range(50):
+            if svc.ctx.settler.unsettled == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert svc.ctx.settler.unsettled == 0
+        assert svc.state.pod("default", "p").node_name == "node-0"
+        assert [r["name"] for r in claim_of(svc, "p")["status"]["reservedFor"]] == ["p"]  # bound with it
+        await svc.ctx.close()
+
+    svc.run(flow)
