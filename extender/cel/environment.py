@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any, Generic, TypeVar
 
 from cachetools import LRUCache
 
@@ -29,6 +31,8 @@ MAX_EXPRESSION_BYTES = 10 * 1024
 SELECTOR_CACHE_SIZE = 8192
 # How often a caller waiting for a compilation on a worker thread calls its checkpoint.
 COMPILE_POLL_S = 0.002
+
+T = TypeVar("T")
 
 # A typical selector and a device it matches: compiled and run by Environment.warm_up().
 WARM_UP_SELECTOR = (
@@ -57,81 +61,77 @@ class CelStats:
             setattr(self, f.name, f.default)
 
 
-class Selector:
-    """A compiled selector bound to the engine that compiled it and its environment's counters."""
+class _Memoized(Generic[T]):
+    """An expression's outcome on a device, memoized in the device's ``cel_memo`` (devices are
+    immutable, so the memo never needs invalidating): evaluated once per device version, errors
+    included. The outcome methods of the subclasses *are* :meth:`_outcome`, not wrappers of it:
+    a selector's memo hit is the filter's innermost step, where one more call costs."""
 
-    __slots__ = ("_memo_key", "_program", "_stats", "expression")
+    __slots__ = ("_memo_key", "_run", "_stats", "expression")
+
+    def __init__(
+        self,
+        expression: str,
+        run: Callable[[Any, Checkpoint | None], T],
+        memo_key: tuple[str, ...],
+        stats: CelStats,
+    ) -> None:
+        self.expression = expression
+        self._run = run
+        self._stats = stats
+        self._memo_key = memo_key
+
+    def _outcome(self, device: DeviceInput, checkpoint: Checkpoint | None = None) -> T:
+        """The outcome on ``device``; raises :class:`CelRuntimeError`. ``checkpoint`` is called
+        during a long evaluation (``extender.cel``); an evaluation it interrupts leaves nothing
+        behind."""
+        stats = self._stats
+        memo = device.cel_memo
+        outcome: T | CelRuntimeError | None = memo.get(self._memo_key)
+        if outcome is not None:
+            stats.memo_hits += 1
+        else:
+            stats.evaluations += 1
+            try:
+                outcome = self._run(view_for(device), checkpoint)
+            except CelRuntimeError as exc:
+                stats.runtime_errors += 1
+                outcome = exc
+            memo[self._memo_key] = outcome
+        if isinstance(outcome, CelRuntimeError):
+            raise CelRuntimeError(outcome.message, self.expression)
+        return outcome
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.expression!r})"
+
+
+class Selector(_Memoized[bool]):
+    """A compiled selector bound to the engine that compiled it and its environment's counters.
+    ``matches(device, checkpoint=None)``: whether ``device`` satisfies it."""
+
+    __slots__ = ()
 
     def __init__(self, expression: str, program: Program, engine_name: str, stats: CelStats) -> None:
-        self.expression = expression
-        self._program = program
-        self._stats = stats
         # The engine is part of the key so another engine never reuses these verdicts; a verdict
         # depends only on the engine, the expression and the device, so environments with the
         # same engine may share it (the one finding it counts a memo hit, not an evaluation).
-        self._memo_key = ("cel", engine_name, expression)
+        super().__init__(expression, program.evaluate, ("cel", engine_name, expression), stats)
 
-    def matches(self, device: DeviceInput, checkpoint: Checkpoint | None = None) -> bool:
-        """Whether ``device`` satisfies the selector; raises :class:`CelRuntimeError`.
-
-        ``checkpoint`` is called during a long evaluation (``extender.cel``); an evaluation it
-        interrupts leaves no verdict behind."""
-        stats = self._stats
-        memo = device.cel_memo
-        outcome: bool | CelRuntimeError | None = memo.get(self._memo_key)
-        if outcome is not None:
-            stats.memo_hits += 1
-        else:
-            stats.evaluations += 1
-            try:
-                outcome = self._program.evaluate(view_for(device), checkpoint)
-            except CelRuntimeError as exc:
-                stats.runtime_errors += 1
-                outcome = exc
-            memo[self._memo_key] = outcome
-        if isinstance(outcome, CelRuntimeError):
-            raise CelRuntimeError(outcome.message, self.expression)
-        return outcome
-
-    def __repr__(self) -> str:
-        return f"Selector({self.expression!r})"
+    matches = _Memoized._outcome
 
 
-class DerivedExpression:
+class DerivedExpression(_Memoized[AttributeValue]):
     """A compiled derived attribute expression (DRADerivedAttributes), bound to its engine and
-    its environment's counters. Its value on a device is memoized in the device's ``cel_memo``
-    as a selector's verdict is: evaluated once per device version, errors included."""
+    its environment's counters. ``value(device, checkpoint=None)``: the attribute it derives
+    for ``device``, memoized as a selector's verdict is."""
 
-    __slots__ = ("_memo_key", "_program", "_stats", "expression")
+    __slots__ = ()
 
     def __init__(self, expression: str, program: DerivedProgram, engine_name: str, stats: CelStats) -> None:
-        self.expression = expression
-        self._program = program
-        self._stats = stats
-        self._memo_key = ("derived", engine_name, expression)
+        super().__init__(expression, program.derive, ("derived", engine_name, expression), stats)
 
-    def value(self, device: DeviceInput, checkpoint: Checkpoint | None = None) -> AttributeValue:
-        """The attribute this expression derives for ``device``; raises :class:`CelRuntimeError`
-        (an interrupted evaluation leaves nothing behind)."""
-        stats = self._stats
-        memo = device.cel_memo
-        outcome: AttributeValue | CelRuntimeError | None = memo.get(self._memo_key)
-        if outcome is not None:
-            stats.memo_hits += 1
-        else:
-            stats.evaluations += 1
-            try:
-                outcome = self._program.derive(view_for(device), checkpoint)
-            except CelRuntimeError as exc:
-                stats.runtime_errors += 1
-                outcome = exc
-            memo[self._memo_key] = outcome
-        if isinstance(outcome, CelRuntimeError):
-            raise CelRuntimeError(outcome.message, self.expression)
-        return outcome
-
-    def __repr__(self) -> str:
-        return f"DerivedExpression({self.expression!r})"
+    value = _Memoized._outcome
 
 
 Compiled = Selector | DerivedExpression | CelCompileError
