@@ -15,7 +15,18 @@ import pytest
 from extender.model.refs import PodRef
 from extender.scheduling import bind
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
-from tests.scheduling.cluster import Service, bind_call, filter_call, gpu_cluster, pod, template
+from tests.scheduling.cluster import (
+    Service,
+    bind_call,
+    filter_call,
+    gpu_cluster,
+    gpus,
+    node,
+    node_slice,
+    pod,
+    template,
+)
+from tests.scheduling.test_extended_flow import RESOURCE, extended_pod, mapped_class
 
 
 def one_pod() -> Service:
@@ -327,3 +338,43 @@ def test_a_binding_that_landed_unanswered_keeps_its_claims() -> None:
         await svc.ctx.close()
 
     svc.run(flow)
+
+
+# --- what an operator reads when a bind cannot proceed or cannot clean up ------------------------
+
+
+def test_a_bind_during_a_handover_waits_naming_the_pod_and_why() -> None:
+    svc = one_pod()
+    why = "this replica took over scheduling"
+    svc.ctx.handover.blocks_allocation = lambda: why  # type: ignore[method-assign]
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == f"pod default/p: {why}"
+    assert outcomes(svc, "rejected") == 1 and not svc.state.inuse.inflight
+
+
+class CleanupRefused:
+    """The local binder with the Binding refused and the extended-resource claims not deletable."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise RuntimeError("the Binding was refused")
+
+    async def delete_extended_claims(self, ref: Any) -> list[dict[str, Any]]:
+        raise RuntimeError("the delete was refused")
+
+
+def test_a_rollback_that_cannot_delete_the_extended_resource_claim_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    svc = Service([mapped_class(), node("n"), node_slice("n", gpus(1)), extended_pod("x", {RESOURCE: "1"})])
+    svc.ctx.binder = CleanupRefused(svc.ctx.binder)
+    with caplog.at_level(logging.ERROR, logger="extender.scheduling.bind"):
+        error = svc.run(lambda c: bind_call(c, svc.pod("x"), "n"))
+    assert error.endswith("the Binding was refused")
+    assert [r.getMessage() for r in caplog.records] == [
+        "rollback: deleting the extended-resource claim of pod default/x failed: the delete was refused"]
