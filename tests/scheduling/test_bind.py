@@ -18,6 +18,7 @@ from extender.scheduling.binder import BindError, BindingUncertain, WriteUncerta
 from tests.scheduling.cluster import (
     Service,
     bind_call,
+    claim,
     filter_call,
     gpu_cluster,
     gpus,
@@ -27,6 +28,7 @@ from tests.scheduling.cluster import (
     template,
 )
 from tests.scheduling.test_extended_flow import RESOURCE, extended_pod, mapped_class
+from tests.scheduling.test_plan import allocated
 
 
 def one_pod() -> Service:
@@ -378,3 +380,70 @@ def test_a_rollback_that_cannot_delete_the_extended_resource_claim_says_so(
     assert error.endswith("the Binding was refused")
     assert [r.getMessage() for r in caplog.records] == [
         "rollback: deleting the extended-resource claim of pod default/x failed: the delete was refused"]
+
+
+# --- a pod with two claims: every write is accounted for, whatever the others' outcome ----------
+
+
+class RefusesWrites:
+    """The local binder; writes of the claims named in ``refused`` are refused, the Binding too."""
+
+    def __init__(self, inner: Any, refused: set[str]) -> None:
+        self.inner, self.refused = inner, refused
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write_claim(self, claim: Any, allocation: Any, pod_ref: Any, deadline: Any = None) -> Any:
+        if claim.name in self.refused:
+            raise BindError(f"write of {claim.name} refused")
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise RuntimeError("the Binding was refused")
+
+
+def two_claims() -> Service:
+    objs = [*gpu_cluster(nodes=1, per_node=2), template("one")]
+    return Service([*objs, pod("p", templates={"a": "one", "b": "one"})])
+
+
+def generated_names(svc: Service) -> list[str]:
+    return [s["resourceClaimName"] for s in svc.pod("p")["status"]["resourceClaimStatuses"]]
+
+
+@pytest.mark.parametrize("refused", [set(), {0}, {1}, {0, 1}], ids=["binding", "first", "second", "both"])
+def test_a_failed_bind_of_two_claims_undoes_every_write_and_names_every_refusal(refused: set[int]) -> None:
+    svc = two_claims()
+    names = generated_names(svc)
+    refused_names = [names[i] for i in sorted(refused)]
+    svc.ctx.binder = RefusesWrites(svc.ctx.binder, set(refused_names))
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    if refused:
+        assert error == "; ".join(f"claim default/{n}: write of {n} refused" for n in refused_names)
+    else:
+        assert error.endswith("the Binding was refused")
+    for name in names:  # the claim written is rolled back too: no device stays held for nothing
+        assert "allocation" not in svc.claims()[name].get("status", {}), name
+    assert not svc.state.inuse.devices and not svc.state.inuse.inflight
+
+
+def test_a_second_bind_of_the_same_pod_meanwhile_is_refused_naming_it() -> None:
+    svc = one_pod()
+    assert svc.ctx.memory.begin_bind(svc.pod("p")["metadata"]["uid"])
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == "a bind of pod default/p is already in progress"
+    assert outcomes(svc, "refused") == 1
+
+
+def test_a_reservation_of_unknown_fate_is_released_best_effort() -> None:
+    # Only a reservation: it holds no devices, so nothing waits for the settler; the release
+    # that follows undoes it if it landed.
+    objs = [*gpu_cluster(nodes=1, per_node=1), allocated(claim("c"), "node-0", ["gpu-0"])]
+    svc = Service([*objs, pod("p", claims={"gpu": "c"})])
+    svc.ctx.binder = LateWrites(svc.ctx.binder, error=WriteUncertain("no answer", 1))
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == "claim default/c: no answer"
+    assert writes_counted(svc, "unknown") == 1
+    status = svc.claims()["c"]["status"]
+    assert status["allocation"] and not status.get("reservedFor")
