@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from extender.model import Features
 from extender.model.refs import PodRef
 from extender.scheduling import bind
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
@@ -189,7 +192,7 @@ def test_a_binding_that_cannot_land_any_more_has_its_claims_released_and_the_pod
     async def flow(client: Any) -> None:
         uid = svc.pod("p")["metadata"]["uid"]
         assert "stay reserved" in await bind_call(client, svc.pod("p"), "node-0")
-        assert svc.ctx.memory.may_be_bound(uid)
+        assert svc.ctx.memory.may_be_bound(uid) and outcomes(svc, "failed") == 1
         for _ in range(200):  # the settler reads the pod back, still unbound past fence_after_s
             if not svc.ctx.memory.may_be_bound(uid):
                 break
@@ -254,7 +257,8 @@ def test_deleted_extended_claims_leave_the_cache_and_are_never_adopted_again(
     assert svc.state.claim("default", "e1") is None and svc.state.claim("default", "e2") is None
     assert svc.ctx.memory.was_deleted("uid-e1") and svc.ctx.memory.was_deleted("uid-e2")
     [said] = [r.getMessage() for r in caplog.records]
-    assert said.startswith("pod default/p: a deleted extended-resource claim is malformed: ")
+    assert said == ("pod default/p: a deleted extended-resource claim is malformed: "
+                    "ResourceClaim <unnamed>: metadata: must be an object")
 
 
 # --- what a bind counts, passes on and remembers ------------------------------------------------
@@ -447,3 +451,35 @@ def test_a_reservation_of_unknown_fate_is_released_best_effort() -> None:
     assert writes_counted(svc, "unknown") == 1
     status = svc.claims()["c"]["status"]
     assert status["allocation"] and not status.get("reservedFor")
+
+
+# --- the allocation's timestamp (PreBind's, with the binding gates) -----------------------------
+
+
+def allocated_at(svc: Service) -> str | None:
+    [claim_obj] = svc.claims().values()
+    stamp: str | None = claim_obj["status"]["allocation"].get("allocationTimestamp")
+    return stamp
+
+
+def test_with_the_binding_gates_the_allocation_is_stamped_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A local time zone far from UTC: the stamp is UTC all the same, in the API's format.
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    try:
+        svc = one_pod()
+        assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
+        stamp = allocated_at(svc)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert stamp is not None
+    when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert abs(datetime.now(UTC) - when) < timedelta(minutes=1)
+
+
+def test_without_the_binding_gates_the_allocation_is_not_stamped() -> None:
+    objs = [*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})]
+    svc = Service(objs, feature_gates=Features.parse("DRADeviceBindingConditions=false", "1.37"))
+    assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
+    assert allocated_at(svc) is None

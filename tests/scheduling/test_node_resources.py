@@ -11,6 +11,7 @@ TestBuildNodeAllocatableDRAInfo).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import Any
@@ -368,3 +369,20 @@ def test_a_refused_status_patch_names_both_things_it_records():
         error,
     ), error
     assert svc.claims() == {}  # the created claim is deleted again
+
+
+class HangingStatus(RefusingBinder):
+    """The Binding refused; the status patch that records the footprints never answers."""
+
+    async def patch_pod_status(self, pod_ref: Any, status: dict[str, Any]) -> None:
+        if status != {"nodeAllocatableResourceClaimStatuses": []}:
+            await asyncio.sleep(3600)
+        await self.inner.patch_pod_status(pod_ref, status)
+
+
+def test_a_status_patch_without_an_answer_fails_the_bind_at_its_timeout():
+    svc = Service(with_claims(cluster({"node-0": "8"}), worker("a")), feature_gates=ON, bind_timeout_s=0.2)
+    svc.ctx.binder = HangingStatus(svc.ctx.binder)
+    error = svc.run(lambda c: asyncio.wait_for(bind_call(c, svc.pod("a"), "node-0"), 5.0))
+    assert error.startswith("recording what the claims use of node resources in the status of pod a: ")
+    assert svc.pod("a")["status"]["nodeAllocatableResourceClaimStatuses"] == []
