@@ -483,3 +483,24 @@ def test_without_the_binding_gates_the_allocation_is_not_stamped() -> None:
     svc = Service(objs, feature_gates=Features.parse("DRADeviceBindingConditions=false", "1.37"))
     assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
     assert allocated_at(svc) is None
+
+
+def test_a_pod_changed_while_its_placement_was_computed_is_not_committed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Only the pod changes (its claims and the node do not): what was computed may be stale all
+    # the same, so nothing is committed and the scheduler retries.
+    svc = one_pod()
+    computed = bind.in_turns
+
+    async def pod_changes_meanwhile(work: Any, *args: Any) -> Any:
+        changed = svc.pod("p")
+        changed["metadata"] = {**changed["metadata"], "labels": {"changed": "yes"}}
+        svc.state.apply("Pod", changed)
+        return await computed(work, *args)
+
+    monkeypatch.setattr(bind, "in_turns", pod_changes_meanwhile)
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == ("pod default/p: the claims or the devices of node node-0 changed while its allocation "
+                     "was computed; the scheduler retries")
+    assert not svc.state.inuse.inflight and not svc.state.inuse.devices
