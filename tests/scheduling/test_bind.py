@@ -504,3 +504,26 @@ def test_a_pod_changed_while_its_placement_was_computed_is_not_committed(
     assert error == ("pod default/p: the claims or the devices of node node-0 changed while its allocation "
                      "was computed; the scheduler retries")
     assert not svc.state.inuse.inflight and not svc.state.inuse.devices
+
+
+def test_a_created_extended_claim_whose_write_is_still_running_holds_its_device_until_it_ends() -> None:
+    # The in-flight entry goes by the in-memory claim's UID, the settler follows the created
+    # claim: the device must stay held across the two, past the in-flight TTL.
+    objs = [mapped_class(), node("n"), node_slice("n", gpus(1))]
+    objs += [extended_pod("x", {RESOURCE: "1"}), extended_pod("y", {RESOURCE: "1"})]
+    svc = Service(objs, bind_timeout_s=0.05, inflight_ttl_s=0.06)
+    svc.ctx.binder = LateWrites(svc.ctx.binder, late=0.4)
+
+    async def flow(client: Any) -> None:
+        assert "no answer within 0.05s" in await bind_call(client, svc.pod("x"), "n")
+        await asyncio.sleep(0.1)  # past the in-flight TTL too
+        svc.state.expire_inflight()
+        assert (await filter_call(client, svc.pod("y"), ["n"]))["NodeNames"] == []
+        await asyncio.sleep(0.6)
+        # The write has ended: the rollback had deleted the created claim, so it could not land
+        # and nothing holds the device any more.
+        assert svc.claims() == {} and not svc.state.inuse.inflight and svc.ctx.settler.unsettled == 0
+        assert (await filter_call(client, svc.pod("y"), ["n"]))["NodeNames"] == ["n"]
+        await svc.ctx.close()
+
+    svc.run(flow)
