@@ -527,3 +527,25 @@ def test_a_created_extended_claim_whose_write_is_still_running_holds_its_device_
         await svc.ctx.close()
 
     svc.run(flow)
+
+
+class MalformedCreate:
+    """The local binder; the API server's reply to the extended-resource claim's create is malformed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def create_extended_claim(self, body: dict[str, Any], pod_ref: Any) -> dict[str, Any]:
+        return {"metadata": "malformed"}
+
+
+def test_a_malformed_reply_to_the_extended_claim_create_fails_the_bind_saying_so() -> None:
+    svc = Service([mapped_class(), node("n"), node_slice("n", gpus(1)), extended_pod("x", {RESOURCE: "1"})])
+    svc.ctx.binder = MalformedCreate(svc.ctx.binder)
+    error = svc.run(lambda c: bind_call(c, svc.pod("x"), "n"))
+    assert error.endswith(": the created extended-resource claim is malformed: "
+                          "ResourceClaim <unnamed>: metadata: must be an object")
+    assert not svc.state.inuse.inflight and not svc.state.inuse.devices
