@@ -549,3 +549,31 @@ def test_a_malformed_reply_to_the_extended_claim_create_fails_the_bind_saying_so
     assert error.endswith(": the created extended-resource claim is malformed: "
                           "ResourceClaim <unnamed>: metadata: must be an object")
     assert not svc.state.inuse.inflight and not svc.state.inuse.devices
+
+
+def test_the_writes_get_what_is_left_of_the_bind_timeout_after_a_long_placement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bind's deadline counts from its start: a placement that took most of the budget leaves
+    # the writes only the rest (a replica taking over waits bind_timeout_s, no longer).
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})],
+                  bind_timeout_s=1.0)
+    svc.ctx.binder = LateWrites(svc.ctx.binder, late=2.0)
+    computed = bind.in_turns
+
+    async def slow_placement(work: Any, *args: Any) -> Any:
+        await asyncio.sleep(0.8)
+        return await computed(work, *args)
+
+    monkeypatch.setattr(bind, "in_turns", slow_placement)
+
+    async def flow(client: Any) -> tuple[str, float]:
+        started = asyncio.get_running_loop().time()
+        error = await bind_call(client, svc.pod("p"), "node-0")
+        took = asyncio.get_running_loop().time() - started
+        await svc.ctx.close()
+        return error, took
+
+    error, took = svc.run(flow)
+    assert "no answer within 1s" in error
+    assert 0.95 < took < 1.6  # the whole bind within its budget, not the placement plus a full one
