@@ -8,14 +8,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from extender.model import Features
 from extender.model.refs import PodRef
 from extender.scheduling import bind
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
-from tests.scheduling.cluster import Service, bind_call, filter_call, gpu_cluster, pod, template
+from tests.scheduling.cluster import (
+    Service,
+    bind_call,
+    claim,
+    filter_call,
+    gpu_cluster,
+    gpus,
+    node,
+    node_slice,
+    pod,
+    template,
+)
+from tests.scheduling.test_extended_flow import RESOURCE, extended_pod, mapped_class
+from tests.scheduling.test_plan import allocated
 
 
 def one_pod() -> Service:
@@ -176,7 +192,7 @@ def test_a_binding_that_cannot_land_any_more_has_its_claims_released_and_the_pod
     async def flow(client: Any) -> None:
         uid = svc.pod("p")["metadata"]["uid"]
         assert "stay reserved" in await bind_call(client, svc.pod("p"), "node-0")
-        assert svc.ctx.memory.may_be_bound(uid)
+        assert svc.ctx.memory.may_be_bound(uid) and outcomes(svc, "failed") == 1
         for _ in range(200):  # the settler reads the pod back, still unbound past fence_after_s
             if not svc.ctx.memory.may_be_bound(uid):
                 break
@@ -241,7 +257,8 @@ def test_deleted_extended_claims_leave_the_cache_and_are_never_adopted_again(
     assert svc.state.claim("default", "e1") is None and svc.state.claim("default", "e2") is None
     assert svc.ctx.memory.was_deleted("uid-e1") and svc.ctx.memory.was_deleted("uid-e2")
     [said] = [r.getMessage() for r in caplog.records]
-    assert said.startswith("pod default/p: a deleted extended-resource claim is malformed: ")
+    assert said == ("pod default/p: a deleted extended-resource claim is malformed: "
+                    "ResourceClaim <unnamed>: metadata: must be an object")
 
 
 # --- what a bind counts, passes on and remembers ------------------------------------------------
@@ -327,3 +344,236 @@ def test_a_binding_that_landed_unanswered_keeps_its_claims() -> None:
         await svc.ctx.close()
 
     svc.run(flow)
+
+
+# --- what an operator reads when a bind cannot proceed or cannot clean up ------------------------
+
+
+def test_a_bind_during_a_handover_waits_naming_the_pod_and_why() -> None:
+    svc = one_pod()
+    why = "this replica took over scheduling"
+    svc.ctx.handover.blocks_allocation = lambda: why  # type: ignore[method-assign]
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == f"pod default/p: {why}"
+    assert outcomes(svc, "rejected") == 1 and not svc.state.inuse.inflight
+
+
+class CleanupRefused:
+    """The local binder with the Binding refused and the extended-resource claims not deletable."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise RuntimeError("the Binding was refused")
+
+    async def delete_extended_claims(self, ref: Any) -> list[dict[str, Any]]:
+        raise RuntimeError("the delete was refused")
+
+
+def test_a_rollback_that_cannot_delete_the_extended_resource_claim_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    svc = Service([mapped_class(), node("n"), node_slice("n", gpus(1)), extended_pod("x", {RESOURCE: "1"})])
+    svc.ctx.binder = CleanupRefused(svc.ctx.binder)
+    with caplog.at_level(logging.ERROR, logger="extender.scheduling.bind"):
+        error = svc.run(lambda c: bind_call(c, svc.pod("x"), "n"))
+    assert error.endswith("the Binding was refused")
+    assert [r.getMessage() for r in caplog.records] == [
+        "rollback: deleting the extended-resource claim of pod default/x failed: the delete was refused"]
+
+
+# --- a pod with two claims: every write is accounted for, whatever the others' outcome ----------
+
+
+class RefusesWrites:
+    """The local binder; writes of the claims named in ``refused`` are refused, the Binding too."""
+
+    def __init__(self, inner: Any, refused: set[str]) -> None:
+        self.inner, self.refused = inner, refused
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write_claim(self, claim: Any, allocation: Any, pod_ref: Any, deadline: Any = None) -> Any:
+        if claim.name in self.refused:
+            raise BindError(f"write of {claim.name} refused")
+        return await self.inner.write_claim(claim, allocation, pod_ref)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise RuntimeError("the Binding was refused")
+
+
+def two_claims() -> Service:
+    objs = [*gpu_cluster(nodes=1, per_node=2), template("one")]
+    return Service([*objs, pod("p", templates={"a": "one", "b": "one"})])
+
+
+def generated_names(svc: Service) -> list[str]:
+    return [s["resourceClaimName"] for s in svc.pod("p")["status"]["resourceClaimStatuses"]]
+
+
+@pytest.mark.parametrize("refused", [set(), {0}, {1}, {0, 1}], ids=["binding", "first", "second", "both"])
+def test_a_failed_bind_of_two_claims_undoes_every_write_and_names_every_refusal(refused: set[int]) -> None:
+    svc = two_claims()
+    names = generated_names(svc)
+    refused_names = [names[i] for i in sorted(refused)]
+    svc.ctx.binder = RefusesWrites(svc.ctx.binder, set(refused_names))
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    if refused:
+        assert error == "; ".join(f"claim default/{n}: write of {n} refused" for n in refused_names)
+    else:
+        assert error.endswith("the Binding was refused")
+    for name in names:  # the claim written is rolled back too: no device stays held for nothing
+        assert "allocation" not in svc.claims()[name].get("status", {}), name
+    assert not svc.state.inuse.devices and not svc.state.inuse.inflight
+
+
+def test_a_second_bind_of_the_same_pod_meanwhile_is_refused_naming_it() -> None:
+    svc = one_pod()
+    assert svc.ctx.memory.begin_bind(svc.pod("p")["metadata"]["uid"])
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == "a bind of pod default/p is already in progress"
+    assert outcomes(svc, "refused") == 1
+
+
+def test_a_reservation_of_unknown_fate_is_released_best_effort() -> None:
+    # Only a reservation: it holds no devices, so nothing waits for the settler; the release
+    # that follows undoes it if it landed.
+    objs = [*gpu_cluster(nodes=1, per_node=1), allocated(claim("c"), "node-0", ["gpu-0"])]
+    svc = Service([*objs, pod("p", claims={"gpu": "c"})])
+    svc.ctx.binder = LateWrites(svc.ctx.binder, error=WriteUncertain("no answer", 1))
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == "claim default/c: no answer"
+    assert writes_counted(svc, "unknown") == 1
+    status = svc.claims()["c"]["status"]
+    assert status["allocation"] and not status.get("reservedFor")
+
+
+# --- the allocation's timestamp (PreBind's, with the binding gates) -----------------------------
+
+
+def allocated_at(svc: Service) -> str | None:
+    [claim_obj] = svc.claims().values()
+    stamp: str | None = claim_obj["status"]["allocation"].get("allocationTimestamp")
+    return stamp
+
+
+def test_with_the_binding_gates_the_allocation_is_stamped_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A local time zone far from UTC: the stamp is UTC all the same, in the API's format.
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    try:
+        svc = one_pod()
+        assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
+        stamp = allocated_at(svc)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert stamp is not None
+    when = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert abs(datetime.now(UTC) - when) < timedelta(minutes=1)
+
+
+def test_without_the_binding_gates_the_allocation_is_not_stamped() -> None:
+    objs = [*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})]
+    svc = Service(objs, feature_gates=Features.parse("DRADeviceBindingConditions=false", "1.37"))
+    assert svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0")) == ""
+    assert allocated_at(svc) is None
+
+
+def test_a_pod_changed_while_its_placement_was_computed_is_not_committed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Only the pod changes (its claims and the node do not): what was computed may be stale all
+    # the same, so nothing is committed and the scheduler retries.
+    svc = one_pod()
+    computed = bind.in_turns
+
+    async def pod_changes_meanwhile(work: Any, *args: Any) -> Any:
+        changed = svc.pod("p")
+        changed["metadata"] = {**changed["metadata"], "labels": {"changed": "yes"}}
+        svc.state.apply("Pod", changed)
+        return await computed(work, *args)
+
+    monkeypatch.setattr(bind, "in_turns", pod_changes_meanwhile)
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert error == ("pod default/p: the claims or the devices of node node-0 changed while its allocation "
+                     "was computed; the scheduler retries")
+    assert not svc.state.inuse.inflight and not svc.state.inuse.devices
+
+
+def test_a_created_extended_claim_whose_write_is_still_running_holds_its_device_until_it_ends() -> None:
+    # The in-flight entry goes by the in-memory claim's UID, the settler follows the created
+    # claim: the device must stay held across the two, past the in-flight TTL.
+    objs = [mapped_class(), node("n"), node_slice("n", gpus(1))]
+    objs += [extended_pod("x", {RESOURCE: "1"}), extended_pod("y", {RESOURCE: "1"})]
+    svc = Service(objs, bind_timeout_s=0.05, inflight_ttl_s=0.06)
+    svc.ctx.binder = LateWrites(svc.ctx.binder, late=0.4)
+
+    async def flow(client: Any) -> None:
+        assert "no answer within 0.05s" in await bind_call(client, svc.pod("x"), "n")
+        await asyncio.sleep(0.1)  # past the in-flight TTL too
+        svc.state.expire_inflight()
+        assert (await filter_call(client, svc.pod("y"), ["n"]))["NodeNames"] == []
+        await asyncio.sleep(0.6)
+        # The write has ended: the rollback had deleted the created claim, so it could not land
+        # and nothing holds the device any more.
+        assert svc.claims() == {} and not svc.state.inuse.inflight and svc.ctx.settler.unsettled == 0
+        assert (await filter_call(client, svc.pod("y"), ["n"]))["NodeNames"] == ["n"]
+        await svc.ctx.close()
+
+    svc.run(flow)
+
+
+class MalformedCreate:
+    """The local binder; the API server's reply to the extended-resource claim's create is malformed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def create_extended_claim(self, body: dict[str, Any], pod_ref: Any) -> dict[str, Any]:
+        return {"metadata": "malformed"}
+
+
+def test_a_malformed_reply_to_the_extended_claim_create_fails_the_bind_saying_so() -> None:
+    svc = Service([mapped_class(), node("n"), node_slice("n", gpus(1)), extended_pod("x", {RESOURCE: "1"})])
+    svc.ctx.binder = MalformedCreate(svc.ctx.binder)
+    error = svc.run(lambda c: bind_call(c, svc.pod("x"), "n"))
+    assert error.endswith(": the created extended-resource claim is malformed: "
+                          "ResourceClaim <unnamed>: metadata: must be an object")
+    assert not svc.state.inuse.inflight and not svc.state.inuse.devices
+
+
+def test_the_writes_get_what_is_left_of_the_bind_timeout_after_a_long_placement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bind's deadline counts from its start: a placement that took most of the budget leaves
+    # the writes only the rest (a replica taking over waits bind_timeout_s, no longer).
+    svc = Service([*gpu_cluster(nodes=1, per_node=1), template("one"), pod("p", templates={"gpu": "one"})],
+                  bind_timeout_s=1.0)
+    svc.ctx.binder = LateWrites(svc.ctx.binder, late=2.0)
+    computed = bind.in_turns
+
+    async def slow_placement(work: Any, *args: Any) -> Any:
+        await asyncio.sleep(0.8)
+        return await computed(work, *args)
+
+    monkeypatch.setattr(bind, "in_turns", slow_placement)
+
+    async def flow(client: Any) -> tuple[str, float]:
+        started = asyncio.get_running_loop().time()
+        error = await bind_call(client, svc.pod("p"), "node-0")
+        took = asyncio.get_running_loop().time() - started
+        await svc.ctx.close()
+        return error, took
+
+    error, took = svc.run(flow)
+    assert "no answer within 1s" in error
+    assert 0.95 < took < 1.6  # the whole bind within its budget, not the placement plus a full one

@@ -473,6 +473,7 @@ def test_binding_conditions_hold_the_pod_until_the_device_is_ready():
     svc = Service(_gated_cluster())
     first = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
     assert "waiting for binding conditions" in first and "attached" in first
+    assert svc.ctx.metrics.bind_outcomes.labels("waiting")._value.get() == 1
     status = svc.claims()["c"]["status"]
     assert status["allocation"]["devices"]["results"][0]["bindingConditions"] == ["attached"]
     assert status["allocation"]["allocationTimestamp"] and status["reservedFor"][0]["name"] == "p"

@@ -11,6 +11,9 @@ TestBuildNodeAllocatableDRAInfo).
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import re
 from typing import Any
 
 from extender.model import Features
@@ -279,3 +282,107 @@ def test_a_footprint_that_cannot_be_worked_out_fails_the_pod_not_the_node():
     reasons = result["FailedAndUnresolvableNodes"]
     assert set(reasons) == {"node-0", "node-1"}
     assert all("ConsumedCapacity is nil" in reason for reason in reasons.values()), reasons
+
+
+# --- bind's status write and its undo ---------------------------------------------------------
+
+
+class RefusingBinder:
+    """The local binder, with the Binding refused and, when asked, the pod's status patches too."""
+
+    def __init__(self, inner: Any, refuse_status: bool = False, refuse_clear: bool = False) -> None:
+        self.inner, self.refuse_status, self.refuse_clear = inner, refuse_status, refuse_clear
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise RuntimeError("the Binding was refused")
+
+    async def patch_pod_status(self, pod_ref: Any, status: dict[str, Any]) -> None:
+        clearing = status == {"nodeAllocatableResourceClaimStatuses": []}
+        if self.refuse_clear if clearing else self.refuse_status:
+            raise RuntimeError("the status patch was refused")
+        await self.inner.patch_pod_status(pod_ref, status)
+
+
+def test_a_failed_bind_clears_the_footprints_it_recorded():
+    # An empty list, not an absent field: the pod is not counted on the node it never reached.
+    svc = Service(with_claims(cluster({"node-0": "8"}), worker("a")), feature_gates=ON)
+    svc.ctx.binder = RefusingBinder(svc.ctx.binder)
+    assert svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"]))[1].endswith("the Binding was refused")
+    assert svc.pod("a")["status"]["nodeAllocatableResourceClaimStatuses"] == []
+
+
+def test_a_rollback_that_cannot_clear_the_footprints_says_so(caplog):
+    svc = Service(with_claims(cluster({"node-0": "8"}), worker("a")), feature_gates=ON)
+    svc.ctx.binder = RefusingBinder(svc.ctx.binder, refuse_clear=True)
+    with caplog.at_level(logging.ERROR, logger="extender.scheduling.bind"):
+        svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"]))
+    assert [r.getMessage() for r in caplog.records] == [
+        "rollback: clearing nodeAllocatableResourceClaimStatuses of pod default/a failed: "
+        "the status patch was refused"
+    ]
+
+
+def test_a_refused_status_patch_fails_the_bind_naming_what_it_records_and_still_clears():
+    # A refused patch may have landed all the same: the rollback clears the footprints anyway.
+    svc = Service(with_claims(cluster({"node-0": "8"}), worker("a")), feature_gates=ON)
+    svc.ctx.binder = RefusingBinder(svc.ctx.binder, refuse_status=True)
+    error = svc.run(lambda c: bind_call(c, svc.pod("a"), "node-0"))
+    assert error == (
+        "recording what the claims use of node resources in the status of pod a: the status patch was refused"
+    )
+    assert svc.pod("a")["status"]["nodeAllocatableResourceClaimStatuses"] == []
+    assert not svc.claims()["a-gpu"]["status"].get("allocation")
+
+
+def extended_cluster() -> list[dict[str, Any]]:
+    gpu_class = device_class()
+    gpu_class["spec"]["extendedResourceName"] = "example.com/gpu"
+    return [gpu_class, sized_node("node-0"), node_slice("node-0", [gpu("gpu-0")])]
+
+
+def extended_worker(name: str) -> dict[str, Any]:
+    obj = pod(name)
+    obj["metadata"]["uid"] = f"{name}-uid"
+    obj["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "example.com/gpu": "1"}}
+    return obj
+
+
+def test_the_footprint_of_an_extended_resource_claim_names_the_claim_bind_created():
+    svc = Service([*extended_cluster(), extended_worker("a")], feature_gates=ON)
+    assert svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"])) == ("node-0", "")
+    [created] = svc.claims()
+    status = svc.pod("a")["status"]
+    assert status["extendedResourceClaimStatus"]["resourceClaimName"] == created
+    assert [f["resourceClaimName"] for f in status["nodeAllocatableResourceClaimStatuses"]] == [created]
+
+
+def test_a_refused_status_patch_names_both_things_it_records():
+    svc = Service([*extended_cluster(), extended_worker("a")], feature_gates=ON)
+    svc.ctx.binder = RefusingBinder(svc.ctx.binder, refuse_status=True)
+    error = svc.run(lambda c: bind_call(c, svc.pod("a"), "node-0"))
+    assert re.fullmatch(
+        r"recording claim default/a-extended-resources-\w+ and what the claims use of node resources "
+        "in the status of pod a: the status patch was refused",
+        error,
+    ), error
+    assert svc.claims() == {}  # the created claim is deleted again
+
+
+class HangingStatus(RefusingBinder):
+    """The Binding refused; the status patch that records the footprints never answers."""
+
+    async def patch_pod_status(self, pod_ref: Any, status: dict[str, Any]) -> None:
+        if status != {"nodeAllocatableResourceClaimStatuses": []}:
+            await asyncio.sleep(3600)
+        await self.inner.patch_pod_status(pod_ref, status)
+
+
+def test_a_status_patch_without_an_answer_fails_the_bind_at_its_timeout():
+    svc = Service(with_claims(cluster({"node-0": "8"}), worker("a")), feature_gates=ON, bind_timeout_s=0.2)
+    svc.ctx.binder = HangingStatus(svc.ctx.binder)
+    error = svc.run(lambda c: asyncio.wait_for(bind_call(c, svc.pod("a"), "node-0"), 5.0))
+    assert error.startswith("recording what the claims use of node resources in the status of pod a: ")
+    assert svc.pod("a")["status"]["nodeAllocatableResourceClaimStatuses"] == []

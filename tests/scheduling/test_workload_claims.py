@@ -247,3 +247,53 @@ def test_a_groups_reservation_stays(bound_member: bool, features: Features) -> N
 
     assert svc.run(flow)["NodeNames"] == []
     assert svc.claims()["shared"]["status"]["reservedFor"] == [GROUP_RESERVATION]
+
+
+# --- bind: a claim allocated before is only reserved, for the group ---------------------------
+
+
+class RefusedBinding:
+    """The local binder with the Binding refused: bind rolls back what it wrote."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise RuntimeError("the Binding was refused")
+
+
+def _allocated_unreserved_group_claim() -> list[dict[str, Any]]:
+    shared = [{"name": "gpu", "resourceClaimName": "shared"}]
+    objs = [*gpu_cluster(nodes=1, per_node=1), pod_group(claims=shared)]
+    return [*objs, allocated(claim("shared"), "node-0", ["gpu-0"]), member("a", claims={"gpu": "shared"})]
+
+
+def test_a_claim_the_group_shares_that_is_allocated_already_is_reserved_for_the_group():
+    svc = Service(_allocated_unreserved_group_claim(), feature_gates=WORKLOAD)
+    before = svc.claims()["shared"]["status"]["allocation"]
+    assert svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"])) == ("node-0", "")
+    status = svc.claims()["shared"]["status"]
+    assert status["reservedFor"] == [GROUP_RESERVATION]
+    assert status["allocation"] == before  # only reserved: the allocation is not rewritten
+
+
+@pytest.mark.parametrize(
+    ("features", "left_reserved"),
+    [(WORKLOAD, [GROUP_RESERVATION]), (Features.defaults("1.37"), None)],
+    ids=["for-the-group", "for-the-pod"],
+)
+def test_a_failed_bind_leaves_a_claim_allocated_before_allocated(features, left_reserved):
+    # The allocation was not this bind's: undoing the bind must not deallocate it, even when
+    # nothing stays reserved. The group's reservation is not the pod's to release (other members
+    # may use it); a failed filter drops it when no member is scheduled
+    # (test_a_failed_filter_drops_the_groups_reservation_when_no_member_is_scheduled).
+    svc = Service(_allocated_unreserved_group_claim(), feature_gates=features)
+    before = svc.claims()["shared"]["status"]["allocation"]
+    svc.ctx.binder = RefusedBinding(svc.ctx.binder)
+    _, error = svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"]))
+    assert error.endswith("the Binding was refused")
+    status = svc.claims()["shared"]["status"]
+    assert status["allocation"] == before and status.get("reservedFor") == left_reserved
