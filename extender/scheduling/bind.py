@@ -390,9 +390,9 @@ class BindTransaction:
         """The pod is bound: memory forgets its filter results, its node counts its resources."""
         ctx, pod = self._ctx, self._pod
         ctx.memory.bound(pod.uid)
-        if self._footprints and ctx.state.node_requests is not None:
-            # Counted on the node at once, as kube-scheduler assumes a pod: until the watch shows
-            # it bound, the next pod must not get the same CPU or memory.
+        if ctx.state.node_requests is not None:
+            # Counted on the node at once, as kube-scheduler assumes every pod it binds (devices
+            # or not): until the watch shows it bound, the next pod must not get its CPU or memory.
             units = in_units(pod_requests(pod.raw, self._footprints, use_status=True))
             ctx.state.node_requests.assume(pod.key, self._node, units)
 

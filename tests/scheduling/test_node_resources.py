@@ -253,6 +253,29 @@ def test_a_pod_bound_while_the_watch_lags_counts_at_once():
     assert result["FailedNodes"] == {"node-0": "Insufficient cpu"}
 
 
+def test_a_pod_without_devices_bound_while_the_watch_lags_counts_at_once_too():
+    # kube-scheduler assumes every pod it binds, devices or not; a pod without footprints bound
+    # through the extender must take its CPU from the next pod's check just the same.
+    plain = pod("a")
+    plain["metadata"]["uid"] = "a-uid"
+    plain["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4", "memory": "1Gi"}}
+    svc = Service([*with_claims(cluster({"node-0": "5"}), worker("b")), plain], feature_gates=ON)
+
+    async def lagging_watch(ref, node_name, deadline=None):
+        return None
+
+    svc.ctx.binder.bind_pod = lagging_watch  # type: ignore[method-assign]
+
+    async def flow(client):
+        bound = await bind_call(client, svc.pod("a"), "node-0")
+        return bound, await filter_call(client, svc.pod("b"), ["node-0"])
+
+    bound, result = svc.run(flow)
+    assert bound == ""
+    assert svc.state.pod("default", "a").node_name == ""  # the cache has not seen it bound
+    assert result["FailedNodes"] == {"node-0": "Insufficient cpu"}
+
+
 def test_a_pod_whose_claims_were_all_allocated_before_is_not_checked():
     # Upstream's Filter computes the footprint only after allocating something on the node.
     objs = cluster({"node-0": "1"})
