@@ -487,3 +487,58 @@ def test_no_device_is_handed_out_twice_under_any_interleaving(
     record("operations", harness.operations)
     record("interleavings (concurrent batches)", sum(len(b) > 1 for b in batches))
     record("faults injected", harness.server.faults.fired)
+
+
+def test_two_pods_rolling_back_a_shared_claim_leave_it_allocated_for_nobody_never() -> None:
+    """The interleaving behind "claim s2 allocated for nobody" (seen once under load): p0's bind
+    allocates s0 and reserves it, p1's bind (s0 already allocated) only reserves it, then both
+    Bindings are refused, p0's first. p0's rollback must keep the allocation (p1 still holds
+    it); p1's, the last one out, must clear it: a claim allocated for nobody keeps its devices
+    from every other claim although no pod will run with them."""
+    harness = Harness(
+        {"plain": [1], "claims": [1], "shares": [1], "pods": [1, 1]},  # p0 and p1 both use s0
+        {"fail": 0.0, "lost_reply": 0.0, "slow": 0.0, "late": 0.0, "time_out": 0.0, "seed": 0},
+    )
+    # Deadlines no loaded machine reaches (within the in-flight TTL): the test holds the
+    # Bindings, they do not time out.
+    harness.ctx.config = replace(harness.ctx.config, bind_timeout_s=INFLIGHT_TTL / 3)
+    faults = harness.server.faults
+
+    def s0() -> dict[str, Any]:
+        return harness.store.get(CLAIM, "default", "s0").get("status") or {}
+
+    def reserved() -> list[str]:
+        return [r["name"] for r in s0().get("reservedFor") or ()]
+
+    def cached_reservations() -> list[str]:
+        claim_obj = harness.state.claim("default", "s0")
+        return [] if claim_obj is None else [r.name for r in claim_obj.reserved_for]
+
+    async def bind(name: str) -> str:
+        info = harness.state.pod("default", name)
+        assert info is not None
+        return await bind_pod(harness.ctx, "default", name, info.uid, "node-0")
+
+    async def scenario() -> None:
+        await harness.start()
+        try:
+            first, second = faults.hold("create", "pods", "binding"), faults.hold("create", "pods", "binding")
+            faults.fail("create", "pods", 403, times=2, subresource="binding")
+            p0 = asyncio.create_task(bind("p0"))
+            # p1 comes once p0's write is back and cached: s0 is allocated, p1 only reserves it.
+            await until(lambda: cached_reservations() == ["p0"], "p0's claim write")
+            p1 = asyncio.create_task(bind("p1"))
+            await until(lambda: reserved() == ["p0", "p1"] or p1.done(), "p1's reservation")
+            assert not p1.done(), p1.result()
+            first.set()
+            assert "403" in await p0
+            assert reserved() == ["p1"] and s0().get("allocation"), "p1 still uses s0: it stays allocated"
+            second.set()
+            assert "403" in await p1
+            assert not s0().get("reservedFor") and not s0().get("allocation"), f"s0 left as {s0()}"
+            await harness.check_settled()
+        finally:
+            await harness.stop()
+
+    asyncio.run(scenario())
+
