@@ -151,7 +151,11 @@ faults_shape = st.fixed_dictionaries(
 
 class CountingBinder(KubeBinder):
     """The production binder, counting the calls still at work in its threads: a call whose bind
-    gave up keeps going until its requests return, and may still write."""
+    gave up keeps going until its requests return, and may still write.
+
+    A call counts from its submission to the pool until its thread ends it or it is cancelled
+    before a thread took it up (a bind deadline passing while it queued, which a loaded machine
+    makes common): a cancelled call never runs, and counting it would wait for it forever."""
 
     def __init__(self, client: RawClient) -> None:
         super().__init__(client, retry_delay=0.001)
@@ -159,16 +163,16 @@ class CountingBinder(KubeBinder):
         self._count_lock = threading.Lock()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        def counted(*a: Any) -> T:
-            try:
-                return fn(*a)
-            finally:
-                with self._count_lock:
-                    self.running -= 1
-
+        # KubeBinder._run's run_in_executor, with the pool's own future at hand to count on.
         with self._count_lock:
             self.running += 1
-        return await super()._run(counted, *args)
+        call = self._pool.submit(fn, *args)
+        call.add_done_callback(self._ended)
+        return await asyncio.wrap_future(call)
+
+    def _ended(self, _: object) -> None:
+        with self._count_lock:
+            self.running -= 1
 
 
 def sets_an_allocation(body: Any) -> bool:
@@ -487,3 +491,80 @@ def test_no_device_is_handed_out_twice_under_any_interleaving(
     record("operations", harness.operations)
     record("interleavings (concurrent batches)", sum(len(b) > 1 for b in batches))
     record("faults injected", harness.server.faults.fired)
+
+
+def test_two_pods_rolling_back_a_shared_claim_leave_it_allocated_for_nobody_never() -> None:
+    """The interleaving behind "claim s2 allocated for nobody" (seen once under load): p0's bind
+    allocates s0 and reserves it, p1's bind (s0 already allocated) only reserves it, then both
+    Bindings are refused, p0's first. p0's rollback must keep the allocation (p1 still holds
+    it); p1's, the last one out, must clear it: a claim allocated for nobody keeps its devices
+    from every other claim although no pod will run with them."""
+    harness = Harness(
+        {"plain": [1], "claims": [1], "shares": [1], "pods": [1, 1]},  # p0 and p1 both use s0
+        {"fail": 0.0, "lost_reply": 0.0, "slow": 0.0, "late": 0.0, "time_out": 0.0, "seed": 0},
+    )
+    # Deadlines no loaded machine reaches (within the in-flight TTL): the test holds the
+    # Bindings, they do not time out.
+    harness.ctx.config = replace(harness.ctx.config, bind_timeout_s=INFLIGHT_TTL / 3)
+    faults = harness.server.faults
+
+    def s0() -> dict[str, Any]:
+        return harness.store.get(CLAIM, "default", "s0").get("status") or {}
+
+    def reserved() -> list[str]:
+        return [r["name"] for r in s0().get("reservedFor") or ()]
+
+    def cached_reservations() -> list[str]:
+        claim_obj = harness.state.claim("default", "s0")
+        return [] if claim_obj is None else [r.name for r in claim_obj.reserved_for]
+
+    async def bind(name: str) -> str:
+        info = harness.state.pod("default", name)
+        assert info is not None
+        return await bind_pod(harness.ctx, "default", name, info.uid, "node-0")
+
+    async def scenario() -> None:
+        await harness.start()
+        try:
+            first, second = faults.hold("create", "pods", "binding"), faults.hold("create", "pods", "binding")
+            faults.fail("create", "pods", 403, times=2, subresource="binding")
+            p0 = asyncio.create_task(bind("p0"))
+            # p1 comes once p0's write is back and cached: s0 is allocated, p1 only reserves it.
+            await until(lambda: cached_reservations() == ["p0"], "p0's claim write")
+            p1 = asyncio.create_task(bind("p1"))
+            await until(lambda: reserved() == ["p0", "p1"] or p1.done(), "p1's reservation")
+            assert not p1.done(), p1.result()
+            first.set()
+            assert "403" in await p0
+            assert reserved() == ["p1"] and s0().get("allocation"), "p1 still uses s0: it stays allocated"
+            second.set()
+            assert "403" in await p1
+            assert not s0().get("reservedFor") and not s0().get("allocation"), f"s0 left as {s0()}"
+            await harness.check_settled()
+        finally:
+            await harness.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_binder_count_ends_for_a_call_cancelled_before_a_thread_took_it() -> None:
+    """The flake "timed out waiting for the binder's timed-out calls to finish" (seen under
+    load): a bind deadline that passes while a call waits for a thread cancels it; it never
+    runs, and the count must not wait for it."""
+    server = ApiServer().start()
+    binder = CountingBinder(RawClient(server.api_client(), request_timeout=5.0))
+    gate = threading.Event()
+
+    async def scenario() -> None:
+        busy = [asyncio.ensure_future(binder._run(gate.wait)) for _ in range(16)]  # its 16 threads taken
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(binder._run(time.sleep, 0), 0.01)  # queued past its deadline
+        gate.set()
+        await asyncio.gather(*busy)
+        await until(lambda: binder.running == 0, "the count to end", timeout=5.0)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        binder.close()
+        server.stop()
