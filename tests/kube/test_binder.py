@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 
 import pytest
 
@@ -514,3 +515,24 @@ async def test_a_fence_of_a_claim_gone_is_none(apiserver: ApiServer, client: Raw
     raw = make_claim(apiserver)
     apiserver.store.delete(CLAIM, "default", "gpu-claim")
     assert await binder(client).fence_claim(raw) is None
+
+
+async def test_an_unanswered_binding_ends_at_the_bind_deadline_not_the_request_timeout(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    # The API server sits on the Binding: the attempt may last only what is left of the bind's
+    # deadline, not the client's 5 s request timeout, and nothing is retried past the deadline.
+    pod = make_pod(apiserver)
+    release = apiserver.faults.hold("create", "pods", subresource="binding")
+    started = asyncio.get_running_loop().time()
+    deadline = time.monotonic() + 0.3
+    uncertain = r"^binding pod default/trainer failed after 1 attempts: .*may still land"
+    with pytest.raises(BindingUncertain, match=uncertain):
+        await asyncio.wait_for(binder(client).bind_pod(pod, "node-a", deadline), timeout=2.0)
+    assert asyncio.get_running_loop().time() - started < 2.0
+    assert writes(apiserver) == [("create", "pods", "binding")]  # one attempt, none past the deadline
+    # Why the binder cannot call it failed: the held Binding still lands.
+    release.set()
+    await eventually(lambda: apiserver.store.get(POD, "default", "trainer")["spec"].get("nodeName"),
+                     what="the held Binding to land")
+    assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
