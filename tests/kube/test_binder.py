@@ -536,3 +536,36 @@ async def test_an_unanswered_binding_ends_at_the_bind_deadline_not_the_request_t
     await eventually(lambda: apiserver.store.get(POD, "default", "trainer")["spec"].get("nodeName"),
                      what="the held Binding to land")
     assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
+
+
+class _ReplyAtTheDeadline(RawClient):
+    """A client whose first claim update is answered (landed) only once the bind deadline has
+    passed, as when the reply comes at the last moment and the thread runs again too late."""
+
+    def __init__(self, api_client: object, deadline: float) -> None:
+        super().__init__(api_client, request_timeout=5.0)  # type: ignore[arg-type]
+        self._deadline = deadline
+        self._late = True
+
+    def request(self, method: str, path: str, **kwargs: object) -> dict:  # type: ignore[override]
+        reply = super().request(method, path, **kwargs)  # type: ignore[arg-type]
+        if method == "PUT" and self._late:
+            self._late = False
+            time.sleep(max(0.0, self._deadline - time.monotonic()) + 0.05)
+        return reply
+
+
+async def test_a_claim_write_sends_nothing_once_the_bind_deadline_has_passed(apiserver: ApiServer) -> None:
+    # The finalizer update lands, but by the time its reply is read the deadline is gone: the
+    # status write must not be sent (it could land after bind gave the devices up).
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    deadline = time.monotonic() + 0.3
+    kube = binder(_ReplyAtTheDeadline(apiserver.api_client(), deadline))
+    too_late = r"PUT /apis/.*/gpu-claim/status: no time left before the bind deadline"
+    with pytest.raises(BindError, match=too_late):
+        await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod, deadline)
+    assert writes(apiserver) == [("update", "resourceclaims", None)]
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert stored["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+    assert "allocation" not in (stored.get("status") or {})
