@@ -569,3 +569,16 @@ async def test_a_claim_write_sends_nothing_once_the_bind_deadline_has_passed(api
     stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
     assert stored["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
     assert "allocation" not in (stored.get("status") or {})
+
+
+async def test_a_claim_being_deleted_is_not_written(apiserver: ApiServer, client: RawClient) -> None:
+    # Deleted with the finalizer still on: it is going away, no pod may be given its devices.
+    make_claim(apiserver, status={})
+    apiserver.store.delete(CLAIM, "default", "gpu-claim")
+    raw = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert raw["metadata"]["deletionTimestamp"]
+    pod = make_pod(apiserver)
+    with pytest.raises(BindError, match="got deleted in the meantime"):
+        await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    assert writes(apiserver) == []
+    assert "allocation" not in (apiserver.store.get(CLAIM, "default", "gpu-claim").get("status") or {})
