@@ -237,14 +237,26 @@ class Store:
             return self._store(rtype, key, new, "MODIFIED")
 
     def bind(self, rtype: ResourceType, namespace: str, name: str, binding: dict[str, Any]) -> None:
+        """``POST pods/<name>/binding`` as kube-apiserver decodes and checks it: a missing kind or
+        apiVersion is taken from the URL, any other than v1 Binding is refused, as is a namespace
+        other than the URL's (an absent one is the URL's) and a name that is not the pod's, absent
+        included (pkg/registry/core/pod/storage/storage.go, BindingREST.Create)."""
         target = binding.get("target") or {}
         if binding.get("kind", "Binding") != "Binding" or not target.get("name"):
             raise ApiError(400, "a Binding with target.name is required")
+        if binding.get("apiVersion", "v1") != "v1":
+            raise ApiError(400, f"no kind \"Binding\" is registered for version {binding['apiVersion']!r}")
+        meta = binding.get("metadata") or {}
+        if meta.get("namespace", namespace) != namespace:
+            raise ApiError(400, "the namespace of the provided object does not match the namespace sent on "
+                                "the request")
+        if meta.get("name") != name:
+            raise ApiError(400, "name in URL does not match name in Binding object")
         if target.get("kind", "Node") != "Node":
             raise ApiError(422, f"target.kind: Unsupported value: {target.get('kind')!r}")
         with self.cond:
             pod = self._get(rtype, namespace, name)
-            self._check_preconditions(rtype, name, pod, binding.get("metadata") or {})
+            self._check_preconditions(rtype, name, pod, meta)
             if pod["metadata"].get("deletionTimestamp"):
                 raise ApiError(409, f'pod {name} is being deleted, cannot be assigned to a host')
             current = (pod.get("spec") or {}).get("nodeName")

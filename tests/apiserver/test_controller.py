@@ -73,7 +73,8 @@ def with_phase(store: Store, name: str, phase: str) -> dict[str, Any]:
 
 
 def bound(store: Store, name: str, node: str = "n") -> None:
-    store.bind(POD, "default", name, {"kind": "Binding", "target": {"kind": "Node", "name": node}})
+    store.bind(POD, "default", name, {"kind": "Binding", "metadata": {"name": name},
+                                      "target": {"kind": "Node", "name": node}})
 
 
 # ----- reservations ------------------------------------------------------------------------------

@@ -107,6 +107,30 @@ def test_binding_sets_node_and_rejects_rebinding_and_uid_mismatch(core: kubernet
     assert err.value.status == 409 and "already assigned" in err.value.body
 
 
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [
+        ({"metadata": {"name": "other"}}, "name in URL does not match"),
+        ({"metadata": {}}, "name in URL does not match"),
+        ({"metadata": {"name": "p", "namespace": "elsewhere"}}, "namespace of the provided object"),
+        ({"apiVersion": "V1"}, "is registered for version"),
+        ({"kind": "Pod"}, "a Binding"),
+    ],
+)
+def test_a_binding_not_named_for_its_pod_or_of_another_version_is_refused(
+    server: ApiServer, core: kubernetes.client.CoreV1Api, change: dict, refused: str
+) -> None:
+    """kube-apiserver's checks on a Binding's body; absent kind, apiVersion and namespace are the URL's."""
+    core.create_namespaced_pod("default", objects.pod("p"))
+    store, pods = server.store, BY_KIND["Pod"]
+    with pytest.raises(ApiError) as err:
+        store.bind(pods, "default", "p", {"target": {"name": "n1"}, "metadata": {"name": "p"}, **change})
+    assert err.value.code == 400 and refused in str(err.value)
+    assert "nodeName" not in store.get(pods, "default", "p")["spec"]
+    store.bind(pods, "default", "p", {"target": {"name": "n1"}, "metadata": {"name": "p"}})
+    assert store.get(pods, "default", "p")["spec"]["nodeName"] == "n1"
+
+
 def test_strategic_merge_patch_deletes_one_reservation(server: ApiServer,
                                                        resource: kubernetes.client.ResourceV1Api) -> None:
     reserved = [{"resource": "pods", "name": n, "uid": f"uid-{n}"} for n in ("a", "b")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 
 import pytest
 
@@ -514,3 +515,70 @@ async def test_a_fence_of_a_claim_gone_is_none(apiserver: ApiServer, client: Raw
     raw = make_claim(apiserver)
     apiserver.store.delete(CLAIM, "default", "gpu-claim")
     assert await binder(client).fence_claim(raw) is None
+
+
+async def test_an_unanswered_binding_ends_at_the_bind_deadline_not_the_request_timeout(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    # The API server sits on the Binding: the attempt may last only what is left of the bind's
+    # deadline, not the client's 5 s request timeout, and nothing is retried past the deadline.
+    pod = make_pod(apiserver)
+    release = apiserver.faults.hold("create", "pods", subresource="binding")
+    started = asyncio.get_running_loop().time()
+    deadline = time.monotonic() + 0.3
+    uncertain = r"^binding pod default/trainer failed after 1 attempts: .*may still land"
+    with pytest.raises(BindingUncertain, match=uncertain):
+        await asyncio.wait_for(binder(client).bind_pod(pod, "node-a", deadline), timeout=2.0)
+    assert asyncio.get_running_loop().time() - started < 2.0
+    assert writes(apiserver) == [("create", "pods", "binding")]  # one attempt, none past the deadline
+    # Why the binder cannot call it failed: the held Binding still lands.
+    release.set()
+    await eventually(lambda: apiserver.store.get(POD, "default", "trainer")["spec"].get("nodeName"),
+                     what="the held Binding to land")
+    assert apiserver.store.get(POD, "default", "trainer")["spec"]["nodeName"] == "node-a"
+
+
+class _ReplyAtTheDeadline(RawClient):
+    """A client whose first claim update is answered (landed) only once the bind deadline has
+    passed, as when the reply comes at the last moment and the thread runs again too late."""
+
+    def __init__(self, api_client: object, deadline: float) -> None:
+        super().__init__(api_client, request_timeout=5.0)  # type: ignore[arg-type]
+        self._deadline = deadline
+        self._late = True
+
+    def request(self, method: str, path: str, **kwargs: object) -> dict:  # type: ignore[override]
+        reply = super().request(method, path, **kwargs)  # type: ignore[arg-type]
+        if method == "PUT" and self._late:
+            self._late = False
+            time.sleep(max(0.0, self._deadline - time.monotonic()) + 0.05)
+        return reply
+
+
+async def test_a_claim_write_sends_nothing_once_the_bind_deadline_has_passed(apiserver: ApiServer) -> None:
+    # The finalizer update lands, but by the time its reply is read the deadline is gone: the
+    # status write must not be sent (it could land after bind gave the devices up).
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    deadline = time.monotonic() + 0.3
+    kube = binder(_ReplyAtTheDeadline(apiserver.api_client(), deadline))
+    too_late = r"PUT /apis/.*/gpu-claim/status: no time left before the bind deadline"
+    with pytest.raises(BindError, match=too_late):
+        await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod, deadline)
+    assert writes(apiserver) == [("update", "resourceclaims", None)]
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert stored["metadata"]["finalizers"] == [DELETE_PROTECTION_FINALIZER]
+    assert "allocation" not in (stored.get("status") or {})
+
+
+async def test_a_claim_being_deleted_is_not_written(apiserver: ApiServer, client: RawClient) -> None:
+    # Deleted with the finalizer still on: it is going away, no pod may be given its devices.
+    make_claim(apiserver, status={})
+    apiserver.store.delete(CLAIM, "default", "gpu-claim")
+    raw = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert raw["metadata"]["deletionTimestamp"]
+    pod = make_pod(apiserver)
+    with pytest.raises(BindError, match="got deleted in the meantime"):
+        await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    assert writes(apiserver) == []
+    assert "allocation" not in (apiserver.store.get(CLAIM, "default", "gpu-claim").get("status") or {})
