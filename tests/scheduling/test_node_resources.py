@@ -233,10 +233,9 @@ def test_a_claim_with_only_overheads_may_be_shared():
     assert svc.run(lambda c: filter_call(c, svc.pod("y"), ["node-0"]))["NodeNames"] == ["node-0"]
 
 
-def test_a_pod_bound_while_the_watch_lags_counts_at_once():
-    # The Binding is accepted but the cache does not see the pod bound yet: kube-scheduler would
-    # have assumed it on the node, and so does the extender.
-    svc = Service(with_claims(cluster({"node-0": "5"}), worker("a"), worker("b")), feature_gates=ON)
+def _filter_after_a_bind_the_watch_has_not_shown(svc: Service) -> dict[str, str]:
+    """Binds pod a on node-0 with a Binding accepted that the watch does not show yet, then
+    filters pod b on node-0: its failed nodes."""
 
     async def lagging_watch(ref, node_name, deadline=None):
         return None
@@ -250,7 +249,15 @@ def test_a_pod_bound_while_the_watch_lags_counts_at_once():
     bound, result = svc.run(flow)
     assert bound == ""
     assert svc.state.pod("default", "a").node_name == ""  # the cache has not seen it bound
-    assert result["FailedNodes"] == {"node-0": "Insufficient cpu"}
+    failed: dict[str, str] = result["FailedNodes"]
+    return failed
+
+
+def test_a_pod_bound_while_the_watch_lags_counts_at_once():
+    # The Binding is accepted but the cache does not see the pod bound yet: kube-scheduler would
+    # have assumed it on the node, and so does the extender.
+    svc = Service(with_claims(cluster({"node-0": "5"}), worker("a"), worker("b")), feature_gates=ON)
+    assert _filter_after_a_bind_the_watch_has_not_shown(svc) == {"node-0": "Insufficient cpu"}
 
 
 def test_a_pod_without_devices_bound_while_the_watch_lags_counts_at_once_too():
@@ -260,20 +267,7 @@ def test_a_pod_without_devices_bound_while_the_watch_lags_counts_at_once_too():
     plain["metadata"]["uid"] = "a-uid"
     plain["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4", "memory": "1Gi"}}
     svc = Service([*with_claims(cluster({"node-0": "5"}), worker("b")), plain], feature_gates=ON)
-
-    async def lagging_watch(ref, node_name, deadline=None):
-        return None
-
-    svc.ctx.binder.bind_pod = lagging_watch  # type: ignore[method-assign]
-
-    async def flow(client):
-        bound = await bind_call(client, svc.pod("a"), "node-0")
-        return bound, await filter_call(client, svc.pod("b"), ["node-0"])
-
-    bound, result = svc.run(flow)
-    assert bound == ""
-    assert svc.state.pod("default", "a").node_name == ""  # the cache has not seen it bound
-    assert result["FailedNodes"] == {"node-0": "Insufficient cpu"}
+    assert _filter_after_a_bind_the_watch_has_not_shown(svc) == {"node-0": "Insufficient cpu"}
 
 
 def test_a_pod_whose_claims_were_all_allocated_before_is_not_checked():
