@@ -338,7 +338,7 @@ class BindTransaction:
         return None if readiness.ready else readiness.message
 
     def _ours_to_release(self, plan: PodPlan) -> list[_Write]:
-        """Every user claim reserved for the pod (``rollback`` deallocates those nobody else uses).
+        """Every user claim reserved for the pod; those nobody else uses are deallocated too.
 
         The extended-resource claim is not among them: it is deleted instead.
         """
@@ -348,7 +348,8 @@ class BindTransaction:
                 continue
             held = self._ctx.state.claim(claim.namespace, claim.name)
             if held is not None and reserved_for(held, self._ref.uid):
-                out.append(_Write(held, None, False))
+                alone = all(r.uid == self._ref.uid for r in held.reserved_for)
+                out.append(_Write(held, None, alone))
         return out
 
     async def _bind_pod(self) -> None:
@@ -396,16 +397,8 @@ class BindTransaction:
             ctx.state.node_requests.assume(pod.key, self._node, units)
 
     async def rollback(self) -> None:
-        """Undo what was written (upstream's Unreserve): reservations removed, the
-        extended-resource claim deleted, the pod's footprints cleared; and every claim the
-        removal leaves with no consumer deallocated.
-
-        Whoever removes the last reservation deallocates, not only the bind that allocated:
-        when two pods share a claim, one allocating it and the other only reserving it, and
-        both binds fail, the allocating one rolls back while the other still holds the claim
-        and must leave the allocation; the other is then the last one out. Otherwise the claim
-        stays allocated for nobody, its devices kept from every other claim. The binder clears
-        an allocation only while nobody else is reserved (``Binder.release_claim``)."""
+        """Undo what was written (upstream's Unreserve): reservations removed, new allocations
+        cleared, the extended-resource claim deleted, the pod's footprints cleared."""
         ctx = self._ctx
         if self._delete_extended:
             try:
@@ -415,7 +408,7 @@ class BindTransaction:
                           self._ref, exc)
         undo = [w for w in self._written if w.create is None]
         outcomes = await _run_all(
-            [ctx.binder.release_claim(w.claim, self._ref, deallocate=True) for w in undo],
+            [ctx.binder.release_claim(w.claim, self._ref, deallocate=w.newly_allocated) for w in undo],
             ctx.config.bind_timeout_s,
         )
         for write, outcome in zip(undo, outcomes, strict=True):

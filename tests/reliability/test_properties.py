@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -493,6 +494,12 @@ def test_no_device_is_handed_out_twice_under_any_interleaving(
     record("faults injected", harness.server.faults.fired)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (issue 28): the rule 'the last reservation out deallocates' fixed this but "
+    "broke e2e preemption-by-eviction (it also freed claims allocated before the failed bind); "
+    "rollback again deallocates only what the bind allocated, as before",
+)
 def test_two_pods_rolling_back_a_shared_claim_leave_it_allocated_for_nobody_never() -> None:
     """The interleaving behind "claim s2 allocated for nobody" (seen once under load): p0's bind
     allocates s0 and reserves it, p1's bind (s0 already allocated) only reserves it, then both

@@ -442,16 +442,15 @@ def test_a_second_bind_of_the_same_pod_meanwhile_is_refused_naming_it() -> None:
 
 def test_a_reservation_of_unknown_fate_is_released_best_effort() -> None:
     # Only a reservation: it holds no devices, so nothing waits for the settler; the release
-    # that follows undoes it if it landed, and, the pod being the claim's only consumer, frees
-    # the allocation with it (no claim is left allocated for nobody).
+    # that follows undoes it if it landed.
     objs = [*gpu_cluster(nodes=1, per_node=1), allocated(claim("c"), "node-0", ["gpu-0"])]
     svc = Service([*objs, pod("p", claims={"gpu": "c"})])
     svc.ctx.binder = LateWrites(svc.ctx.binder, error=WriteUncertain("no answer", 1))
     error = svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
     assert error == "claim default/c: no answer"
     assert writes_counted(svc, "unknown") == 1
-    status = svc.claims()["c"].get("status", {})
-    assert not status.get("allocation") and not status.get("reservedFor")
+    status = svc.claims()["c"]["status"]
+    assert status["allocation"] and not status.get("reservedFor")
 
 
 # --- the allocation's timestamp (PreBind's, with the binding gates) -----------------------------

@@ -280,27 +280,20 @@ def test_a_claim_the_group_shares_that_is_allocated_already_is_reserved_for_the_
     assert status["allocation"] == before  # only reserved: the allocation is not rewritten
 
 
-def test_a_failed_bind_leaves_the_groups_claim_allocated_and_reserved_for_the_group():
-    # The group's reservation is not the pod's to release (other members may use it), so the
-    # allocation, not this bind's, stays; a failed filter drops the reservation when no member is
-    # scheduled (test_a_failed_filter_drops_the_groups_reservation_when_no_member_is_scheduled).
-    svc = Service(_allocated_unreserved_group_claim(), feature_gates=WORKLOAD)
+@pytest.mark.parametrize(
+    ("features", "left_reserved"),
+    [(WORKLOAD, [GROUP_RESERVATION]), (Features.defaults("1.37"), None)],
+    ids=["for-the-group", "for-the-pod"],
+)
+def test_a_failed_bind_leaves_a_claim_allocated_before_allocated(features, left_reserved):
+    # The allocation was not this bind's: undoing the bind must not deallocate it, even when
+    # nothing stays reserved. The group's reservation is not the pod's to release (other members
+    # may use it); a failed filter drops it when no member is scheduled
+    # (test_a_failed_filter_drops_the_groups_reservation_when_no_member_is_scheduled).
+    svc = Service(_allocated_unreserved_group_claim(), feature_gates=features)
     before = svc.claims()["shared"]["status"]["allocation"]
     svc.ctx.binder = RefusedBinding(svc.ctx.binder)
     _, error = svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"]))
     assert error.endswith("the Binding was refused")
     status = svc.claims()["shared"]["status"]
-    assert status["allocation"] == before and status.get("reservedFor") == [GROUP_RESERVATION]
-
-
-def test_a_failed_bind_that_was_a_claims_last_consumer_deallocates_it():
-    # Without the workload gate the pod reserved the claim for itself; its rollback removes the
-    # last reservation and so deallocates, though the allocation was not this bind's: no claim is
-    # left allocated for nobody (docs/reliability.md, "What is rolled back"), where upstream's
-    # Unreserve leaves that to its PostFilter.
-    svc = Service(_allocated_unreserved_group_claim(), feature_gates=Features.defaults("1.37"))
-    svc.ctx.binder = RefusedBinding(svc.ctx.binder)
-    _, error = svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"]))
-    assert error.endswith("the Binding was refused")
-    status = svc.claims()["shared"].get("status", {})
-    assert not status.get("allocation") and not status.get("reservedFor")
+    assert status["allocation"] == before and status.get("reservedFor") == left_reserved
