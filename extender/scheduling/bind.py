@@ -390,6 +390,8 @@ class BindTransaction:
         """The pod is bound: memory forgets its filter results, its node counts its resources."""
         ctx, pod = self._ctx, self._pod
         ctx.memory.bound(pod.uid)
+        for write in self._writes:
+            ctx.memory.allocation_settled(write.claim.uid)  # in use by a bound pod now
         if ctx.state.node_requests is not None:
             # Counted on the node at once, as kube-scheduler assumes every pod it binds (devices
             # or not): until the watch shows it bound, the next pod must not get its CPU or memory.
@@ -407,19 +409,53 @@ class BindTransaction:
                 log.error("rollback: deleting the extended-resource claim of pod %s failed: %s",
                           self._ref, exc)
         undo = [w for w in self._written if w.create is None]
-        outcomes = await _run_all(
-            [ctx.binder.release_claim(w.claim, self._ref, deallocate=w.newly_allocated) for w in undo],
-            ctx.config.bind_timeout_s,
-        )
-        for write, outcome in zip(undo, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                log.error("rollback of claim %s failed: %s", write.claim.key, outcome)
-            elif outcome is not None:
-                # Cached at once, like a write: until the watch echoes the rollback, a retry of the
-                # pod would otherwise find its old reservation and bind without writing the claim.
-                ctx.state.assume_claim_unless_older(outcome)
+        for write in undo:
+            if write.newly_allocated and not self._used_by_a_bound_pod(write.claim):
+                ctx.memory.allocation_abandoned(write.claim.uid)
+        outcomes = await self._release(undo, [w.newly_allocated for w in undo])
+        # A shared claim this bind only reserved: when another pod's rollback had to leave the
+        # allocation it wrote because this pod still held the claim, this one, last out, clears it.
+        last_out = [
+            w for w, outcome in zip(undo, outcomes, strict=True)
+            if not w.newly_allocated and _unused_allocation(outcome) and ctx.memory.abandoned(w.claim.uid)
+        ]
+        if last_out:
+            await self._release(last_out, [True] * len(last_out))
         if self._footprints_written:
             await self._clear_footprints()
+
+    def _used_by_a_bound_pod(self, claim: ResourceClaim) -> bool:
+        """Whether another pod holding the claim was bound by us (its ``commit`` ran first)."""
+        held = self._ctx.state.claim(claim.namespace, claim.name)
+        memory = self._ctx.memory
+        return held is not None and any(
+            r.uid != self._ref.uid and memory.may_be_bound(r.uid) for r in held.reserved_for
+        )
+
+    async def _release(self, writes: list[_Write], deallocate: list[bool]) -> list[object]:
+        """Remove the pod from each claim's reservations, and clear the allocations flagged.
+
+        Each claim's reply is cached at once, like a write: until the watch echoes the rollback,
+        a retry of the pod would otherwise find its old reservation and bind without writing the
+        claim. A claim found deallocated or gone is no longer an abandoned allocation.
+        """
+        ctx = self._ctx
+        outcomes = await _run_all(
+            [
+                ctx.binder.release_claim(w.claim, self._ref, deallocate=d)
+                for w, d in zip(writes, deallocate, strict=True)
+            ],
+            ctx.config.bind_timeout_s,
+        )
+        for write, outcome in zip(writes, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                log.error("rollback of claim %s failed: %s", write.claim.key, outcome)
+                continue
+            if outcome is not None:
+                ctx.state.assume_claim_unless_older(outcome)
+            if outcome is None or not (outcome.get("status") or {}).get("allocation"):
+                ctx.memory.allocation_settled(write.claim.uid)
+        return outcomes
 
     async def _clear_footprints(self) -> None:
         """An empty list, not an absent field, so that the API server does not keep the old value
@@ -453,6 +489,14 @@ class BindTransaction:
 
     async def _in_time(self, work: Awaitable[T]) -> T:
         return await asyncio.wait_for(work, self._ctx.config.bind_timeout_s)
+
+
+def _unused_allocation(claim: object) -> bool:
+    """A claim (as a release returned it) still allocated but reserved for nobody."""
+    if not isinstance(claim, dict):
+        return False
+    status = claim.get("status") or {}
+    return bool(status.get("allocation")) and not status.get("reservedFor")
 
 
 class _BindingUnsettled(Exception):

@@ -34,6 +34,8 @@ MAX_PODS_REMEMBERED = 20_000
 EXPECTED_TTL_S = 5.0
 MAY_BE_BOUND_TTL_S = 600.0
 DELETED_CLAIM_TTL_S = 300.0
+# Far beyond any bind and its rollback (bind_timeout_s each).
+ABANDONED_TTL_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,7 @@ class InFlightTable(Protocol):
 
 class SchedulerMemory:
     """Filter results kept for bind, verdicts shared between pods, expected placements,
-    binds under way and claims a rollback deleted."""
+    binds under way, claims a rollback deleted and allocations a rollback had to leave."""
 
     def __init__(
         self,
@@ -94,6 +96,15 @@ class SchedulerMemory:
         # watch lag.
         self._bound: TTLCache[str, bool] = TTLCache(
             maxsize=MAX_PODS_REMEMBERED, ttl=MAY_BE_BOUND_TTL_S, timer=clock
+        )
+        # UIDs of claims whose allocation a bind wrote and then undid while another pod's
+        # reservation still held it (a shared claim): the allocation stayed, for that pod, and
+        # the last rollback out must clear it, or it is allocated for nobody. Only these: an
+        # allocation made before the failed binds (by a bind that succeeded, or by anyone else)
+        # is not a rollback's to clear. Invalidation: the allocation cleared or the claim gone
+        # (seen by a rollback), a bind of a pod using the claim succeeding, ABANDONED_TTL_S.
+        self._abandoned: TTLCache[str, bool] = TTLCache(
+            maxsize=MAX_PODS_REMEMBERED, ttl=ABANDONED_TTL_S, timer=clock
         )
 
     # --- time ------------------------------------------------------------------------------
@@ -203,3 +214,19 @@ class SchedulerMemory:
 
     def was_deleted(self, claim_uid: str) -> bool:
         return claim_uid in self._deleted_claims
+
+    # --- allocations undone while shared ----------------------------------------------------
+
+    def allocation_abandoned(self, claim_uid: str) -> None:
+        """A rollback is undoing the allocation it wrote to this claim. Recorded before its
+        release is sent: a concurrent rollback of another pod that ends up last out must know."""
+        self._abandoned[claim_uid] = True
+
+    def abandoned(self, claim_uid: str) -> bool:
+        """Whether a rollback left this claim's allocation to whoever releases it last."""
+        return claim_uid in self._abandoned
+
+    def allocation_settled(self, claim_uid: str) -> None:
+        """The claim's allocation is no rollback's to clear any more: cleared, the claim gone,
+        or in use by a bound pod."""
+        self._abandoned.pop(claim_uid, None)

@@ -494,12 +494,6 @@ def test_no_device_is_handed_out_twice_under_any_interleaving(
     record("faults injected", harness.server.faults.fired)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (issue 28): the rule 'the last reservation out deallocates' fixed this but "
-    "broke e2e preemption-by-eviction (it also freed claims allocated before the failed bind); "
-    "rollback again deallocates only what the bind allocated, as before",
-)
 def test_two_pods_rolling_back_a_shared_claim_leave_it_allocated_for_nobody_never() -> None:
     """The interleaving behind "claim s2 allocated for nobody" (seen once under load): p0's bind
     allocates s0 and reserves it, p1's bind (s0 already allocated) only reserves it, then both
@@ -547,6 +541,68 @@ def test_two_pods_rolling_back_a_shared_claim_leave_it_allocated_for_nobody_neve
             second.set()
             assert "403" in await p1
             assert not s0().get("reservedFor") and not s0().get("allocation"), f"s0 left as {s0()}"
+            await harness.check_settled()
+        finally:
+            await harness.stop()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("p1_bound", ["before p0's rollback", "during p0's rollback"])
+def test_an_allocation_left_by_a_rollback_is_the_bound_pods_that_holds_it(p1_bound: str) -> None:
+    """The other side of that rule: when p1, which only reserved s0, is bound, the allocation
+    p0's rollback had to leave is p1's, and no later rollback is left to clear it (the claim
+    controller does when the last pod using it ends), whichever of p1's commit and p0's rollback
+    comes first."""
+    harness = Harness(
+        {"plain": [1], "claims": [1], "shares": [1], "pods": [1, 1]},
+        {"fail": 0.0, "lost_reply": 0.0, "slow": 0.0, "late": 0.0, "time_out": 0.0, "seed": 0},
+    )
+    harness.ctx.config = replace(harness.ctx.config, bind_timeout_s=INFLIGHT_TTL / 3)
+    faults = harness.server.faults
+    memory = harness.ctx.memory
+
+    def s0() -> dict[str, Any]:
+        return harness.store.get(CLAIM, "default", "s0")
+
+    def reserved() -> list[str]:
+        return [r["name"] for r in (s0().get("status") or {}).get("reservedFor") or ()]
+
+    def cached_reservations() -> list[str]:
+        claim_obj = harness.state.claim("default", "s0")
+        return [] if claim_obj is None else [r.name for r in claim_obj.reserved_for]
+
+    async def bind(name: str) -> str:
+        info = harness.state.pod("default", name)
+        assert info is not None
+        return await bind_pod(harness.ctx, "default", name, info.uid, "node-0")
+
+    async def scenario() -> None:
+        await harness.start()
+        try:
+            first, second = faults.hold("create", "pods", "binding"), faults.hold("create", "pods", "binding")
+            p0 = asyncio.create_task(bind("p0"))
+            # p1 comes once p0's write is back and cached: s0 is allocated, p1 only reserves it.
+            await until(lambda: cached_reservations() == ["p0"], "p0's claim write")
+            p1 = asyncio.create_task(bind("p1"))
+            await until(lambda: reserved() == ["p0", "p1"] or p1.done(), "p1's reservation")
+            assert not p1.done(), p1.result()
+            if p1_bound == "before p0's rollback":
+                second.set()
+                assert await p1 == ""
+                faults.fail("create", "pods", 403, subresource="binding")  # the held one, p0's
+                first.set()
+                assert "403" in await p0
+            else:
+                faults.fail("create", "pods", 403, subresource="binding")
+                first.set()
+                assert "403" in await p0
+                assert memory.abandoned(s0()["metadata"]["uid"]), "p1 not bound yet: s0 is left to it"
+                second.set()
+                assert await p1 == ""
+            status = s0().get("status") or {}
+            assert [r["name"] for r in status.get("reservedFor") or ()] == ["p1"] and status.get("allocation")
+            assert not memory.abandoned(s0()["metadata"]["uid"])
             await harness.check_settled()
         finally:
             await harness.stop()
