@@ -338,7 +338,8 @@ class BindTransaction:
         return None if readiness.ready else readiness.message
 
     def _ours_to_release(self, plan: PodPlan) -> list[_Write]:
-        """Every user claim reserved for the pod; those nobody else uses are deallocated too.
+        """Every user claim reserved for the pod, each to be deallocated too: the binder clears an
+        allocation only when no other pod holds the claim, as the API server has it then.
 
         The extended-resource claim is not among them: it is deleted instead.
         """
@@ -348,8 +349,7 @@ class BindTransaction:
                 continue
             held = self._ctx.state.claim(claim.namespace, claim.name)
             if held is not None and reserved_for(held, self._ref.uid):
-                alone = all(r.uid == self._ref.uid for r in held.reserved_for)
-                out.append(_Write(held, None, alone))
+                out.append(_Write(held, None, newly_allocated=True))
         return out
 
     async def _bind_pod(self) -> None:

@@ -494,6 +494,22 @@ def test_binding_failure_condition_deallocates_for_a_fresh_attempt():
     assert not svc.state.inuse.devices
 
 
+def test_binding_failure_of_a_shared_claim_deallocates_only_with_its_last_pod():
+    """A failed binding releases everything reserved for the pod, but clears an allocation only
+    when no other pod holds the claim: q, still waiting with it, finds the failure at its own retry."""
+    svc = Service([*_gated_cluster(), pod("q", claims={"c": "c"})])
+    assert "waiting" in svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    assert "waiting" in svc.run(lambda c: bind_call(c, svc.pod("q"), "node-0"))
+    _set_device_condition(svc, "broken")
+    assert "binding failed" in svc.run(lambda c: bind_call(c, svc.pod("p"), "node-0"))
+    status = svc.claims()["c"]["status"]
+    assert [r["name"] for r in status["reservedFor"]] == ["q"] and status["allocation"]
+    assert "binding failed" in svc.run(lambda c: bind_call(c, svc.pod("q"), "node-0"))
+    status = svc.claims()["c"].get("status", {})
+    assert "allocation" not in status and "reservedFor" not in status
+    assert not svc.state.inuse.devices
+
+
 def test_scoring_steers_the_next_pod_away_from_a_node_the_previous_one_will_fill():
     objs = [
         device_class(),
