@@ -12,7 +12,16 @@ import pytest
 from extender.model.pods import PodInfo
 from extender.scheduling.evict import Choice, NoChoice, choose
 from extender.scheduling.preemption.book import EvictionBook
-from tests.scheduling.cluster import Service, bind_call, claim_spec, gpu_cluster, pod, request, template
+from tests.scheduling.cluster import (
+    Service,
+    bind_call,
+    claim_spec,
+    filter_call,
+    gpu_cluster,
+    pod,
+    request,
+    template,
+)
 from tests.scheduling.test_preemption import full_node, prio
 
 
@@ -166,3 +175,22 @@ def test_a_pod_that_cannot_preempt_is_not_due() -> None:
     book, _ = book_over(svc, grace=0.0)
     book.wants(info(svc, "hi"), ["node-0"])
     assert book.due() == []
+
+
+def test_a_hold_keeps_what_the_first_victim_freed_while_the_others_still_run() -> None:
+    """The e2e flake "low bound where the victims were": the claim controller deallocated v1's
+    claim before the watch showed v2 deleted. The preemptor needs both GPUs, so over what the
+    cache shows it fits nowhere yet; its hold must still count its victims as gone, or a pod of
+    lower priority takes the GPU v1 freed and the preemption was for nothing."""
+    svc = one_node({"v1": 1, "v2": 1, "v3": 1, "v4": 1}, 2, 1000)
+    svc.cluster.apply(prio(pod("lo", templates={"gpu": "one"}), 0))
+    book, _ = book_over(svc, grace=0.0, hold_s=60.0)
+    svc.ctx.evictions = book
+    victims = tuple(info(svc, name).pod_ref for name in ("v1", "v2"))
+    book.hold(info(svc, "hi"), "node-0", victims)
+    reserved = {c["status"]["reservedFor"][0]["name"]: c for c in svc.claims().values() if c.get("status")}
+    freed = reserved["v1"]
+    svc.cluster.write("ResourceClaim", {**freed, "status": {}})  # the claim controller, after v1 went
+    assert svc.cluster.delete("Pod", "default", "v1")
+    result = svc.run(lambda c: filter_call(c, svc.pod("lo"), ["node-0"]))
+    assert result["NodeNames"] == [], result

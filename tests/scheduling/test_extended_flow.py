@@ -229,6 +229,33 @@ def test_claim_left_allocated_by_an_earlier_attempt_is_adopted_not_duplicated():
     assert svc.pod("p")["status"]["extendedResourceClaimStatus"]["resourceClaimName"] == first
 
 
+def test_a_binding_failure_during_a_retry_deletes_the_adopted_claim():
+    """The claim created by the first attempt (which waits for the device's binding conditions)
+    is the retry's by adoption: when the binding fails while the retry runs (here: as it records
+    the claim in the pod's status, which the first attempt's record had lost), the retry deletes
+    it all the same, for a fresh attempt to create anew."""
+    device = {**gpus(1)[0], "bindingConditions": ["attached"], "bindingFailureConditions": ["broken"]}
+    svc = Service([mapped_class(), node("n"), node_slice("n", [device]), extended_pod("p", {RESOURCE: "1"})])
+    assert "waiting for binding conditions" in svc.run(lambda c: bind_call(c, svc.pod("p"), "n"))
+    [(name, created)] = svc.claims().items()
+    lost = svc.pod("p")
+    del lost["status"]["extendedResourceClaimStatus"]
+    svc.cluster.write("Pod", lost)
+    record = svc.ctx.binder.patch_pod_status
+
+    async def record_as_the_binding_fails(ref: PodRef, status: dict[str, Any]) -> None:
+        created["status"]["devices"] = [{"driver": DRIVER, "pool": "n", "device": device["name"],
+                                         "conditions": [{"type": "broken", "status": "True"}]}]
+        svc.cluster.write("ResourceClaim", created)
+        await record(ref, status)
+
+    svc.ctx.binder.patch_pod_status = record_as_the_binding_fails  # type: ignore[method-assign]
+    error = svc.run(lambda c: bind_call(c, svc.pod("p"), "n"))
+    assert "binding failed" in error and "broken" in error
+    assert name not in svc.claims()
+    assert not svc.state.inuse.devices
+
+
 def test_preempting_a_victim_frees_the_devices_of_its_extended_resource_claim():
     objs = [mapped_class(), *dra_node("n", 1)]
     objs += [extended_pod("victim", {RESOURCE: "1"}), extended_pod("newcomer", {RESOURCE: "1"})]

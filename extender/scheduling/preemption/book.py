@@ -148,6 +148,11 @@ class EvictionBook:
             if pod is not None and pod.uid == uid:
                 yield pod, held.node
 
+    def evicting(self) -> frozenset[str]:
+        """UIDs of the victims of the live holds: their devices are the preemptors' to take."""
+        self.expire()
+        return frozenset(victim.uid for held in self._holds.values() for victim in held.victims)
+
     def hold_of(self, pod_uid: str) -> EvictionHold | None:
         self.expire()
         return self._holds.get(pod_uid)

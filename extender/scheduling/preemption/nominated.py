@@ -83,14 +83,23 @@ def nominated_pods(ctx: HoldWiring, pod: PodInfo) -> dict[str, list[PodInfo]]:
     return out
 
 
-def freed_soon(state: ClusterState) -> set[Owner]:
-    """Claims whose every consumer is a pod being deleted or gone: their deallocation is coming."""
+def freed_soon(state: ClusterState, evicting: frozenset[str] = frozenset()) -> set[Owner]:
+    """Claims whose every consumer is a pod being deleted, gone, or among ``evicting`` (the
+    victims of our evictions in flight): their deallocation is coming.
+
+    The victims count as gone from the moment they are evicted, not from when the watch shows
+    them deleted: the claim controller may deallocate one victim's claim before the watch has
+    shown the next victim deleting, and over that half-freed node a preemptor that needs all the
+    victims' devices would fit nowhere, hold nothing, and leave the freed device to anyone.
+    """
     live = {p.uid: p for p in state.pods.values()}
     out: set[Owner] = set()
     for claim in state.claims.values():
         if claim.allocation is None or not claim.reserved_for:
             continue
-        if all(ref.uid not in live or live[ref.uid].deleting for ref in claim.reserved_for):
+        if all(
+            ref.uid not in live or live[ref.uid].deleting or ref.uid in evicting for ref in claim.reserved_for
+        ):
             out.add(("claim", claim.uid))
     return out
 
@@ -101,7 +110,8 @@ def holds(ctx: HoldWiring, pod: PodInfo, expected: Expected) -> dict[str, list[H
     by_node = nominated_pods(ctx, pod)
     if not by_node:
         return {}
-    devices, shared, capacity = ctx.state.inuse.without(freed_soon(ctx.state))
+    evicting = ctx.evictions.evicting() if ctx.evictions is not None else frozenset()
+    devices, shared, capacity = ctx.state.inuse.without(freed_soon(ctx.state, evicting))
     out: dict[str, list[Holdings]] = {}
     for node_name, pods in by_node.items():
         node = ctx.state.nodes.get(node_name)
