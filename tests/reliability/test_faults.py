@@ -93,14 +93,20 @@ async def test_a_claim_write_answered_after_the_bind_deadline_is_adopted_by_the_
     apiserver: ApiServer,
 ) -> None:
     seed(apiserver, pods=2)
-    async with extender(apiserver, bind_timeout_s=0.3, inflight_ttl_s=1.0) as (http, state, ctx):
+    # Held, not delayed, past the deadline: on a loaded machine a delay of fixed length could end
+    # before the bind's deadline, or the in-flight TTL before the filter of pod-1 (a flake seen).
+    async with extender(apiserver, bind_timeout_s=1.0, inflight_ttl_s=1.5) as (http, state, ctx):
         node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
-        apiserver.faults.delay(0.8, "update", "resourceclaims", subresource="status")
-        error = await bind(http, apiserver, "pod-0", node)
-        assert "no answer within 0.3s" in error
-        # The write is still sitting in the server: its device is not offered to pod-1 meanwhile.
-        other = await filter_nodes(http, apiserver, "pod-1")
-        assert other["NodeNames"] == [n for n in NODES if n != node]
+        release = apiserver.faults.hold("update", "resourceclaims", subresource="status")
+        try:
+            error = await bind(http, apiserver, "pod-0", node)
+            assert "no answer within 1s" in error
+            await asyncio.sleep(1.5)  # past the in-flight TTL too
+            # The write is still sitting in the server: its device is not offered to pod-1 meanwhile.
+            other = await filter_nodes(http, apiserver, "pod-1")
+            assert other["NodeNames"] == [n for n in NODES if n != node]
+        finally:
+            release.set()
         await eventually(lambda: claim_reserved("claim-0", apiserver), what="the late write to land")
         assert "nodeName" not in pod_obj(apiserver, "pod-0")["spec"]
         # (until the watch delivers it, pod-0 is told its claim "is in the process of being allocated")
