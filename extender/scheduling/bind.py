@@ -409,18 +409,17 @@ class BindTransaction:
                 log.error("rollback: deleting the extended-resource claim of pod %s failed: %s",
                           self._ref, exc)
         undo = [w for w in self._written if w.create is None]
+        memory = ctx.memory
         for write in undo:
             if write.newly_allocated and not self._used_by_a_bound_pod(write.claim):
-                ctx.memory.allocation_abandoned(write.claim.uid)
-        outcomes = await self._release(undo, [w.newly_allocated for w in undo])
-        # A shared claim this bind only reserved: when another pod's rollback had to leave the
-        # allocation it wrote because this pod still held the claim, this one, last out, clears it.
-        last_out = [
-            w for w, outcome in zip(undo, outcomes, strict=True)
-            if not w.newly_allocated and _unused_allocation(outcome) and ctx.memory.abandoned(w.claim.uid)
-        ]
+                memory.allocation_abandoned(write.claim.uid)
+        await self._release([(w, w.newly_allocated) for w in undo])
+        # A shared claim this bind only reserved, whose allocation another pod's rollback had to
+        # leave while this pod held it: asked to clear, it is cleared if this one was the last out
+        # (the binder checks that against the API server).
+        last_out = [(w, True) for w in undo if not w.newly_allocated and memory.abandoned(w.claim.uid)]
         if last_out:
-            await self._release(last_out, [True] * len(last_out))
+            await self._release(last_out)
         if self._footprints_written:
             await self._clear_footprints()
 
@@ -432,30 +431,27 @@ class BindTransaction:
             r.uid != self._ref.uid and memory.may_be_bound(r.uid) for r in held.reserved_for
         )
 
-    async def _release(self, writes: list[_Write], deallocate: list[bool]) -> list[object]:
-        """Remove the pod from each claim's reservations, and clear the allocations flagged.
+    async def _release(self, releases: list[tuple[_Write, bool]]) -> None:
+        """Remove the pod from each claim's reservations, also clearing the allocation when
+        flagged; all at once, within the bind timeout."""
+        await _run_all([self._release_one(w, deallocate) for w, deallocate in releases],
+                       self._ctx.config.bind_timeout_s)
 
-        Each claim's reply is cached at once, like a write: until the watch echoes the rollback,
-        a retry of the pod would otherwise find its old reservation and bind without writing the
-        claim. A claim found deallocated or gone is no longer an abandoned allocation.
-        """
+    async def _release_one(self, write: _Write, deallocate: bool) -> None:
+        """One claim's release. Its reply is cached at once, like a write: until the watch echoes
+        the rollback, a retry of the pod would otherwise find its old reservation and bind without
+        writing the claim. A claim found deallocated or gone is no longer an abandoned allocation.
+        A reply that comes after the bind timeout is handled all the same."""
         ctx = self._ctx
-        outcomes = await _run_all(
-            [
-                ctx.binder.release_claim(w.claim, self._ref, deallocate=d)
-                for w, d in zip(writes, deallocate, strict=True)
-            ],
-            ctx.config.bind_timeout_s,
-        )
-        for write, outcome in zip(writes, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                log.error("rollback of claim %s failed: %s", write.claim.key, outcome)
-                continue
-            if outcome is not None:
-                ctx.state.assume_claim_unless_older(outcome)
-            if outcome is None or not (outcome.get("status") or {}).get("allocation"):
-                ctx.memory.allocation_settled(write.claim.uid)
-        return outcomes
+        try:
+            claim = await ctx.binder.release_claim(write.claim, self._ref, deallocate=deallocate)
+        except Exception as exc:
+            log.error("rollback of claim %s failed: %s", write.claim.key, exc)
+            return
+        if claim is not None:
+            ctx.state.assume_claim_unless_older(claim)
+        if claim is None or not (claim.get("status") or {}).get("allocation"):
+            ctx.memory.allocation_settled(write.claim.uid)
 
     async def _clear_footprints(self) -> None:
         """An empty list, not an absent field, so that the API server does not keep the old value
@@ -489,14 +485,6 @@ class BindTransaction:
 
     async def _in_time(self, work: Awaitable[T]) -> T:
         return await asyncio.wait_for(work, self._ctx.config.bind_timeout_s)
-
-
-def _unused_allocation(claim: object) -> bool:
-    """A claim (as a release returned it) still allocated but reserved for nobody."""
-    if not isinstance(claim, dict):
-        return False
-    status = claim.get("status") or {}
-    return bool(status.get("allocation")) and not status.get("reservedFor")
 
 
 class _BindingUnsettled(Exception):

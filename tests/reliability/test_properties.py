@@ -541,6 +541,8 @@ def test_two_pods_rolling_back_a_shared_claim_leave_it_allocated_for_nobody_neve
             second.set()
             assert "403" in await p1
             assert not s0().get("reservedFor") and not s0().get("allocation"), f"s0 left as {s0()}"
+            uid = harness.store.get(CLAIM, "default", "s0")["metadata"]["uid"]
+            assert not harness.ctx.memory.abandoned(uid), "cleared: no rollback has it left to clear"
             await harness.check_settled()
         finally:
             await harness.stop()

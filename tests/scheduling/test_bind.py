@@ -207,6 +207,42 @@ def test_a_binding_that_cannot_land_any_more_has_its_claims_released_and_the_pod
     svc.run(flow)
 
 
+def test_the_settlers_undo_leaves_the_claims_to_a_retry_under_way() -> None:
+    """The settler found the first Binding unable to land just as kube-scheduler's retry of the
+    pod began: the retry has adopted the claims, so the undo must leave them, or the retry binds
+    the pod without its devices."""
+    svc = two_pods_one_gpu()
+    first = UnansweredBinding(svc.ctx.binder)
+    svc.ctx.binder = first
+    undos: list[Any] = []
+    svc.ctx.settler.follow_binding = lambda ref, node, undo: undos.append(undo)  # type: ignore[method-assign]
+
+    class HeldBinding(UnansweredBinding):
+        def __init__(self, inner: Any) -> None:
+            super().__init__(inner)
+            self.started, self.go = asyncio.Event(), asyncio.Event()
+
+        async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+            self.started.set()
+            await self.go.wait()
+            await self.inner.bind_pod(pod_ref, node_name, deadline)
+
+    async def flow(client: Any) -> None:
+        assert "stay reserved" in await bind_call(client, svc.pod("p"), "node-0")
+        [undo] = undos
+        svc.ctx.binder = retry = HeldBinding(first.inner)
+        bound = asyncio.create_task(bind_call(client, svc.pod("p"), "node-0"))
+        await retry.started.wait()  # the retry has adopted the claims and sent its Binding
+        await undo()
+        assert [r["name"] for r in claim_of(svc, "p")["status"]["reservedFor"]] == ["p"]
+        retry.go.set()
+        assert await bound == ""
+        assert [r["name"] for r in claim_of(svc, "p")["status"]["reservedFor"]] == ["p"]
+        await svc.ctx.close()
+
+    svc.run(flow)
+
+
 # --- rollbacks ---------------------------------------------------------------------------------------
 
 
@@ -524,6 +560,37 @@ def test_a_created_extended_claim_whose_write_is_still_running_holds_its_device_
         # and nothing holds the device any more.
         assert svc.claims() == {} and not svc.state.inuse.inflight and svc.ctx.settler.unsettled == 0
         assert (await filter_call(client, svc.pod("y"), ["n"]))["NodeNames"] == ["n"]
+        await svc.ctx.close()
+
+    svc.run(flow)
+
+
+class UncertainCreatedClaimWrite(CleanupRefused):
+    """The extended-resource claim is created; its write ends of unknown fate (based on the
+    created version), and the rollback cannot delete it."""
+
+    async def create_extended_claim(self, body: dict[str, Any], pod_ref: Any) -> dict[str, Any]:
+        self.created: dict[str, Any] = await self.inner.create_extended_claim(body, pod_ref)
+        return self.created
+
+    async def write_claim(self, claim: Any, allocation: Any, pod_ref: Any, deadline: Any = None) -> Any:
+        raise WriteUncertain("no answer", int(self.created["metadata"]["resourceVersion"]))
+
+
+def test_a_created_extended_claim_of_unknown_fate_is_followed_by_its_real_name() -> None:
+    """The settler must read back the claim the API server has, not the in-memory one (which no
+    read can find, so its write would look impossible and its device free while it may land)."""
+    objs = [mapped_class(), node("n"), node_slice("n", gpus(1))]
+    objs += [extended_pod("x", {RESOURCE: "1"}), extended_pod("y", {RESOURCE: "1"})]
+    svc = Service(objs, fence_after_s=60.0)
+    svc.ctx.binder = UncertainCreatedClaimWrite(svc.ctx.binder)
+
+    async def flow(client: Any) -> None:
+        assert "no answer" in await bind_call(client, svc.pod("x"), "n")
+        await asyncio.sleep(0.05)  # the settler's first read-back
+        svc.state.expire_inflight()
+        assert (await filter_call(client, svc.pod("y"), ["n"]))["NodeNames"] == []
+        assert svc.ctx.settler.unsettled == 1
         await svc.ctx.close()
 
     svc.run(flow)
