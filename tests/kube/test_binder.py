@@ -582,3 +582,41 @@ async def test_a_claim_being_deleted_is_not_written(apiserver: ApiServer, client
         await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
     assert writes(apiserver) == []
     assert "allocation" not in (apiserver.store.get(CLAIM, "default", "gpu-claim").get("status") or {})
+
+
+async def test_a_claim_with_another_finalizer_keeps_it_and_gets_ours_in_front_of_the_allocation(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    body = objects.claim("gpu-claim")
+    body["metadata"]["finalizers"] = ["example.com/keep-me"]
+    raw = apiserver.store.seed(CLAIM, body)
+    pod = make_pod(apiserver)
+    await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert stored["metadata"]["finalizers"] == ["example.com/keep-me", DELETE_PROTECTION_FINALIZER]
+    assert writes(apiserver) == [("update", "resourceclaims", None), ("update", "resourceclaims", "status")]
+
+
+async def test_a_claim_already_carrying_our_finalizer_among_others_gets_only_the_status_write(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    body = objects.claim("gpu-claim")
+    body["metadata"]["finalizers"] = ["example.com/keep-me", DELETE_PROTECTION_FINALIZER]
+    raw = apiserver.store.seed(CLAIM, body)
+    pod = make_pod(apiserver)
+    await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+    assert stored["metadata"]["finalizers"] == ["example.com/keep-me", DELETE_PROTECTION_FINALIZER]
+    assert writes(apiserver) == [("update", "resourceclaims", "status")]
+
+
+async def test_reserving_a_claim_that_lost_its_allocation_fails_saying_so(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """Only a reservation was to be written (the claim was allocated when the pod was placed), but
+    the claim has been deallocated since: the pod cannot run with it, and nothing is written."""
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    with pytest.raises(BindError, match=r"^claim default/gpu-claim is not allocated any more$"):
+        await binder(client).write_claim(parse_resource_claim(raw), None, pod)
+    assert writes(apiserver) == []
