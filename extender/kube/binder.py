@@ -194,9 +194,8 @@ class KubeBinder:
 
         def attempt(at: Attempt) -> dict[str, Any]:
             nonlocal current, uncertain
-            timeout = self._client.request_timeout if at.remaining is None else min(
-                self._client.request_timeout, at.remaining
-            )
+            assert at.remaining is not None  # the run has a deadline
+            timeout = min(self._client.request_timeout, at.remaining)
             try:
                 if at.number:
                     current = self._client.request("GET", path, timeout=timeout)

@@ -12,7 +12,7 @@ import pytest
 from extender.kube.binder import FENCE_ANNOTATION, KubeBinder
 from extender.kube.client import RawClient
 from extender.model import parse_resource_claim
-from extender.model.refs import DELETE_PROTECTION_FINALIZER, PodRef
+from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from tests.apiserver.faults import RandomFaults
 from tests.apiserver.resources import BY_KIND
@@ -618,5 +618,58 @@ async def test_reserving_a_claim_that_lost_its_allocation_fails_saying_so(
     raw = make_claim(apiserver)
     pod = make_pod(apiserver)
     with pytest.raises(BindError, match=r"^claim default/gpu-claim is not allocated any more$"):
+        await binder(client).write_claim(parse_resource_claim(raw), None, pod)
+    assert writes(apiserver) == []
+
+
+async def test_a_re_read_the_api_server_sits_on_ends_at_the_bind_deadline(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """After a conflict the claim is read again; that GET may last only what is left of the bind's
+    deadline, not the client's 5 s request timeout."""
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 409)
+    release = apiserver.faults.hold("get", "resourceclaims")
+    started = asyncio.get_running_loop().time()
+    try:
+        with pytest.raises(BindError, match=r"^writing claim default/gpu-claim failed after 2 attempts"):
+            await asyncio.wait_for(
+                binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod,
+                                           time.monotonic() + 0.3),
+                timeout=3.0,
+            )
+        assert asyncio.get_running_loop().time() - started < 2.0
+    finally:
+        release.set()
+
+
+async def test_a_refused_write_is_a_plain_failure_not_one_of_unknown_fate(
+    apiserver: ApiServer, client: RawClient
+) -> None:
+    """Only a write that went unanswered may still land; one the API server refused holds no device."""
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 403)
+    with pytest.raises(BindError) as refused:
+        await binder(client).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    assert type(refused.value) is BindError and "403" in str(refused.value)
+
+
+@pytest.mark.parametrize("consumers", [RESERVED_FOR_MAX - 1, RESERVED_FOR_MAX])
+async def test_a_claim_takes_consumers_up_to_the_api_maximum(
+    apiserver: ApiServer, client: RawClient, consumers: int
+) -> None:
+    allocation = objects.allocation("node-a")
+    others = [{"resource": "pods", "name": f"p{i}", "uid": f"uid-{i}"} for i in range(consumers)]
+    raw = make_claim(apiserver, status={"allocation": allocation, "reservedFor": others})
+    pod = make_pod(apiserver)
+    if consumers < RESERVED_FOR_MAX:
+        await binder(client).write_claim(parse_resource_claim(raw), None, pod)
+        stored = apiserver.store.get(CLAIM, "default", "gpu-claim")
+        assert len(stored["status"]["reservedFor"]) == RESERVED_FOR_MAX
+        return
+    full = rf"^claim default/gpu-claim already has the maximum of {RESERVED_FOR_MAX} consumers$"
+    with pytest.raises(BindError, match=full):
         await binder(client).write_claim(parse_resource_claim(raw), None, pod)
     assert writes(apiserver) == []
