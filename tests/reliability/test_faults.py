@@ -273,3 +273,24 @@ async def test_a_binding_whose_reply_was_lost_and_whose_retry_is_refused_keeps_t
         drop.set()  # ... once the connection of the first one broke
         assert await binding == ""  # the pod is bound: the re-read says so
         await audit(apiserver, state)  # the bound pod must still hold its claim
+
+
+async def test_a_retry_after_a_rollback_the_watch_has_not_shown_writes_the_claim_again(
+    apiserver: ApiServer,
+) -> None:
+    """The rollback's reply is the cache's until the watch echoes it: a retry of the pod that came
+    before the echo would otherwise find its old reservation, write nothing and bind the pod
+    without its devices."""
+    seed(apiserver, pods=1)
+    async with extender(apiserver) as (http, state, _ctx):
+        node = (await filter_nodes(http, apiserver, "pod-0"))["NodeNames"][0]
+        apiserver.lag_watches("resourceclaims")  # nothing of the claim reaches the cache by watch
+        apiserver.faults.fail("create", "pods", 403, subresource="binding")
+        assert "403" in await bind(http, apiserver, "pod-0", node)
+        assert not claim_reserved("claim-0", apiserver)
+        retried = await schedule(http, apiserver, "pod-0")
+        assert retried == (node, ""), retried[1]
+        assert claim_reserved("claim-0", apiserver), "pod-0 bound, its claim not written"
+        apiserver.release_watch_events()
+        await audit(apiserver, state)
+
