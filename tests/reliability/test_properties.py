@@ -494,58 +494,82 @@ def test_no_device_is_handed_out_twice_under_any_interleaving(
     record("faults injected", harness.server.faults.fired)
 
 
+Binding = asyncio.Task[str]
+
+
+class SharedClaim:
+    """p0 and p1 both use claim s0 on node-0: p0's bind allocates and reserves it, p1's (once p0's
+    write is cached) only reserves it; each Binding is held until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.harness = Harness(
+            {"plain": [1], "claims": [1], "shares": [1], "pods": [1, 1]},
+            {"fail": 0.0, "lost_reply": 0.0, "slow": 0.0, "late": 0.0, "time_out": 0.0, "seed": 0},
+        )
+        # Deadlines no loaded machine reaches (within the in-flight TTL): the test holds the
+        # Bindings, they do not time out.
+        self.harness.ctx.config = replace(self.harness.ctx.config, bind_timeout_s=INFLIGHT_TTL / 3)
+        self.faults = self.harness.server.faults
+        self.memory = self.harness.ctx.memory
+
+    def status(self) -> dict[str, Any]:
+        return self.harness.store.get(CLAIM, "default", "s0").get("status") or {}
+
+    def reserved(self) -> list[str]:
+        return [r["name"] for r in self.status().get("reservedFor") or ()]
+
+    def abandoned(self) -> bool:
+        return self.memory.abandoned(self.harness.store.get(CLAIM, "default", "s0")["metadata"]["uid"])
+
+    async def both_reserved(self) -> tuple[threading.Event, threading.Event, Binding, Binding]:
+        """Both binds under way, s0 reserved for both: p0's and p1's held Bindings, their binds."""
+        faults, state = self.faults, self.harness.state
+        first, second = faults.hold("create", "pods", "binding"), faults.hold("create", "pods", "binding")
+        p0 = asyncio.create_task(self._bind("p0"))
+
+        def cached_reservations() -> list[str]:
+            claim_obj = state.claim("default", "s0")
+            return [] if claim_obj is None else [r.name for r in claim_obj.reserved_for]
+
+        await until(lambda: cached_reservations() == ["p0"], "p0's claim write")
+        p1 = asyncio.create_task(self._bind("p1"))
+        await until(lambda: self.reserved() == ["p0", "p1"] or p1.done(), "p1's reservation")
+        assert not p1.done(), p1.result()
+        return first, second, p0, p1
+
+    def refuse_next_binding(self) -> None:
+        self.faults.fail("create", "pods", 403, subresource="binding")
+
+    async def _bind(self, name: str) -> str:
+        info = self.harness.state.pod("default", name)
+        assert info is not None
+        return await bind_pod(self.harness.ctx, "default", name, info.uid, "node-0")
+
+
 def test_two_pods_rolling_back_a_shared_claim_leave_it_allocated_for_nobody_never() -> None:
     """The interleaving behind "claim s2 allocated for nobody" (seen once under load): p0's bind
     allocates s0 and reserves it, p1's bind (s0 already allocated) only reserves it, then both
     Bindings are refused, p0's first. p0's rollback must keep the allocation (p1 still holds
     it); p1's, the last one out, must clear it: a claim allocated for nobody keeps its devices
     from every other claim although no pod will run with them."""
-    harness = Harness(
-        {"plain": [1], "claims": [1], "shares": [1], "pods": [1, 1]},  # p0 and p1 both use s0
-        {"fail": 0.0, "lost_reply": 0.0, "slow": 0.0, "late": 0.0, "time_out": 0.0, "seed": 0},
-    )
-    # Deadlines no loaded machine reaches (within the in-flight TTL): the test holds the
-    # Bindings, they do not time out.
-    harness.ctx.config = replace(harness.ctx.config, bind_timeout_s=INFLIGHT_TTL / 3)
-    faults = harness.server.faults
-
-    def s0() -> dict[str, Any]:
-        return harness.store.get(CLAIM, "default", "s0").get("status") or {}
-
-    def reserved() -> list[str]:
-        return [r["name"] for r in s0().get("reservedFor") or ()]
-
-    def cached_reservations() -> list[str]:
-        claim_obj = harness.state.claim("default", "s0")
-        return [] if claim_obj is None else [r.name for r in claim_obj.reserved_for]
-
-    async def bind(name: str) -> str:
-        info = harness.state.pod("default", name)
-        assert info is not None
-        return await bind_pod(harness.ctx, "default", name, info.uid, "node-0")
+    shared = SharedClaim()
 
     async def scenario() -> None:
-        await harness.start()
+        await shared.harness.start()
         try:
-            first, second = faults.hold("create", "pods", "binding"), faults.hold("create", "pods", "binding")
-            faults.fail("create", "pods", 403, times=2, subresource="binding")
-            p0 = asyncio.create_task(bind("p0"))
-            # p1 comes once p0's write is back and cached: s0 is allocated, p1 only reserves it.
-            await until(lambda: cached_reservations() == ["p0"], "p0's claim write")
-            p1 = asyncio.create_task(bind("p1"))
-            await until(lambda: reserved() == ["p0", "p1"] or p1.done(), "p1's reservation")
-            assert not p1.done(), p1.result()
+            first, second, p0, p1 = await shared.both_reserved()
+            shared.refuse_next_binding()
             first.set()
             assert "403" in await p0
-            assert reserved() == ["p1"] and s0().get("allocation"), "p1 still uses s0: it stays allocated"
+            assert shared.reserved() == ["p1"] and shared.status().get("allocation"), "p1 still uses s0"
+            shared.refuse_next_binding()
             second.set()
             assert "403" in await p1
-            assert not s0().get("reservedFor") and not s0().get("allocation"), f"s0 left as {s0()}"
-            uid = harness.store.get(CLAIM, "default", "s0")["metadata"]["uid"]
-            assert not harness.ctx.memory.abandoned(uid), "cleared: no rollback has it left to clear"
-            await harness.check_settled()
+            assert not shared.status(), f"s0 left as {shared.status()}"
+            assert not shared.abandoned(), "cleared: no rollback has it left to clear"
+            await shared.harness.check_settled()
         finally:
-            await harness.stop()
+            await shared.harness.stop()
 
     asyncio.run(scenario())
 
@@ -556,58 +580,30 @@ def test_an_allocation_left_by_a_rollback_is_the_bound_pods_that_holds_it(p1_bou
     p0's rollback had to leave is p1's, and no later rollback is left to clear it (the claim
     controller does when the last pod using it ends), whichever of p1's commit and p0's rollback
     comes first."""
-    harness = Harness(
-        {"plain": [1], "claims": [1], "shares": [1], "pods": [1, 1]},
-        {"fail": 0.0, "lost_reply": 0.0, "slow": 0.0, "late": 0.0, "time_out": 0.0, "seed": 0},
-    )
-    harness.ctx.config = replace(harness.ctx.config, bind_timeout_s=INFLIGHT_TTL / 3)
-    faults = harness.server.faults
-    memory = harness.ctx.memory
-
-    def s0() -> dict[str, Any]:
-        return harness.store.get(CLAIM, "default", "s0")
-
-    def reserved() -> list[str]:
-        return [r["name"] for r in (s0().get("status") or {}).get("reservedFor") or ()]
-
-    def cached_reservations() -> list[str]:
-        claim_obj = harness.state.claim("default", "s0")
-        return [] if claim_obj is None else [r.name for r in claim_obj.reserved_for]
-
-    async def bind(name: str) -> str:
-        info = harness.state.pod("default", name)
-        assert info is not None
-        return await bind_pod(harness.ctx, "default", name, info.uid, "node-0")
+    shared = SharedClaim()
 
     async def scenario() -> None:
-        await harness.start()
+        await shared.harness.start()
         try:
-            first, second = faults.hold("create", "pods", "binding"), faults.hold("create", "pods", "binding")
-            p0 = asyncio.create_task(bind("p0"))
-            # p1 comes once p0's write is back and cached: s0 is allocated, p1 only reserves it.
-            await until(lambda: cached_reservations() == ["p0"], "p0's claim write")
-            p1 = asyncio.create_task(bind("p1"))
-            await until(lambda: reserved() == ["p0", "p1"] or p1.done(), "p1's reservation")
-            assert not p1.done(), p1.result()
+            first, second, p0, p1 = await shared.both_reserved()
             if p1_bound == "before p0's rollback":
                 second.set()
                 assert await p1 == ""
-                faults.fail("create", "pods", 403, subresource="binding")  # the held one, p0's
+                shared.refuse_next_binding()  # the held one, p0's
                 first.set()
                 assert "403" in await p0
             else:
-                faults.fail("create", "pods", 403, subresource="binding")
+                shared.refuse_next_binding()
                 first.set()
                 assert "403" in await p0
-                assert memory.abandoned(s0()["metadata"]["uid"]), "p1 not bound yet: s0 is left to it"
+                assert shared.abandoned(), "p1 not bound yet: s0 is left to it"
                 second.set()
                 assert await p1 == ""
-            status = s0().get("status") or {}
-            assert [r["name"] for r in status.get("reservedFor") or ()] == ["p1"] and status.get("allocation")
-            assert not memory.abandoned(s0()["metadata"]["uid"])
-            await harness.check_settled()
+            assert shared.reserved() == ["p1"] and shared.status().get("allocation")
+            assert not shared.abandoned()
+            await shared.harness.check_settled()
         finally:
-            await harness.stop()
+            await shared.harness.stop()
 
     asyncio.run(scenario())
 
