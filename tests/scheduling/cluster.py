@@ -211,3 +211,18 @@ def allocated_devices(claims: Iterable[dict[str, Any]]) -> list[tuple[str, str, 
             if not result.get("adminAccess") and not result.get("shareID"):
                 out.append((result["driver"], result["pool"], result["device"]))
     return out
+
+
+class FailingBinding:
+    """A binder (``inner``) whose every Binding fails with ``error``: bind rolls back what it
+    wrote, or, for a Binding of unknown fate (``BindingUncertain``), leaves it to the settler."""
+
+    def __init__(self, inner: Any, error: Exception) -> None:
+        self.inner, self.error = inner, error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
+        raise self.error
+

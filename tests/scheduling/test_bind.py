@@ -19,6 +19,7 @@ from extender.model.refs import PodRef
 from extender.scheduling import bind
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from tests.scheduling.cluster import (
+    FailingBinding,
     Service,
     bind_call,
     claim,
@@ -172,22 +173,14 @@ def test_a_write_of_unknown_fate_holds_its_device_until_the_claim_moves_on_witho
 # --- a Binding of unknown fate ---------------------------------------------------------------------
 
 
-class UnansweredBinding:
+def unanswered_binding(inner: Any) -> FailingBinding:
     """Claim writes go through; the Binding goes unanswered (and, in fact, never lands)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
-        raise BindingUncertain("no answer")
+    return FailingBinding(inner, BindingUncertain("no answer"))
 
 
 def test_a_binding_that_cannot_land_any_more_has_its_claims_released_and_the_pod_forgotten() -> None:
     svc = two_pods_one_gpu(fence_after_s=0.1)
-    svc.ctx.binder = UnansweredBinding(svc.ctx.binder)
+    svc.ctx.binder = unanswered_binding(svc.ctx.binder)
 
     async def flow(client: Any) -> None:
         uid = svc.pod("p")["metadata"]["uid"]
@@ -212,14 +205,14 @@ def test_the_settlers_undo_leaves_the_claims_to_a_retry_under_way() -> None:
     pod began: the retry has adopted the claims, so the undo must leave them, or the retry binds
     the pod without its devices."""
     svc = two_pods_one_gpu()
-    first = UnansweredBinding(svc.ctx.binder)
+    first = unanswered_binding(svc.ctx.binder)
     svc.ctx.binder = first
     undos: list[Any] = []
     svc.ctx.settler.follow_binding = lambda ref, node, undo: undos.append(undo)  # type: ignore[method-assign]
 
-    class HeldBinding(UnansweredBinding):
+    class HeldBinding(FailingBinding):
         def __init__(self, inner: Any) -> None:
-            super().__init__(inner)
+            super().__init__(inner, RuntimeError("not used"))
             self.started, self.go = asyncio.Event(), asyncio.Event()
 
         async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
@@ -356,12 +349,15 @@ def test_claim_writes_are_counted_by_their_end_and_the_bind_as_failed() -> None:
     assert outcomes(unknown, "failed") == 1
 
 
-class LandsUnanswered(UnansweredBinding):
+class LandsUnanswered(FailingBinding):
     """The Binding lands, but its answer is lost."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner, BindingUncertain("no answer"))
 
     async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
         await self.inner.bind_pod(pod_ref, node_name)
-        raise BindingUncertain("no answer")
+        raise self.error
 
 
 def test_a_binding_that_landed_unanswered_keeps_its_claims() -> None:
@@ -394,17 +390,11 @@ def test_a_bind_during_a_handover_waits_naming_the_pod_and_why() -> None:
     assert outcomes(svc, "rejected") == 1 and not svc.state.inuse.inflight
 
 
-class CleanupRefused:
+class CleanupRefused(FailingBinding):
     """The local binder with the Binding refused and the extended-resource claims not deletable."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
-        raise RuntimeError("the Binding was refused")
+        super().__init__(inner, RuntimeError("the Binding was refused"))
 
     async def delete_extended_claims(self, ref: Any) -> list[dict[str, Any]]:
         raise RuntimeError("the delete was refused")

@@ -15,6 +15,7 @@ import pytest
 from extender.model import Features
 from extender.model.pods import parse_pod_group
 from tests.scheduling.cluster import (
+    FailingBinding,
     Service,
     claim,
     filter_call,
@@ -252,19 +253,6 @@ def test_a_groups_reservation_stays(bound_member: bool, features: Features) -> N
 # --- bind: a claim allocated before is only reserved, for the group ---------------------------
 
 
-class RefusedBinding:
-    """The local binder with the Binding refused: bind rolls back what it wrote."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def bind_pod(self, pod_ref: Any, node_name: str, deadline: Any = None) -> None:
-        raise RuntimeError("the Binding was refused")
-
-
 def _allocated_unreserved_group_claim() -> list[dict[str, Any]]:
     shared = [{"name": "gpu", "resourceClaimName": "shared"}]
     objs = [*gpu_cluster(nodes=1, per_node=1), pod_group(claims=shared)]
@@ -292,7 +280,7 @@ def test_a_failed_bind_leaves_a_claim_allocated_before_allocated(features, left_
     # (test_a_failed_filter_drops_the_groups_reservation_when_no_member_is_scheduled).
     svc = Service(_allocated_unreserved_group_claim(), feature_gates=features)
     before = svc.claims()["shared"]["status"]["allocation"]
-    svc.ctx.binder = RefusedBinding(svc.ctx.binder)
+    svc.ctx.binder = FailingBinding(svc.ctx.binder, RuntimeError("the Binding was refused"))
     _, error = svc.run(lambda c: schedule(c, svc.pod("a"), ["node-0"]))
     assert error.endswith("the Binding was refused")
     status = svc.claims()["shared"]["status"]
