@@ -19,6 +19,7 @@ from extender.model.refs import PodRef
 from extender.scheduling import bind
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
 from tests.scheduling.cluster import (
+    DRIVER,
     FailingBinding,
     Service,
     bind_call,
@@ -231,6 +232,45 @@ def test_the_settlers_undo_leaves_the_claims_to_a_retry_under_way() -> None:
         retry.go.set()
         assert await bound == ""
         assert [r["name"] for r in claim_of(svc, "p")["status"]["reservedFor"]] == ["p"]
+        await svc.ctx.close()
+
+    svc.run(flow)
+
+
+def test_a_retry_that_waits_keeps_what_the_unsettled_binding_before_it_held() -> None:
+    """The retry took the first bind's claims over (with the binding gates: its device is no
+    longer ready, so it waits, its claims kept for the next try): the first Binding, which can no
+    longer land, must not be undone behind its back once the settler gives up on it."""
+    device = {**gpus(1)[0], "bindingConditions": ["attached"]}
+    svc = Service([*gpu_cluster(nodes=0), node("node-0"), node_slice("node-0", [device]), claim("c"),
+                   pod("p", claims={"c": "c"})], fence_after_s=0.1)
+
+    def set_attached(attached: bool) -> None:
+        raw = dict(svc.claims()["c"])
+        ready = [{"type": "attached", "status": "True"}] if attached else []
+        raw["status"] = {**(raw.get("status") or {}),
+                         "devices": [{"driver": DRIVER, "pool": "node-0", "device": device["name"],
+                                      "conditions": ready}]}
+        svc.cluster.write("ResourceClaim", raw)
+
+    def reserved() -> list[str]:
+        return [r["name"] for r in (svc.claims()["c"].get("status") or {}).get("reservedFor") or ()]
+
+    set_attached(True)
+    plain = svc.ctx.binder
+    svc.ctx.binder = unanswered_binding(plain)
+
+    async def flow(client: Any) -> None:
+        assert "stay reserved" in await bind_call(client, svc.pod("p"), "node-0")
+        svc.ctx.binder = plain
+        set_attached(False)
+        assert "waiting for binding conditions" in await bind_call(client, svc.pod("p"), "node-0")
+        for _ in range(200):  # until nothing is left to settle (past fence_after_s and a read-back)
+            if svc.ctx.settler.unsettled == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert svc.ctx.settler.unsettled == 0
+        assert reserved() == ["p"] and svc.claims()["c"]["status"]["allocation"]
         await svc.ctx.close()
 
     svc.run(flow)
