@@ -129,7 +129,6 @@ class KubeBinder:
         self._client = api_client
         self._retry = RetryPolicy(attempts, retry_delay, is_leader)
         self._attempts = attempts
-        self._request_timeout = request_timeout
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube-binder")
 
     async def write_claim(
@@ -140,7 +139,8 @@ class KubeBinder:
         deadline: float | None = None,
     ) -> dict[str, Any]:
         if deadline is None:
-            deadline = time.monotonic() + self._request_timeout * self._attempts
+            # The client's own timeout: a RawClient passed in has its own, not request_timeout's.
+            deadline = time.monotonic() + self._client.request_timeout * self._attempts
         return await self._run(self._write_claim, claim, allocation, pod, deadline)
 
     async def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:

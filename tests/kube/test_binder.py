@@ -673,3 +673,14 @@ async def test_a_claim_takes_consumers_up_to_the_api_maximum(
     with pytest.raises(BindError, match=full):
         await binder(client).write_claim(parse_resource_claim(raw), None, pod)
     assert writes(apiserver) == []
+
+
+async def test_a_write_without_a_deadline_has_the_binders_own_bound(apiserver: ApiServer) -> None:
+    """No deadline given: the write may take the binder's attempts times the request timeout, so
+    an answer slower than most but within one request timeout is awaited, not given up."""
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.faults.delay(0.2, "update", "resourceclaims")
+    patient = RawClient(apiserver.api_client(), request_timeout=0.5)
+    written = await binder(patient).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    assert [r["name"] for r in written["status"]["reservedFor"]] == ["trainer"]
