@@ -67,3 +67,16 @@ def test_a_replica_that_does_not_lead_starts_no_attempt_and_the_caller_shapes_th
     with pytest.raises(Refused, match=NOT_THE_LEADER):
         RetryPolicy(is_leader=lambda: False).run("writing", attempt, failure=Refused)
     assert seen == []
+
+
+def test_the_pause_before_each_attempt_grows_with_its_number_plus_up_to_a_tenth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr("extender.kube.binder.time.sleep", pauses.append)
+    for jitter in (0.0, 0.5, 0.999):
+        pauses.clear()
+        monkeypatch.setattr("extender.kube.binder.random.random", lambda j=jitter: j)
+        _, attempt = failing(500, 500, 500)
+        assert RetryPolicy(attempts=4, delay=0.2).run("writing", attempt) == "done"
+        assert pauses == pytest.approx([0.2 * (1 + 0.1 * jitter) * n for n in (1, 2, 3)])
