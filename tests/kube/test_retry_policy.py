@@ -80,3 +80,15 @@ def test_the_pause_before_each_attempt_grows_with_its_number_plus_up_to_a_tenth(
         _, attempt = failing(500, 500, 500)
         assert RetryPolicy(attempts=4, delay=0.2).run("writing", attempt) == "done"
         assert pauses == pytest.approx([0.2 * (1 + 0.1 * jitter) * n for n in (1, 2, 3)])
+
+
+def test_each_attempt_that_will_be_tried_again_is_logged_with_its_number(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, attempt = failing(500, 409)
+    with caplog.at_level("INFO", logger="extender.kube.binder"):
+        assert RetryPolicy(delay=0.0).run("writing claim default/c", attempt) == "done"
+    assert [r.getMessage() for r in caplog.records] == [
+        "writing claim default/c: 500: injected (attempt 1)",
+        "writing claim default/c: 409: injected (attempt 2)",
+    ]
