@@ -11,6 +11,7 @@ import pytest
 
 from extender.kube.binder import FENCE_ANNOTATION, KubeBinder
 from extender.kube.client import RawClient
+from extender.metrics import Metrics
 from extender.model import parse_resource_claim
 from extender.model.refs import DELETE_PROTECTION_FINALIZER, RESERVED_FOR_MAX, PodRef
 from extender.scheduling.binder import BindError, BindingUncertain, WriteUncertain
@@ -684,3 +685,28 @@ async def test_a_write_without_a_deadline_has_the_binders_own_bound(apiserver: A
     patient = RawClient(apiserver.api_client(), request_timeout=0.5)
     written = await binder(patient).write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
     assert [r["name"] for r in written["status"]["reservedFor"]] == ["trainer"]
+
+
+async def test_built_from_the_kubernetes_api_client_as_serve_does_it_counts_and_bounds_its_requests(
+    apiserver: ApiServer,
+) -> None:
+    """`dra-extender serve` hands the binder the kubernetes ApiClient: the binder makes its own
+    client of it, with the metrics (every request counted) and its request timeout (a request
+    the API server sits on ends then)."""
+    metrics = Metrics()
+    kube = KubeBinder(apiserver.api_client(), metrics=metrics, request_timeout=0.3, retry_delay=0.001)
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    counted = [metrics.api_requests.labels("update", r, "200")._value.get()
+               for r in ("resourceclaims", "resourceclaims/status")]
+    assert counted == [1, 1]  # the finalizer, then the status
+    release = apiserver.faults.hold("get", "pods")
+    started = time.monotonic()
+    try:
+        with pytest.raises(BindError, match="reading pod default/trainer failed"):
+            await asyncio.wait_for(kube.read_pod("default", "trainer"), timeout=3.0)
+        assert time.monotonic() - started < 2.0
+    finally:
+        release.set()
+        kube.close()
