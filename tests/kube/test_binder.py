@@ -710,3 +710,29 @@ async def test_built_from_the_kubernetes_api_client_as_serve_does_it_counts_and_
     finally:
         release.set()
         kube.close()
+
+
+async def test_the_binder_runs_at_most_its_workers_calls_at_once(client: RawClient) -> None:
+    """Blocking API calls run on the binder's own threads, as many at once as it has workers:
+    bounded, so a flood of binds cannot start a thread per call."""
+    kube = binder(client, workers=2)
+    gate, running, most = threading.Event(), [0], [0]
+    lock = threading.Lock()
+
+    def blocking() -> None:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        gate.wait(5.0)
+        with lock:
+            running[0] -= 1
+
+    calls = [asyncio.ensure_future(kube._run(blocking)) for _ in range(4)]
+    try:
+        await eventually(lambda: running[0] == 2, what="two calls running")
+        await asyncio.sleep(0.1)
+        assert most[0] == 2
+    finally:
+        gate.set()
+        await asyncio.gather(*calls)
+        kube.close()
