@@ -736,3 +736,20 @@ async def test_the_binder_runs_at_most_its_workers_calls_at_once(client: RawClie
         gate.set()
         await asyncio.gather(*calls)
         kube.close()
+
+
+async def test_as_serve_builds_it_the_binder_pauses_ten_milliseconds_before_its_first_retry(
+    apiserver: ApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bind's claim writes have a few seconds in all: the pause before a retry is kept short."""
+    pauses: list[float] = []
+    monkeypatch.setattr("extender.kube.binder.time.sleep", pauses.append)
+    kube = KubeBinder(apiserver.api_client())
+    raw = make_claim(apiserver)
+    pod = make_pod(apiserver)
+    apiserver.faults.fail("update", "resourceclaims", 409)
+    try:
+        await kube.write_claim(parse_resource_claim(raw), objects.allocation("node-a"), pod)
+    finally:
+        kube.close()
+    assert len(pauses) == 1 and 0.01 <= pauses[0] <= 0.011
