@@ -450,7 +450,8 @@ class BindTransaction:
             return
         if claim is not None:
             ctx.state.assume_claim_unless_older(claim)
-        if claim is None or not (claim.get("status") or {}).get("allocation"):
+        held = None if claim is None else ctx.state.claim(write.claim.namespace, write.claim.name)
+        if held is None or held.uid != write.claim.uid or held.allocation is None:
             ctx.memory.allocation_settled(write.claim.uid)
 
     async def _clear_footprints(self) -> None:
