@@ -8,8 +8,8 @@ k8s.io/dynamic-resource-allocation (their error texts, and CEL errors fatal for 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from extender.allocator.constraints import ConstraintState, MatchAttribute
 from extender.allocator.outcome import AllocationError
@@ -23,6 +23,8 @@ from extender.model.features import Features
 
 if TYPE_CHECKING:
     from extender.cel.environment import DerivedExpression, Environment, Selector
+
+T = TypeVar("T")
 
 
 class SelectorCache:
@@ -43,22 +45,26 @@ class SelectorCache:
     ) -> DerivedExpression | CelCompileError:
         compiled = self._derived.get(expression)
         if compiled is None:
-            try:
-                compiled = self._cel.compile_derived(expression, checkpoint)
-            except CelCompileError as exc:
-                compiled = exc
+            compiled = _compiled(self._cel.compile_derived, expression, checkpoint)
             self._derived[expression] = compiled
         return compiled
 
     def get(self, expression: str, checkpoint: Checkpoint | None = None) -> Selector | CelCompileError:
         compiled = self._compiled.get(expression)
         if compiled is None:
-            try:
-                compiled = self._cel.compile_selector(expression, checkpoint)
-            except CelCompileError as exc:
-                compiled = exc
+            compiled = _compiled(self._cel.compile_selector, expression, checkpoint)
             self._compiled[expression] = compiled
         return compiled
+
+
+def _compiled(
+    compile_: Callable[[str, Checkpoint | None], T], expression: str, checkpoint: Checkpoint | None
+) -> T | CelCompileError:
+    """The compiled expression, or its compile error (kept like a result, see SelectorCache)."""
+    try:
+        return compile_(expression, checkpoint)
+    except CelCompileError as exc:
+        return exc
 
 
 # Where a device's stand-in for the stable allocator's selectors is kept in its CEL memo (which
